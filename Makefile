@@ -1,0 +1,41 @@
+# mars-harness: `make demo` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The stamp names a hash of pyproject.toml, so editing dependencies reinstalls and nothing else does.
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+TORCH  := torch==2.13.0
+
+.PHONY: setup test demo lint bench setup-verl clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first: the CPU wheel on this machine's disk; a bare `torch` requirement would pull CUDA.
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q -ra
+
+demo: setup
+	$(BIN)/mars demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# verl for clusters: installed without its dependency pins, which would replace torch (facts.md).
+setup-verl: setup
+	$(BIN)/python -m pip install --quiet -e ".[verl]"
+	$(BIN)/python -m pip install --quiet --no-deps verl==0.9.1
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

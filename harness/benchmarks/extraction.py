@@ -1,0 +1,142 @@
+r"""Pulling the final answer out of a model's response.
+
+Math: the content of the last complete `\boxed{...}` (or `\fbox{...}`); failing that, the last
+explicit answer statement ("The final answer is ...", "Answer: ...", "#### ...").
+
+Multiple choice, strictly: the last boxed letter; failing that, the last statement such as
+"the answer is (C)"; failing that, a response that is nothing but a letter. A letter must be one
+of the options on offer. Nothing is guessed from loose mentions of a letter in the reasoning.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BOX_COMMANDS = re.compile(r"\\(?:boxed|fbox)\b")
+_ANSWER_STATEMENT = re.compile(
+    r"(?i:answer)\**\s*(?:(?i:is)\b|:|=)[:*\s]*(?P<value>[^\n]*)|^\s*####\s*(?P<hashes>[^\n]*)",
+    re.MULTILINE,
+)
+_CHOICE_STATEMENT = re.compile(
+    r"(?i:answer|option|choice)\**\s*(?:(?i:is)\b|:)[:*\s]*"
+    r"(?:(?i:option|choice)\s+)?[(\[]?(?P<letter>[A-Z])[)\]]?(?![A-Za-z0-9])"
+)
+_LONE_LETTER = re.compile(r"\s*[(\[]?(?P<letter>[A-Z])[)\].]?\s*")
+_LETTER_WITH_TEXT = re.compile(r"[(\[]?(?P<letter>[A-Z])(?:[)\]]|[).:]\s.*)?", re.DOTALL)
+_TEXT_WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm|mbox)\s*\{([^{}]*)\}")
+_MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last complete `\boxed{...}`; a box cut off by truncation is passed over."""
+    starts = [match.end() for match in _BOX_COMMANDS.finditer(text)]
+    if not starts:
+        return None
+    closing = _matching_braces(text)
+    for start in reversed(starts):
+        position = start
+        while position < len(text) and text[position] == " ":
+            position += 1
+        if position >= len(text):
+            continue
+        if text[position] == "{":
+            if position in closing:
+                return text[position + 1 : closing[position]].strip()
+            continue
+        # "\boxed 5": the argument runs to the next space or dollar sign.
+        bare = re.match(r"[^\s$]+", text[position:])
+        if bare:
+            return bare.group(0)
+    return None
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Opening-brace position -> closing-brace position, in one pass (escaped braces ignored)."""
+    pairs: dict[int, int] = {}
+    open_positions: list[int] = []
+    for index, char in enumerate(text):
+        if char not in "{}" or (index > 0 and text[index - 1] == "\\"):
+            continue
+        if char == "{":
+            open_positions.append(index)
+        elif open_positions:
+            pairs[open_positions.pop()] = index
+    return pairs
+
+
+def last_answer_statement(text: str) -> str | None:
+    """The value of the last "answer is/: ..." or "#### ..." statement, cleaned of markup."""
+    value: str | None = None
+    for match in _ANSWER_STATEMENT.finditer(text):
+        candidate = _clean_statement(match.group("value") or match.group("hashes") or "")
+        if candidate:
+            value = candidate
+    return value
+
+
+def _clean_statement(value: str) -> str:
+    value = value.strip().strip("*").strip().removesuffix(".").rstrip()
+    for opening, closing in _MATH_DELIMITERS:
+        if value.startswith(opening) and value.endswith(closing) and len(value) > 2 * len(opening):
+            value = value[len(opening) : -len(closing)].strip()
+            break
+    return value.removesuffix(".").strip()
+
+
+def extract_math_answer(response: str) -> str | None:
+    boxed = last_boxed(response)
+    if boxed:
+        return boxed
+    return last_answer_statement(response)
+
+
+def strip_text_wrappers(value: str) -> str:
+    r"""`\text{C}` -> `C`, repeatedly, for nested wrappers."""
+    previous = None
+    while previous != value:
+        previous = value
+        value = _TEXT_WRAPPERS.sub(r"\1", value)
+    return value
+
+
+def _normalise_option_text(text: str) -> str:
+    return re.sub(r"\s+", " ", strip_text_wrappers(text).replace("$", "")).strip().lower()
+
+
+def letter_from_boxed(content: str, letters: str, choices: list[str] | None) -> str | None:
+    value = strip_text_wrappers(content).replace("*", "").strip()
+    match = _LETTER_WITH_TEXT.fullmatch(value)
+    if match and match.group("letter") in letters:
+        return match.group("letter")
+    if choices:
+        # The model boxed the option's text instead of its letter: accept an exact match only.
+        wanted = _normalise_option_text(value)
+        hits = [
+            letters[index]
+            for index, choice in enumerate(choices[: len(letters)])
+            if _normalise_option_text(choice) == wanted
+        ]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def extract_choice_letter(
+    response: str, letters: str, choices: list[str] | None = None
+) -> str | None:
+    """The chosen letter (one of `letters`), or None when the response commits to none."""
+    boxed = last_boxed(response)
+    if boxed:
+        letter = letter_from_boxed(boxed, letters, choices)
+        if letter:
+            return letter
+    statement_letter: str | None = None
+    for match in _CHOICE_STATEMENT.finditer(strip_text_wrappers(response)):
+        if match.group("letter") in letters:
+            statement_letter = match.group("letter")
+    if statement_letter:
+        return statement_letter
+    lone = _LONE_LETTER.fullmatch(response)
+    if lone and lone.group("letter") in letters:
+        return lone.group("letter")
+    return None

@@ -1,0 +1,223 @@
+"""Where benchmark rows come from: the Hugging Face hub when reachable, else local files.
+
+Both routes go through `datasets`. Local files that `datasets` cannot read as a whole (a broken
+line, a row of the wrong type) are read again line by line so that one bad row is skipped and
+counted instead of sinking the whole file.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import logging
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import harness
+from harness.errors import MarsError
+
+DATA_DIR_ENV = "MARS_DATA_DIR"
+HUB_CHECK_TIMEOUT_S = 2.0
+_OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+_TRUTHY = {"1", "true", "yes", "on"}
+
+Row = dict[str, Any]
+LocalFormat = Literal["jsonl", "csv"]
+
+
+@dataclass(frozen=True)
+class HubSource:
+    dataset_id: str
+    split: str
+    config: str | None = None
+    keep: Callable[[Row], bool] | None = None  # filter applied to hub rows (e.g. MMLU subjects)
+
+    def describe(self) -> str:
+        config = f"[{self.config}]" if self.config else ""
+        return f"hub:{self.dataset_id}{config}:{self.split}"
+
+
+@dataclass(frozen=True)
+class LocalSource:
+    relative_path: str  # inside a benchmarks data root, e.g. "gsm8k/test.jsonl"
+    format: LocalFormat
+
+
+@dataclass
+class RawRows:
+    """Rows as read. `None` stands for a row that could not be read at all; it keeps its place so
+    that ids derived from the row index stay stable."""
+
+    rows: list[Row | None]
+    route: Literal["hub", "local"]
+    source: str
+    notes: list[str]
+
+
+def checkout_data_root() -> Path:
+    """`../shared/data/benchmarks` beside the checkout (the repo root is two levels above this
+    package's `__init__`)."""
+    return Path(harness.__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
+
+
+def candidate_roots(data_dir: Path | None) -> list[tuple[str, Path]]:
+    """Local data roots in lookup order, each with a label saying where it came from."""
+    roots: list[tuple[str, Path]] = []
+    if data_dir is not None:
+        roots.append(("--data-dir", Path(data_dir).expanduser()))
+    env_value = os.environ.get(DATA_DIR_ENV, "").strip()
+    if env_value:
+        roots.append((f"${DATA_DIR_ENV}", Path(env_value).expanduser()))
+    roots.append(("beside the checkout", checkout_data_root()))
+    return roots
+
+
+def hub_unavailable_reason() -> str | None:
+    """Why the hub should not be tried, or None when it looks reachable."""
+    for var in _OFFLINE_ENV_VARS:
+        if os.environ.get(var, "").strip().lower() in _TRUTHY:
+            return f"{var}={os.environ[var]}"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    if not _can_connect(host, port):
+        return f"{host}:{port} not reachable within {HUB_CHECK_TIMEOUT_S:g} s"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _can_connect(host: str, port: int) -> bool:
+    # Name resolution ignores socket timeouts, so the whole check runs in a daemon thread that
+    # is abandoned if it takes too long.
+    outcome: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=HUB_CHECK_TIMEOUT_S):
+                outcome.append(True)
+        except OSError:
+            outcome.append(False)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(HUB_CHECK_TIMEOUT_S + 0.5)
+    return bool(outcome and outcome[0])
+
+
+def fetch_rows(suite: str, hub: HubSource, local: LocalSource, data_dir: Path | None) -> RawRows:
+    """Hub first unless a data dir was given explicitly or the hub is unavailable; then the local
+    roots in order. Raises MarsError naming every place that was tried."""
+    notes: list[str] = []
+    if data_dir is None:
+        reason = hub_unavailable_reason()
+        if reason is None:
+            try:
+                return _read_hub(hub)
+            except Exception as exc:  # any hub failure falls back to local files
+                reason = f"failed: {type(exc).__name__}: {_first_line(exc)}"
+        notes.append(f"{hub.describe()} not used ({reason})")
+    else:
+        notes.append(f"{hub.describe()} not tried (--data-dir given)")
+
+    looked: list[str] = []
+    for label, root in candidate_roots(data_dir):
+        path = root / local.relative_path
+        looked.append(f"{path} ({label})")
+        if path.is_file():
+            rows = _read_local(path, local.format)
+            return RawRows(rows=rows, route="local", source=f"local:{path}", notes=notes)
+    raise MarsError(
+        f"no data for suite {suite!r}: looked in "
+        + "; ".join(looked)
+        + f"; {notes[0]}. Pass --data-dir or set ${DATA_DIR_ENV}."
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _quiet_datasets() -> Any:
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    return datasets
+
+
+def _read_hub(hub: HubSource) -> RawRows:
+    datasets = _quiet_datasets()
+    dataset = datasets.load_dataset(hub.dataset_id, hub.config, split=hub.split)
+    rows: list[Row | None] = [dict(row) for row in dataset]
+    if hub.keep is not None:
+        rows = [row for row in rows if row is not None and hub.keep(row)]
+    return RawRows(rows=rows, route="hub", source=hub.describe(), notes=[])
+
+
+def _read_local(path: Path, fmt: LocalFormat) -> list[Row | None]:
+    try:
+        return read_local_with_datasets(path, fmt)
+    except Exception as exc:
+        logging.getLogger(__name__).debug("datasets could not read %s: %s", path, exc)
+    return read_jsonl_line_by_line(path) if fmt == "jsonl" else read_csv_line_by_line(path)
+
+
+def read_local_with_datasets(path: Path, fmt: LocalFormat) -> list[Row | None]:
+    datasets = _quiet_datasets()
+    # A throw-away cache: the files are small, and a shared cache would keep one Arrow copy of
+    # every file ever loaded (temporary test files included).
+    with tempfile.TemporaryDirectory(prefix="mars-datasets-") as cache_dir:
+        if fmt == "jsonl":
+            dataset = datasets.load_dataset(
+                "json", data_files=str(path), split="train", cache_dir=cache_dir
+            )
+        else:
+            # Every column as text: numeric-looking answers must keep their exact spelling.
+            with path.open(newline="", encoding="utf-8") as handle:
+                header = next(csv.reader(handle))
+            features = datasets.Features({name: datasets.Value("string") for name in header})
+            dataset = datasets.load_dataset(
+                "csv",
+                data_files=str(path),
+                split="train",
+                features=features,
+                keep_default_na=False,
+                cache_dir=cache_dir,
+            )
+        return [dict(row) for row in dataset]
+
+
+def read_jsonl_line_by_line(path: Path) -> list[Row | None]:
+    rows: list[Row | None] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                rows.append(None)
+                continue
+            rows.append(value if isinstance(value, dict) else None)
+    return rows
+
+
+def read_csv_line_by_line(path: Path) -> list[Row | None]:
+    rows: list[Row | None] = []
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        reader = csv.DictReader(handle)
+        for record in reader:
+            # DictReader files surplus fields under None and pads short rows with None.
+            broken = None in record or any(value is None for value in record.values())
+            rows.append(None if broken else dict(record))
+    return rows

@@ -1,0 +1,43 @@
+"""The data that flows between a suite, the runner and the run store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Sample(BaseModel):
+    """One benchmark question, normalised the same way whatever the source."""
+
+    id: str
+    question: str
+    choices: list[str] | None = None  # option texts in display order (choice suites only)
+    gold: str  # the reference answer; a letter for choice suites
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(BaseModel):
+    """The grade of one response. A response with no usable answer is an extraction failure,
+    which is counted apart from a wrong answer."""
+
+    extracted: str | None
+    gold: str
+    correct: bool
+    extraction_failed: bool
+
+
+@dataclass
+class LoadResult:
+    """Samples in file order plus how they were obtained."""
+
+    suite: str
+    version: str
+    samples: list[Sample]
+    source: str  # e.g. "hub:openai/gsm8k[main]:test" or "local:/path/to/test.jsonl"
+    skipped: int = 0  # malformed rows that were left out
+    notes: list[str] = field(default_factory=list)  # e.g. why the hub was not used
+
+    def __len__(self) -> int:
+        return len(self.samples)

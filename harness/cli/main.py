@@ -1,0 +1,64 @@
+"""The `mars` command line: one typer app; each command group lives in its own module.
+
+Command modules import their heavy dependencies (torch, OpenSpiel, ...) inside the command
+function so that `mars --help` and `mars grade` start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from harness.errors import EndpointError, MarsError
+
+app = typer.Typer(
+    name="mars",
+    help="Evaluate and train multi-agent LLM reasoning (MARSHAL-style self-play).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_err = Console(stderr=True)
+
+
+def _register_commands() -> None:
+    # Each module adds its commands to `app` when imported.
+    import importlib
+
+    for module in _COMMAND_MODULES:
+        importlib.import_module(f"harness.cli.{module}")
+
+
+_COMMAND_MODULES: tuple[str, ...] = ("serve", "grade", "demo")
+
+
+def run() -> None:
+    """Console-script entry point: user-facing errors become one line and a non-zero exit."""
+    import click
+
+    _register_commands()
+    try:
+        app(standalone_mode=False)
+    except MarsError as exc:
+        _fail(str(exc), exc.exit_code)
+    except EndpointError as exc:
+        _fail(f"model request failed: {exc}", 3)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # usage errors: typer's own one-line message
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> None:
+    _err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,58 @@
+"""`mars serve`: put a checkpoint behind an OpenAI-compatible API until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import typer
+
+from harness.cli.main import app
+
+
+@app.command("serve")
+def serve(
+    model: str = typer.Argument(
+        None, help="Checkpoint folder or hub id (default: the tiny model)."
+    ),
+    backend: str = typer.Option("auto", help="auto | vllm | transformers"),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(None, help="Port (default: a free one)."),
+    startup_timeout: float = typer.Option(300.0, help="Seconds to wait for /v1/models."),
+    log_dir: Path = typer.Option(None, help="Folder for the server log (default: a temp dir)."),
+) -> None:
+    """Serve MODEL and print its base URL; stop cleanly on Ctrl-C / SIGTERM."""
+    from harness.model_access import default_model
+    from harness.servers import ModelServer
+
+    server = ModelServer(
+        model=model or default_model(),
+        backend=backend,
+        host=host,
+        port=port,
+        startup_timeout_s=startup_timeout,
+        log_dir=log_dir,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        server.start()
+        print(f"serving {server.served_name} with {server.resolved_backend}", flush=True)
+        print(f"log: {server.log_path}", flush=True)
+        print(f"base url: {server.base_url}", flush=True)
+        while not stop.wait(0.5):
+            if not server.running:
+                print(f"server exited; last log lines: {server.last_log_lines()}", flush=True)
+                raise typer.Exit(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)
+    print("stopped", flush=True)

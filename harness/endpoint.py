@@ -1,0 +1,250 @@
+"""The one way to talk to a model: every evaluation call (MAS agents, AutoGen, game players, judges)
+goes through `Endpoint.complete`.
+
+An endpoint is an OpenAI-compatible base URL plus a model name. It owns one shared
+`openai.AsyncOpenAI` client (a client per call costs ~30 ms of CPU), an asyncio semaphore that
+bounds requests in flight, a hard wall-clock timeout per attempt, and bounded retries with
+exponential backoff and full jitter on 429, 5xx, timeouts, dropped connections and malformed
+bodies. Any other 4xx fails at once. It never returns None: it returns a `Completion` or raises
+`EndpointError` carrying the number of retries spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import openai
+from pydantic import BaseModel, Field
+
+from harness.errors import EndpointError
+from harness.reasoning import split_reasoning
+from harness.response_cache import ResponseCache, cache_key
+from harness.usage import UsageLedger
+
+Message = dict[str, str]
+
+
+class GenerationConfig(BaseModel):
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = None
+
+    def request_fields(self) -> dict[str, Any]:
+        # Only standard fields: `transformers serve` answers 422 to anything it does not know.
+        fields: dict[str, Any] = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
+        if self.seed is not None:
+            fields["seed"] = self.seed
+        return fields
+
+
+class EndpointConfig(BaseModel):
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = Field(32, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(8.0, ge=0)
+    cache_path: str | None = None
+    # What the cache key calls "the model": defaults to the model name; servers of a local
+    # checkpoint set it to a fingerprint of the weights so a retrained folder misses the cache.
+    model_identity: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The config as it may be written to run.json (no secrets: only the env var's name)."""
+        return self.model_dump()
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+
+class Completion(BaseModel):
+    text: str
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    retries: int = 0
+    cached: bool = False
+
+
+async def _within(seconds: float, awaitable: Awaitable[Completion]) -> Completion:
+    """A hard wall-clock deadline; `asyncio.timeout` (3.11+) avoids wait_for's extra task."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, *, status: int | None = None, wait_s: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.wait_s = wait_s
+
+
+def _retry_after_s(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class Endpoint:
+    def __init__(self, config: EndpointConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.ledger = UsageLedger()
+        self._rng = rng or random.Random()
+        self._semaphore = asyncio.Semaphore(config.concurrency)
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=os.environ.get(config.api_key_env) or "EMPTY",
+            max_retries=0,
+            timeout=config.timeout_s,
+        )
+        self._cache = ResponseCache(config.cache_path) if config.cache_path else None
+
+    @property
+    def model_identity(self) -> str:
+        return self.config.model_identity or self.config.model
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str = "default",
+        gen: GenerationConfig | None = None,
+        epoch: int = 0,
+    ) -> Completion:
+        gen = gen or GenerationConfig()
+        key = None
+        if self._cache is not None:
+            key = cache_key(self.model_identity, messages, gen.model_dump(), epoch)
+            hit = self._cache.get(key)
+            if hit is not None:
+                completion = Completion.model_validate(hit).model_copy(update={"cached": True})
+                self.ledger.add(role, completion)
+                return completion
+        try:
+            completion = await self._complete_with_retries(messages, gen)
+        except EndpointError as exc:
+            self.ledger.add_error(role, retries=exc.retries)
+            raise
+        self.ledger.add(role, completion)
+        if self._cache is not None and key is not None:
+            self._cache.put(key, completion.model_dump())
+        return completion
+
+    async def _complete_with_retries(
+        self, messages: list[Message], gen: GenerationConfig
+    ) -> Completion:
+        retries = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                async with self._semaphore:
+                    started = time.perf_counter()
+                    completion = await _within(
+                        self.config.timeout_s, self._request_once(messages, gen)
+                    )
+            except _Retryable as exc:
+                failure, status, wait_hint = str(exc), exc.status, exc.wait_s
+            except asyncio.TimeoutError:
+                failure, status, wait_hint = (
+                    f"timed out after {self.config.timeout_s:g}s",
+                    None,
+                    None,
+                )
+            else:
+                completion.latency_s = time.perf_counter() - started
+                completion.retries = retries
+                return completion
+            if retries >= self.config.max_retries:
+                raise EndpointError(
+                    f"{failure} (gave up after {retries} retries)", retries=retries, status=status
+                )
+            await asyncio.sleep(self._backoff_s(retries, wait_hint))
+            retries += 1
+
+    def _backoff_s(self, attempt: int, retry_after: float | None) -> float:
+        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
+        if retry_after is not None:
+            return min(retry_after, self.config.backoff_max_s)
+        return self._rng.uniform(0, cap)  # full jitter
+
+    async def _request_once(self, messages: list[Message], gen: GenerationConfig) -> Completion:
+        body = {"model": self.config.model, "messages": messages, **gen.request_fields()}
+        try:
+            # A plain POST through the client: same auth, base URL and errors as
+            # `chat.completions.create`, without its request transform and response models, which
+            # cost more client CPU per call than the HTTP exchange itself.
+            response = await self._client.post("/chat/completions", body=body, cast_to=object)
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if status == 429 or status >= 500:
+                raise _Retryable(
+                    f"HTTP {status} from {self.config.base_url}",
+                    status=status,
+                    wait_s=_retry_after_s(exc) if status == 429 else None,
+                ) from exc
+            raise EndpointError(
+                f"HTTP {status} from {self.config.base_url}: {_short(exc.message)}",
+                retries=0,
+                status=status,
+            ) from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise _Retryable(f"{type(exc).__name__}: {_short(str(exc))}") from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            raise _Retryable(f"malformed response: {_short(str(exc))}") from exc
+        return _to_completion(response)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        if self._cache is not None:
+            self._cache.close()
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _to_completion(response: Any) -> Completion:
+    """Read an OpenAI chat-completion body (a dict); anything off-shape is a malformed reply."""
+    try:
+        choice = response["choices"][0]
+        message = choice["message"]
+        raw_text = message.get("content") or ""
+        served_reasoning = message.get("reasoning_content") or message.get("reasoning")
+        usage_body = response.get("usage") or {}
+        details = usage_body.get("completion_tokens_details") or {}
+        usage = Usage(
+            prompt_tokens=usage_body.get("prompt_tokens") or 0,
+            completion_tokens=usage_body.get("completion_tokens") or 0,
+            reasoning_tokens=details.get("reasoning_tokens"),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _Retryable(f"malformed response: {type(exc).__name__} {exc}") from exc
+    if served_reasoning:
+        text, reasoning = str(raw_text).strip(), str(served_reasoning).strip()
+    else:
+        text, reasoning = split_reasoning(str(raw_text))
+    return Completion(
+        text=text, reasoning=reasoning, finish_reason=choice.get("finish_reason"), usage=usage
+    )

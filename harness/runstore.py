@@ -1,0 +1,288 @@
+"""The run directory: one record of what happened, read by report, resume, loop and dashboard.
+
+    run.json       what was asked (command, full config, model, endpoint, versions, git revision,
+                   seeds, status, start/end): `RunInfo`
+    records.jsonl  one JSON line per unit of work, appended and flushed as each finishes
+    summary.json   aggregates with confidence intervals
+
+A rerun with the same `--run-dir` resumes: `prepare_resume` rewrites records.jsonl keeping one
+good record per key (dropping errored, duplicate and half-written lines), and the command redoes
+what is missing. The format is documented in docs/run-format.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Hashable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from harness.errors import MarsError
+
+SCHEMA_VERSION = 1
+RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
+_TRACKED_PACKAGES = (
+    "mars-harness",
+    "openai",
+    "transformers",
+    "torch",
+    "open-spiel",
+    "math-verify",
+    "autogen-agentchat",
+    "datasets",
+)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for name in _TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_revision() -> str | None:
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+class RunInfo(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    kind: str
+    command: list[str] = Field(default_factory=list)
+    config: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    endpoint: dict[str, Any] | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    git_revision: str | None = None
+    seeds: dict[str, Any] = Field(default_factory=dict)
+    status: str = "running"
+    started_at: str = Field(default_factory=_now)
+    ended_at: str | None = None
+    attempts: int = 1
+
+
+def _slugify(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+    return slug[:60] or "run"
+
+
+class RunDir:
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path = path
+        self.kind = kind
+        self.malformed_lines = 0
+
+    @classmethod
+    def resolve(cls, *, out: Path | None, run_dir: Path | None, kind: str, slug: str) -> RunDir:
+        """`--run-dir PATH` exactly (a rerun resumes it), else a new directory under `--out`."""
+        if run_dir is not None:
+            path = Path(run_dir)
+            if path.exists() and not path.is_dir():
+                raise MarsError(f"--run-dir {path} exists and is not a directory")
+            info_file = path / RUN_FILE
+            if info_file.exists():
+                existing = cls.read_info(path)
+                if existing.kind != kind:
+                    raise MarsError(
+                        f"{path} holds a '{existing.kind}' run; it cannot resume as '{kind}'"
+                    )
+        else:
+            root = Path(out) if out is not None else Path("runs")
+            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            path = root / f"{kind}-{stamp}-{_slugify(slug)}"
+            suffix = 1
+            while path.exists():
+                suffix += 1
+                path = root / f"{kind}-{stamp}-{_slugify(slug)}-{suffix}"
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MarsError(f"cannot create run directory {path}: {exc.strerror}") from exc
+        return cls(path, kind)
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory, for reading (report, dashboard, loop)."""
+        path = Path(path)
+        if not (path / RUN_FILE).is_file():
+            raise MarsError(f"{path} is not a run directory (no {RUN_FILE})")
+        return cls(path, cls.read_info(path).kind)
+
+    @staticmethod
+    def read_info(path: Path) -> RunInfo:
+        try:
+            return RunInfo.model_validate_json((Path(path) / RUN_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise MarsError(f"cannot read {Path(path) / RUN_FILE}: {exc}") from exc
+
+    @property
+    def info_path(self) -> Path:
+        return self.path / RUN_FILE
+
+    @property
+    def records_path(self) -> Path:
+        return self.path / RECORDS_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    def info(self) -> RunInfo:
+        return self.read_info(self.path)
+
+    def start(
+        self,
+        *,
+        command: list[str],
+        config: dict[str, Any],
+        model: str | None = None,
+        endpoint: dict[str, Any] | None = None,
+        seeds: dict[str, Any] | None = None,
+    ) -> None:
+        attempts = 1
+        started_at = _now()
+        if self.info_path.exists():
+            previous = self.info()
+            attempts, started_at = previous.attempts + 1, previous.started_at
+        info = RunInfo(
+            kind=self.kind,
+            command=command,
+            config=config,
+            model=model,
+            endpoint=endpoint,
+            versions=package_versions(),
+            git_revision=git_revision(),
+            seeds=seeds or {},
+            started_at=started_at,
+            attempts=attempts,
+        )
+        self._write_json_atomic(self.info_path, info.model_dump())
+
+    def finish(self, status: str = "completed") -> None:
+        info = self.info().model_copy(update={"status": status, "ended_at": _now()})
+        self._write_json_atomic(self.info_path, info.model_dump())
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self.records_path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+
+    def append_many(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+        with self.records_path.open("a", encoding="utf-8") as handle:
+            handle.write(lines)
+            handle.flush()
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every well-formed record in file order; malformed lines are skipped and counted."""
+        self.malformed_lines = 0
+        if not self.records_path.exists():
+            return []
+        out: list[dict[str, Any]] = []
+        with self.records_path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    self.malformed_lines += 1
+                    continue
+                if isinstance(record, dict):
+                    out.append(record)
+                else:
+                    self.malformed_lines += 1
+        return out
+
+    def prepare_resume(self, key: Callable[[dict[str, Any]], Hashable]) -> set[Hashable]:
+        """Keep one good record per key (the first), drop errored and broken lines; return the keys.
+
+        Rewritten atomically, so a crash here loses nothing already recorded.
+        """
+        kept: dict[Hashable, dict[str, Any]] = {}
+        for record in self.records():
+            if record.get("error"):
+                continue
+            try:
+                record_key = key(record)
+            except (KeyError, TypeError):
+                continue
+            kept.setdefault(record_key, record)
+        if self.records_path.exists():
+            tmp = self.records_path.with_suffix(".jsonl.tmp")
+            with tmp.open("w", encoding="utf-8") as handle:
+                for record in kept.values():
+                    handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.records_path)
+        return set(kept)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        payload = {"schema_version": SCHEMA_VERSION, **summary}
+        self._write_json_atomic(self.summary_path, payload)
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.summary_path.exists():
+            return None
+        try:
+            return json.loads(self.summary_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def dataframe(self) -> Any:
+        import pandas as pd
+
+        return pd.json_normalize(self.records(), max_level=0)
+
+    @staticmethod
+    def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+        os.replace(tmp, path)
+
+
+def list_runs(root: Path) -> list[RunDir]:
+    """Every run directory directly under `root` (or nested one level, e.g. a loop's evals)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = sorted(
+        {p.parent for p in root.glob(f"*/{RUN_FILE}")}
+        | {p.parent for p in root.glob(f"*/*/{RUN_FILE}")}
+    )
+    runs: list[RunDir] = []
+    for path in found:
+        try:
+            runs.append(RunDir.open(path))
+        except MarsError:
+            continue
+    return runs

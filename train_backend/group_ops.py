@@ -1,0 +1,96 @@
+"""Vectorised building blocks of the advantage estimators: grouped statistics, per-turn returns.
+
+Groups are given as integer codes 0..n_groups-1 (every code used at least once). Sums run through
+`np.bincount`, so every function is a handful of passes over the data whatever the number of groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SCALES = ("mean", "mean_std")
+
+
+def normalise_in_groups(
+    values: np.ndarray,
+    groups: np.ndarray,
+    n_groups: int,
+    *,
+    scale: str,
+    eps: float,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """Centre `values` on their group mean and, for scale "mean_std", divide by the group std.
+
+    The std is the population one (ddof=0), so a normalised group has std exactly 1. With `weights`
+    both moments are weighted. Edge rules: a group of a single value gives 0 (not the raw value),
+    and a group whose std is below `eps` is only centred, never divided by a near-zero number.
+    """
+    counts = np.bincount(groups, minlength=n_groups)
+    if weights is None:
+        weight_sums = counts.astype(np.float64)
+        means = np.bincount(groups, weights=values, minlength=n_groups) / weight_sums
+    else:
+        weight_sums = np.bincount(groups, weights=weights, minlength=n_groups)
+        means = np.bincount(groups, weights=values * weights, minlength=n_groups) / weight_sums
+    centred = values - means[groups]
+    if scale == "mean_std":
+        squares = centred * centred if weights is None else weights * centred * centred
+        stds = np.sqrt(np.bincount(groups, weights=squares, minlength=n_groups) / weight_sums)
+        divisors = np.where(stds < eps, 1.0, stds)
+        centred /= divisors[groups]
+    elif scale != "mean":
+        raise ValueError(f"unknown scale {scale!r}")
+    # Weighted means need not reproduce a lone value bit for bit, so zero singletons explicitly.
+    centred[counts[groups] == 1] = 0.0
+    return centred
+
+
+def suffix_returns(
+    rewards: np.ndarray, starts: np.ndarray, lengths: np.ndarray, gamma: float
+) -> np.ndarray:
+    """Per-turn returns G_k = r_k + gamma * G_{k+1} within each trajectory (G past the end is 0).
+
+    `rewards` is in slot order: trajectory after trajectory, turns ascending. The loop runs once per
+    turn depth (at most 25 per seat in the paper's games, whose episodes have 50 actions at most),
+    each pass vectorised over every trajectory still that long. Each trajectory is summed on its
+    own, back to front, so two trajectories with the same rewards get bit-identical returns
+    wherever they sit in the batch (the "distinct values" step of marshal_reference relies on it).
+    """
+    returns = rewards.astype(np.float64, copy=True)
+    if lengths.size == 0:
+        return returns
+    longest_first = np.argsort(-lengths, kind="stable")
+    starts_desc = starts[longest_first]
+    negated_lengths = -lengths[longest_first]  # ascending, for searchsorted
+    for depth in range(int(lengths.max()) - 2, -1, -1):
+        # trajectories with a turn after `depth` are exactly those longer than depth + 1
+        n_longer = int(np.searchsorted(negated_lengths, -(depth + 1), side="left"))
+        here = starts_desc[:n_longer] + depth
+        returns[here] += gamma * returns[here + 1]
+    return returns
+
+
+def subtract_mean_of_distinct(
+    values: np.ndarray, groups: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """Subtract from each value the mean of the *distinct* values of its group.
+
+    Equal values count once: in a group holding [1, 1, 1, 2, 4] the baseline is (1+2+4)/3, not
+    9/5. This mirrors the agent-specific step of the MARSHAL code, which takes the unique values.
+    """
+    if values.size == 0:
+        return values.astype(np.float64, copy=True)
+    order = np.lexsort((values, groups))
+    sorted_values = values[order]
+    sorted_groups = groups[order]
+    first_of_run = np.ones(values.size, dtype=bool)
+    first_of_run[1:] = (sorted_values[1:] != sorted_values[:-1]) | (
+        sorted_groups[1:] != sorted_groups[:-1]
+    )
+    distinct_groups = sorted_groups[first_of_run]
+    distinct_sums = np.bincount(
+        distinct_groups, weights=sorted_values[first_of_run], minlength=n_groups
+    )
+    distinct_counts = np.bincount(distinct_groups, minlength=n_groups)
+    return values - (distinct_sums / distinct_counts)[groups]
