@@ -8,6 +8,8 @@ afterwards; the cache identity is then a fingerprint of the checkpoint, not its 
 from __future__ import annotations
 
 import contextlib
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,18 @@ def default_model() -> str:
     from harness.tiny_model import ensure_tiny_model
 
     return str(ensure_tiny_model())
+
+
+def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
+    """Fail early and clearly when nothing listens at the URL (any HTTP answer will do)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered: reachable, even if it has no /models route or wants a key
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise MarsError(f"cannot reach {base_url} ({reason})") from exc
 
 
 @contextlib.contextmanager
@@ -47,7 +61,9 @@ def model_endpoint(
             raise MarsError(f"--base-url must start with http:// or https:// (got {base_url})")
         if not model:
             raise MarsError("--base-url needs --model NAME (the model name the server expects)")
-        yield EndpointConfig(base_url=base_url.rstrip("/"), model=model, **common)
+        base_url = base_url.rstrip("/")
+        check_reachable(base_url)
+        yield EndpointConfig(base_url=base_url, model=model, **common)
         return
     model = model or default_model()
     check_model(model)

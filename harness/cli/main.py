@@ -32,7 +32,7 @@ def _register_commands() -> None:
         importlib.import_module(f"harness.cli.{module}")
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("serve", "grade", "demo")
+_COMMAND_MODULES: tuple[str, ...] = ("serve", "grade", "eval", "report", "demo")
 
 
 def run() -> None:
@@ -58,7 +58,3 @@ def run() -> None:
 def _fail(message: str, code: int) -> None:
     _err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
-
-
-if __name__ == "__main__":
-    run()

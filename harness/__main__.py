@@ -1,0 +1,5 @@
+"""`python -m harness` is the `mars` command."""
+
+from harness.cli.main import run
+
+run()

@@ -1,0 +1,210 @@
+"""`mars eval`: reasoning suites through a multi-agent system, resumable, with a summary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli import options
+from harness.cli.main import app
+from harness.errors import MarsError
+
+
+def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
+    """`ROLE=URL/NAME`, e.g. `judge=http://host:8000/v1/Qwen3-4B` -> ("http://host:8000/v1", ...).
+
+    The base URL ends at `/v1`; what follows is the model name (which may hold slashes). Without
+    `/v1/` the last path segment is the model name.
+    """
+    mapping: dict[str, tuple[str, str]] = {}
+    for value in values:
+        role, sep, target = value.partition("=")
+        if not sep or not role or not target.startswith(("http://", "https://")):
+            raise MarsError(f"--role expects ROLE=URL/NAME, got '{value}'")
+        if "/v1/" in target:
+            base, _, name = target.partition("/v1/")
+            base += "/v1"
+        else:
+            base, _, name = target.rstrip("/").rpartition("/")
+        if not name or "://" not in base:
+            raise MarsError(f"--role {value}: no model name after the URL")
+        mapping[role] = (base, name)
+    return mapping
+
+
+@app.command("eval")
+def eval_command(
+    suite: str = typer.Option(..., "--suite", help="Comma-separated suites, e.g. gsm8k,math500."),
+    mas_name: str = typer.Option("single", "--mas", help="Multi-agent system: single, mad, ..."),
+    model: str = options.MODEL,
+    base_url: str = options.BASE_URL,
+    backend: str = options.BACKEND,
+    role: list[str] = typer.Option(
+        [], "--role", help="Map a MAS role to another model: ROLE=URL/NAME (repeatable)."
+    ),
+    limit: int = typer.Option(None, "--limit", help="First N samples of each suite."),
+    epochs: int = typer.Option(1, "--epochs", min=1, help="Attempts per sample."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files."),
+    concurrency: int = options.CONCURRENCY,
+    timeout: float = options.TIMEOUT,
+    max_retries: int = options.MAX_RETRIES,
+    temperature: float = options.TEMPERATURE,
+    top_p: float = options.TOP_P,
+    max_tokens: int = options.MAX_TOKENS,
+    seed: int = options.SEED,
+    api_key_env: str = options.API_KEY_ENV,
+    cache: Path = options.CACHE,
+    out: Path = options.OUT,
+    run_dir: Path = options.RUN_DIR,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Run reasoning suites through a MAS and grade every answer."""
+    from harness.benchmarks import get_suite
+    from harness.endpoint import GenerationConfig
+    from harness.evaluation import WorkItem, record_key
+    from harness.runstore import RunDir
+    from mas.base import get_mas
+
+    suite_names = [s.strip() for s in suite.split(",") if s.strip()]
+    if not suite_names:
+        raise MarsError("--suite needs at least one suite name")
+    suites = [get_suite(name) for name in suite_names]
+    if data_dir is not None and not data_dir.is_dir():
+        raise MarsError(f"--data-dir {data_dir} is not a directory")
+    mas_function = get_mas(mas_name)
+    role_targets = parse_role_mapping(role)
+    loaded = []
+    for s in suites:
+        result = s.load(data_dir=data_dir, limit=limit)
+        if not result.samples:
+            raise MarsError(f"suite {s.name} has no usable samples in {result.source}")
+        if result.skipped:
+            print(f"{s.name}: skipped {result.skipped} malformed rows in {result.source}")
+        loaded.append(result)
+
+    run = RunDir.resolve(out=out, run_dir=run_dir, kind="eval", slug=f"{mas_name}-{suite}")
+    done = run.prepare_resume(record_key)
+    items = [
+        WorkItem(suite=s, sample=sample, epoch=epoch)
+        for s, result in zip(suites, loaded, strict=True)
+        for epoch in range(epochs)
+        for sample in result.samples
+        if (s.name, sample.id, epoch) not in done
+    ]
+    gen = GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    config: dict[str, Any] = {
+        "suites": suite_names,
+        "mas": mas_name,
+        "limit": limit,
+        "epochs": epochs,
+        "concurrency": concurrency,
+        "generation": gen.model_dump(),
+        "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()},
+        "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
+    }
+    if done:
+        print(f"resuming {run.path}: {len(done)} records kept, {len(items)} to run")
+
+    from harness.model_access import model_endpoint
+
+    with model_endpoint(
+        model=model,
+        base_url=base_url,
+        backend=backend,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        max_retries=max_retries,
+        api_key_env=api_key_env,
+        cache_path=cache,
+        log_dir=run.path,
+    ) as endpoint_config:
+        run.start(
+            command=["mars", *sys.argv[1:]],
+            config=config,
+            model=endpoint_config.model,
+            endpoint=endpoint_config.public(),
+            seeds={"seed": seed},
+        )
+        started = time.perf_counter()
+        try:
+            asyncio.run(
+                _evaluate(items, mas_function, endpoint_config, role_targets, gen, run, quiet)
+            )
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+        wall = time.perf_counter() - started
+    _finish_eval(run, wall)
+
+
+async def _evaluate(
+    items: list[Any],
+    mas_function: Any,
+    endpoint_config: Any,
+    role_targets: dict[str, tuple[str, str]],
+    gen: Any,
+    run: Any,
+    quiet: bool,
+) -> None:
+    from harness.endpoint import Endpoint
+    from harness.evaluation import SolvedSample, WorkItem, run_items
+    from mas.base import Models, Task
+
+    default = Endpoint(endpoint_config)
+    by_role = {
+        name: Endpoint(
+            endpoint_config.model_copy(
+                update={"base_url": url, "model": model_name, "model_identity": None}
+            )
+        )
+        for name, (url, model_name) in role_targets.items()
+    }
+    models = Models(default=default, by_role=by_role, gen=gen)
+
+    async def solve(item: WorkItem) -> SolvedSample:
+        task = Task(
+            prompt=item.prompt,
+            sample_id=item.sample.id,
+            suite=item.suite.name,
+            epoch=item.epoch,
+            kind=item.suite.kind,
+        )
+        transcript = await mas_function(task, models, {})
+        return SolvedSample(
+            final_answer=transcript.final_answer,
+            transcript=transcript.model_dump(),
+            metrics=transcript.metrics(),
+        )
+
+    try:
+        await run_items(
+            items, solve, run, workers=endpoint_config.concurrency * 2, show_progress=not quiet
+        )
+    finally:
+        for endpoint in (default, *by_role.values()):
+            await endpoint.aclose()
+        usage = {"by_role": default.ledger.by_role(), "totals": default.ledger.totals()}
+        for name, endpoint in by_role.items():
+            usage[f"role:{name}"] = endpoint.ledger.totals()
+        (run.path / "usage.json").write_text(json.dumps(usage, indent=2))
+
+
+def _finish_eval(run: Any, wall: float) -> None:
+    from harness.evaluation import summarize
+    from harness.report import print_summary_table
+
+    records = run.records()
+    summary = summarize(records, wall_s=wall)
+    if run.malformed_lines:
+        summary["malformed_lines"] = run.malformed_lines
+    run.write_summary(summary)
+    errors = sum(s["errors"] for s in summary["suites"].values())
+    run.finish("completed" if errors == 0 else "completed_with_errors")
+    print_summary_table({run.path.name: summary})
+    print(f"run dir: {run.path}")

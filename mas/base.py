@@ -1,0 +1,163 @@
+"""The multi-agent-system interface: a MAS is one async function of (task, models, config).
+
+It returns a `Transcript`: every LLM message in order (agent, reasoning, final text, usage,
+latency) and the final answer text the suite grades. Agents talk to models only through
+`Models.call`, which routes each agent to its endpoint (roles can map to different models) and
+records the message, so transcripts, call counts and usage per agent come for free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
+from harness.errors import MarsError
+
+
+class Task(BaseModel):
+    """One question as a MAS sees it: the suite's prompt plus what identifies the attempt."""
+
+    prompt: str
+    sample_id: str = ""
+    suite: str = ""
+    epoch: int = 0
+    kind: str = "math"  # "math" or "choice": how the final answer is expected to look
+
+
+class AgentMessage(BaseModel):
+    agent: str
+    role: str = "assistant"
+    round: int | None = None
+    reasoning: str = ""
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    retries: int = 0
+    cached: bool = False
+
+
+class Transcript(BaseModel):
+    messages: list[AgentMessage] = Field(default_factory=list)
+    final_answer: str = ""
+    rounds: int = 0
+    ended_early: bool = False
+    stop_reason: str = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.messages)
+
+    def tokens_per_agent(self) -> dict[str, dict[str, int]]:
+        totals: dict[str, Counter[str]] = {}
+        for message in self.messages:
+            counter = totals.setdefault(message.agent, Counter())
+            counter["calls"] += 1
+            counter["prompt_tokens"] += message.usage.prompt_tokens
+            counter["completion_tokens"] += message.usage.completion_tokens
+            counter["reasoning_tokens"] += message.usage.reasoning_tokens or 0
+        return {agent: dict(counter) for agent, counter in totals.items()}
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "llm_calls": self.llm_calls,
+            "rounds": self.rounds,
+            "ended_early": self.ended_early,
+            "stop_reason": self.stop_reason,
+            "tokens_per_agent": self.tokens_per_agent(),
+        }
+
+
+@dataclass
+class Models:
+    """Endpoints by role; every role not mapped uses `default`."""
+
+    default: Endpoint
+    by_role: dict[str, Endpoint] = field(default_factory=dict)
+    gen: GenerationConfig = field(default_factory=GenerationConfig)
+
+    def for_role(self, role: str) -> Endpoint:
+        return self.by_role.get(role, self.default)
+
+
+class Conversation:
+    """Records every call one sample makes, in the order the calls finish."""
+
+    def __init__(self, models: Models, task: Task) -> None:
+        self.models = models
+        self.task = task
+        self.transcript = Transcript()
+
+    async def call(
+        self,
+        agent: str,
+        messages: list[Message],
+        *,
+        model_role: str | None = None,
+        round: int | None = None,
+        gen: GenerationConfig | None = None,
+    ) -> Completion:
+        """Ask `agent` (whose model is chosen by `model_role`, default the agent's name)."""
+        endpoint = self.models.for_role(model_role or agent)
+        started = time.perf_counter()
+        completion = await endpoint.complete(
+            messages, role=agent, gen=gen or self.models.gen, epoch=self.task.epoch
+        )
+        self.transcript.messages.append(
+            AgentMessage(
+                agent=agent,
+                round=round,
+                reasoning=completion.reasoning,
+                text=completion.text,
+                finish_reason=completion.finish_reason,
+                usage=completion.usage,
+                latency_s=completion.latency_s or time.perf_counter() - started,
+                retries=completion.retries,
+                cached=completion.cached,
+            )
+        )
+        return completion
+
+
+MASFunction = Callable[[Task, Models, dict[str, Any]], Awaitable[Transcript]]
+_REGISTRY: dict[str, MASFunction] = {}
+
+
+def mas(name: str) -> Callable[[MASFunction], MASFunction]:
+    """Register a MAS under `name` (chosen on the CLI with `--mas NAME`)."""
+
+    def register(function: MASFunction) -> MASFunction:
+        _REGISTRY[name] = function
+        return function
+
+    return register
+
+
+def get_mas(name: str) -> MASFunction:
+    _load_builtin_systems()
+    if name not in _REGISTRY:
+        raise MarsError(f"unknown MAS '{name}'; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def list_mas() -> list[str]:
+    _load_builtin_systems()
+    return sorted(_REGISTRY)
+
+
+def _load_builtin_systems() -> None:
+    import importlib
+    import pkgutil
+
+    import mas as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in {"base"} and not info.name.startswith("_"):
+            importlib.import_module(f"mas.{info.name}")
