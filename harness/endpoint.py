@@ -23,6 +23,7 @@ import openai
 from pydantic import BaseModel, Field
 
 from harness.errors import EndpointError
+from harness.http_transport import lean_async_client
 from harness.reasoning import split_reasoning
 from harness.response_cache import ResponseCache, cache_key
 from harness.usage import UsageLedger
@@ -117,6 +118,7 @@ class Endpoint:
             api_key=os.environ.get(config.api_key_env) or "EMPTY",
             max_retries=0,
             timeout=config.timeout_s,
+            http_client=lean_async_client(config.timeout_s),
         )
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
 

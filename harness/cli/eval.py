@@ -131,7 +131,7 @@ def eval_command(
             endpoint=endpoint_config.public(),
             seeds={"seed": seed},
         )
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             asyncio.run(
                 _evaluate(items, mas_function, endpoint_config, role_targets, gen, run, quiet)
@@ -139,8 +139,8 @@ def eval_command(
         except KeyboardInterrupt:
             run.finish("interrupted")
             raise
-        wall = time.perf_counter() - started
-    _finish_eval(run, wall)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    _finish_eval(run, wall, cpu)
 
 
 async def _evaluate(
@@ -195,12 +195,13 @@ async def _evaluate(
         (run.path / "usage.json").write_text(json.dumps(usage, indent=2))
 
 
-def _finish_eval(run: Any, wall: float) -> None:
+def _finish_eval(run: Any, wall: float, cpu: float) -> None:
     from harness.evaluation import summarize
     from harness.report import print_summary_table
 
     records = run.records()
     summary = summarize(records, wall_s=wall)
+    summary["client_cpu_s"] = round(cpu, 3)
     if run.malformed_lines:
         summary["malformed_lines"] = run.malformed_lines
     run.write_summary(summary)
