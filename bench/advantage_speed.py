@@ -160,10 +160,14 @@ def main() -> None:
     agree = bool(np.allclose(compared, np.asarray(reference), rtol=1e-9, atol=1e-9))
     speedup = reference_wall / marshal_wall
     speedup_cpu = reference_cpu / marshal_cpu
-    print(f"marshal (numpy): median {marshal_wall:.3f} s wall, {marshal_cpu:.3f} s CPU, "
-          f"{len(walls)} runs ({', '.join(f'{t:.3f}' for t in walls)})")
-    print(f"python reference: {reference_wall:.2f} s wall, {reference_cpu:.2f} s CPU ({how}); "
-          f"agree (allclose): {agree}")
+    print(
+        f"marshal (numpy): median {marshal_wall:.3f} s wall, {marshal_cpu:.3f} s CPU, "
+        f"{len(walls)} runs ({', '.join(f'{t:.3f}' for t in walls)})"
+    )
+    print(
+        f"python reference: {reference_wall:.2f} s wall, {reference_cpu:.2f} s CPU ({how}); "
+        f"agree (allclose): {agree}"
+    )
     print(f"speed-up: {speedup:.1f}x wall, {speedup_cpu:.1f}x CPU")
 
     for name in ESTIMATORS:
@@ -172,18 +176,22 @@ def main() -> None:
             print(f"{name}: {wall:.3f} s wall, {cpu:.3f} s CPU")
 
     met = agree and marshal_wall <= TARGET_SECONDS and speedup >= TARGET_SPEEDUP
-    print(json.dumps({
-        "metric": "marshal_seconds_1M_turns" if n_turns == 1_000_000 else "marshal_seconds",
-        "value": round(marshal_wall, 4),
-        "target": TARGET_SECONDS,
-        "speedup_vs_python": round(speedup, 1),
-        "speedup_target": TARGET_SPEEDUP,
-        "cpu_seconds": round(marshal_cpu, 4),
-        "speedup_vs_python_cpu": round(speedup_cpu, 1),
-        "turns": n_turns,
-        "agree": agree,
-        "met": met,
-    }))
+    print(
+        json.dumps(
+            {
+                "metric": "marshal_seconds_1M_turns" if n_turns == 1_000_000 else "marshal_seconds",
+                "value": round(marshal_wall, 4),
+                "target": TARGET_SECONDS,
+                "speedup_vs_python": round(speedup, 1),
+                "speedup_target": TARGET_SPEEDUP,
+                "cpu_seconds": round(marshal_cpu, 4),
+                "speedup_vs_python_cpu": round(speedup_cpu, 1),
+                "turns": n_turns,
+                "agree": agree,
+                "met": met,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report, scripted_server_process  # noqa: E402
+from _common import report, scripted_server_process
 
-from harness.endpoint import Endpoint, EndpointConfig  # noqa: E402
+from harness.endpoint import Endpoint, EndpointConfig
 
 REQUESTS = 1000
 CONCURRENCY = 32
@@ -48,7 +48,8 @@ def main() -> None:
     ideal = REQUESTS * DELAY_S / CONCURRENCY
     cpu_ms = cpu * 1000 / REQUESTS
     print(
-        f"wall {wall:.2f}s, ideal {ideal:.2f}s, client CPU {cpu_ms:.2f} ms/request, retries {retries}"
+        f"wall {wall:.2f}s, ideal {ideal:.2f}s, "
+        f"client CPU {cpu_ms:.2f} ms/request, retries {retries}"
     )
     report(
         "wall_over_ideal",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report, scripted_server_process  # noqa: E402
+from _common import report, scripted_server_process
 
 SAMPLES, EPOCHS, CONCURRENCY, DELAY_S = 1000, 2, 64, 0.1
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"

@@ -77,10 +77,19 @@ def test_marshal_normalises_turn_returns_per_game_and_seat() -> None:
     #   variance (14.0625+13.69+55.5025)/3 = 27.751667, std 5.2679851: 0.7118471, 0.7023558,
     #   -1.4142029.
     expected = {
-        "K0s0": 0.9999294, "K1s0t0": -0.9831239, "K1s0t1": -1.0167349, "K2s0": 0.9999294,
-        "K0s1": -1 / R2, "K1s1": 2 / R2, "K2s1": -1 / R2,
-        "L0s0t0": 4 / R14, "L0s0t1": 1 / R14, "L1s0": -5 / R14,
-        "L0s1t0": 0.7118471, "L0s1t1": 0.7023558, "L1s1": -1.4142029,
+        "K0s0": 0.9999294,
+        "K1s0t0": -0.9831239,
+        "K1s0t1": -1.0167349,
+        "K2s0": 0.9999294,
+        "K0s1": -1 / R2,
+        "K1s1": 2 / R2,
+        "K2s1": -1 / R2,
+        "L0s0t0": 4 / R14,
+        "L0s0t1": 1 / R14,
+        "L1s0": -5 / R14,
+        "L0s1t0": 0.7118471,
+        "L0s1t1": 0.7023558,
+        "L1s1": -1.4142029,
     }
     got = compute_advantages(batch())
     np.testing.assert_allclose(got, in_row_order(expected), atol=TOL)
@@ -90,10 +99,19 @@ def test_marshal_normalises_turn_returns_per_game_and_seat() -> None:
 def test_marshal_mean_scale_only_centres() -> None:
     # The deviations of the previous test, in reward units.
     expected = {
-        "K0s0": 1.4875, "K1s0t0": -1.4625, "K1s0t1": -1.5125, "K2s0": 1.4875,
-        "K0s1": -1.0, "K1s1": 2.0, "K2s1": -1.0,
-        "L0s0t0": 4 / 60, "L0s0t1": 1 / 60, "L1s0": -5 / 60,
-        "L0s1t0": 3.75, "L0s1t1": 3.70, "L1s1": -7.45,
+        "K0s0": 1.4875,
+        "K1s0t0": -1.4625,
+        "K1s0t1": -1.5125,
+        "K2s0": 1.4875,
+        "K0s1": -1.0,
+        "K1s1": 2.0,
+        "K2s1": -1.0,
+        "L0s0t0": 4 / 60,
+        "L0s0t1": 1 / 60,
+        "L1s0": -5 / 60,
+        "L0s1t0": 3.75,
+        "L0s1t1": 3.70,
+        "L1s1": -7.45,
     }
     got = compute_advantages(batch(), "marshal", scale="mean")
     np.testing.assert_allclose(got, in_row_order(expected), atol=1e-12)
@@ -109,10 +127,19 @@ def test_no_agent_norm_pools_the_seats_of_a_game() -> None:
     #   variance 248681/14400, std 4.1556604: 0.4592130, 0.4471812, 0.4592130, 0.4471812,
     #   0.4231177, -2.2359061.
     expected = {
-        "K0s0": 1.3041235, "K1s0t0": -0.4972243, "K1s0t1": -0.5277557, "K2s0": 1.3041235,
-        "K0s1": -1.1383821, "K1s1": 0.6934971, "K2s1": -1.1383821,
-        "L0s0t0": 0.4592130, "L0s0t1": 0.4471812, "L1s0": 0.4231177,
-        "L0s1t0": 0.4592130, "L0s1t1": 0.4471812, "L1s1": -2.2359061,
+        "K0s0": 1.3041235,
+        "K1s0t0": -0.4972243,
+        "K1s0t1": -0.5277557,
+        "K2s0": 1.3041235,
+        "K0s1": -1.1383821,
+        "K1s1": 0.6934971,
+        "K2s1": -1.1383821,
+        "L0s0t0": 0.4592130,
+        "L0s0t1": 0.4471812,
+        "L1s0": 0.4231177,
+        "L0s1t0": 0.4592130,
+        "L0s1t1": 0.4471812,
+        "L1s1": -2.2359061,
     }
     got = compute_advantages(batch(), "no_agent_norm")
     np.testing.assert_allclose(got, in_row_order(expected), atol=TOL)
@@ -124,10 +151,19 @@ def test_no_turn_level_gives_every_turn_its_trajectory_advantage() -> None:
     # (kuhn, 1): T = [-1.95, 1.05, -1.95], mean -0.95, deviations [-1, 2, -1]: [-1, 2, -1]/√2.
     # (leduc, 0): T = [0.20, 0.05]: two values normalise to +1 and -1; (leduc, 1): [0.20, -11] too.
     expected = {
-        "K0s0": 1 / R2, "K1s0t0": -2 / R2, "K1s0t1": -2 / R2, "K2s0": 1 / R2,
-        "K0s1": -1 / R2, "K1s1": 2 / R2, "K2s1": -1 / R2,
-        "L0s0t0": 1.0, "L0s0t1": 1.0, "L1s0": -1.0,
-        "L0s1t0": 1.0, "L0s1t1": 1.0, "L1s1": -1.0,
+        "K0s0": 1 / R2,
+        "K1s0t0": -2 / R2,
+        "K1s0t1": -2 / R2,
+        "K2s0": 1 / R2,
+        "K0s1": -1 / R2,
+        "K1s1": 2 / R2,
+        "K2s1": -1 / R2,
+        "L0s0t0": 1.0,
+        "L0s0t1": 1.0,
+        "L1s0": -1.0,
+        "L0s1t0": 1.0,
+        "L0s1t1": 1.0,
+        "L1s1": -1.0,
     }
     got = compute_advantages(batch(), "no_turn_level")
     np.testing.assert_allclose(got, in_row_order(expected), atol=1e-9)
@@ -142,10 +178,19 @@ def test_grpo_normalises_trajectory_returns_over_each_game() -> None:
     #   2.6875, -8.3625, variance 93.256875/4, std 4.8284799: 0.5876591, 0.5876591, 0.5565934,
     #   -1.7319115.
     expected = {
-        "K0s0": 1.1530297, "K1s0t0": -0.5548051, "K1s0t1": -0.5548051, "K2s0": 1.1530297,
-        "K0s1": -1.1626785, "K1s1": 0.5741027, "K2s1": -1.1626785,
-        "L0s0t0": 0.5876591, "L0s0t1": 0.5876591, "L1s0": 0.5565934,
-        "L0s1t0": 0.5876591, "L0s1t1": 0.5876591, "L1s1": -1.7319115,
+        "K0s0": 1.1530297,
+        "K1s0t0": -0.5548051,
+        "K1s0t1": -0.5548051,
+        "K2s0": 1.1530297,
+        "K0s1": -1.1626785,
+        "K1s1": 0.5741027,
+        "K2s1": -1.1626785,
+        "L0s0t0": 0.5876591,
+        "L0s0t1": 0.5876591,
+        "L1s0": 0.5565934,
+        "L0s1t0": 0.5876591,
+        "L0s1t1": 0.5876591,
+        "L1s1": -1.7319115,
     }
     got = compute_advantages(batch(), "grpo")
     np.testing.assert_allclose(got, in_row_order(expected), atol=TOL)
@@ -159,10 +204,19 @@ def test_grpo_uses_the_group_column_when_present() -> None:
     table = batch()
     table["group"] = np.where(table["game"] == L, "c", np.where(table["episode"] == 1, "b", "a"))
     expected = {
-        "K0s0": 1.0, "K1s0t0": -1.0, "K1s0t1": -1.0, "K2s0": 1.0,
-        "K0s1": -1.0, "K1s1": 1.0, "K2s1": -1.0,
-        "L0s0t0": 0.5876591, "L0s0t1": 0.5876591, "L1s0": 0.5565934,
-        "L0s1t0": 0.5876591, "L0s1t1": 0.5876591, "L1s1": -1.7319115,
+        "K0s0": 1.0,
+        "K1s0t0": -1.0,
+        "K1s0t1": -1.0,
+        "K2s0": 1.0,
+        "K0s1": -1.0,
+        "K1s1": 1.0,
+        "K2s1": -1.0,
+        "L0s0t0": 0.5876591,
+        "L0s0t1": 0.5876591,
+        "L1s0": 0.5565934,
+        "L0s1t0": 0.5876591,
+        "L0s1t1": 0.5876591,
+        "L1s1": -1.7319115,
     }
     got = compute_advantages(table, "grpo")
     np.testing.assert_allclose(got, in_row_order(expected), atol=TOL)
@@ -190,11 +244,19 @@ def test_grpo_uses_the_group_column_when_present() -> None:
 #      L1s1 -8.35
 # Step 5, whiten over the batch (one weight per turn here): mean of B = -19/1170 = -0.0162393.
 REFERENCE_CENTRED = {
-    "K0s0": 313 / 180 + 19 / 1170, "K1s0t0": -181 / 90 + 19 / 1170,
-    "K1s0t1": -227 / 180 + 19 / 1170, "K2s0": 313 / 180 + 19 / 1170,
-    "L0s0t0": 47 / 90 + 19 / 1170, "L0s0t1": 5 / 9 + 19 / 1170, "L1s0": 41 / 90 + 19 / 1170,
-    "K0s1": -1.95 + 19 / 1170, "K1s1": 1.05 + 19 / 1170, "K2s1": -1.95 + 19 / 1170,
-    "L0s1t0": 6.45 + 19 / 1170, "L0s1t1": 2.8 + 19 / 1170, "L1s1": -8.35 + 19 / 1170,
+    "K0s0": 313 / 180 + 19 / 1170,
+    "K1s0t0": -181 / 90 + 19 / 1170,
+    "K1s0t1": -227 / 180 + 19 / 1170,
+    "K2s0": 313 / 180 + 19 / 1170,
+    "L0s0t0": 47 / 90 + 19 / 1170,
+    "L0s0t1": 5 / 9 + 19 / 1170,
+    "L1s0": 41 / 90 + 19 / 1170,
+    "K0s1": -1.95 + 19 / 1170,
+    "K1s1": 1.05 + 19 / 1170,
+    "K2s1": -1.95 + 19 / 1170,
+    "L0s1t0": 6.45 + 19 / 1170,
+    "L0s1t1": 2.8 + 19 / 1170,
+    "L1s1": -8.35 + 19 / 1170,
 }
 
 
@@ -288,9 +350,7 @@ def test_gamma_discounts_per_turn_of_the_seat() -> None:
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_a_group_of_one_gives_zero_not_the_raw_score(estimator: str) -> None:
     # A single turn is alone in every group (its (game, seat), its game, the batch).
-    table = pd.DataFrame(
-        {"game": ["g"], "episode": [7], "seat": [1], "turn": [0], "reward": [5.0]}
-    )
+    table = pd.DataFrame({"game": ["g"], "episode": [7], "seat": [1], "turn": [0], "reward": [5.0]})
     np.testing.assert_array_equal(compute_advantages(table, estimator), [0.0])
     np.testing.assert_array_equal(compute_advantages(table, estimator, scale="mean"), [0.0])
 
@@ -384,26 +444,43 @@ def _with(column: str, values: list[object]) -> pd.DataFrame:
         (lambda: compute_advantages(batch(), eps=0), "eps must be > 0"),
         (lambda: compute_advantages(batch(), scale="std"), "scale must be one of mean, mean_std"),
         (lambda: compute_advantages(batch(), "grpo", gamma=0.9), "gamma must be 1"),
-        (lambda: compute_advantages(batch().drop(columns=["seat", "turn"])),
-         "lacks column(s) seat, turn"),
+        (
+            lambda: compute_advantages(batch().drop(columns=["seat", "turn"])),
+            "lacks column(s) seat, turn",
+        ),
         (lambda: compute_advantages([1, 2, 3]), "must be a pandas DataFrame or a mapping"),
-        (lambda: compute_advantages(_with("reward", [1.0, float("nan"), 0.0, float("nan")])),
-         "column 'reward' has 2 NaN value(s) (first at row 1)"),
-        (lambda: compute_advantages(_with("reward", [1.0, 0.0, float("inf"), 0.0])),
-         "column 'reward' has 1 infinite value(s) (first at row 2)"),
-        (lambda: compute_advantages(_with("reward", ["a", "b", "c", "d"])),
-         "column 'reward' must be numeric"),
-        (lambda: compute_advantages(_with("game", [K, None, K, K])),
-         "column 'game' has 1 missing value(s) (first at row 1)"),
+        (
+            lambda: compute_advantages(_with("reward", [1.0, float("nan"), 0.0, float("nan")])),
+            "column 'reward' has 2 NaN value(s) (first at row 1)",
+        ),
+        (
+            lambda: compute_advantages(_with("reward", [1.0, 0.0, float("inf"), 0.0])),
+            "column 'reward' has 1 infinite value(s) (first at row 2)",
+        ),
+        (
+            lambda: compute_advantages(_with("reward", ["a", "b", "c", "d"])),
+            "column 'reward' must be numeric",
+        ),
+        (
+            lambda: compute_advantages(_with("game", [K, None, K, K])),
+            "column 'game' has 1 missing value(s) (first at row 1)",
+        ),
         (lambda: compute_advantages(_with("turn", [0, 0, 0.5, 0])), "whole numbers >= 0"),
         (lambda: compute_advantages(_with("turn", [0, -1, 0, 0])), "whole numbers >= 0"),
-        (lambda: compute_advantages(
-            {"game": ["a"], "episode": [0, 1], "seat": [0], "turn": [0], "reward": [1.0]}),
-         "differ in length"),
-        (lambda: compute_advantages(_with("tokens", [10, -1, 10, 10]), "marshal_reference"),
-         "column 'tokens' must be >= 0"),
-        (lambda: compute_advantages(_with("tokens", [0, 0, 0, 0]), "marshal_reference"),
-         "sums to zero"),
+        (
+            lambda: compute_advantages(
+                {"game": ["a"], "episode": [0, 1], "seat": [0], "turn": [0], "reward": [1.0]}
+            ),
+            "differ in length",
+        ),
+        (
+            lambda: compute_advantages(_with("tokens", [10, -1, 10, 10]), "marshal_reference"),
+            "column 'tokens' must be >= 0",
+        ),
+        (
+            lambda: compute_advantages(_with("tokens", [0, 0, 0, 0]), "marshal_reference"),
+            "sums to zero",
+        ),
     ],
 )
 def test_bad_input_raises_a_one_line_mars_error(call, message: str) -> None:

@@ -38,6 +38,20 @@ def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
     return mapping
 
 
+def parse_mas_options(values: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs; values are read as JSON when they parse (2, true, 0.5), else as text."""
+    config: dict[str, Any] = {}
+    for value in values:
+        key, sep, raw = value.partition("=")
+        if not sep or not key.strip():
+            raise MarsError(f"--mas-option expects KEY=VALUE, got '{value}'")
+        try:
+            config[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            config[key.strip()] = raw
+    return config
+
+
 @app.command("eval")
 def eval_command(
     suite: str = typer.Option(..., "--suite", help="Comma-separated suites, e.g. gsm8k,math500."),
@@ -47,6 +61,9 @@ def eval_command(
     backend: str = options.BACKEND,
     role: list[str] = typer.Option(
         [], "--role", help="Map a MAS role to another model: ROLE=URL/NAME (repeatable)."
+    ),
+    mas_option: list[str] = typer.Option(
+        [], "--mas-option", help="A MAS setting KEY=VALUE, e.g. rounds=2 (repeatable)."
     ),
     limit: int = typer.Option(None, "--limit", help="First N samples of each suite."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Attempts per sample."),
@@ -79,6 +96,7 @@ def eval_command(
         raise MarsError(f"--data-dir {data_dir} is not a directory")
     mas_function = get_mas(mas_name)
     role_targets = parse_role_mapping(role)
+    mas_config = parse_mas_options(mas_option)
     loaded = []
     for s in suites:
         result = s.load(data_dir=data_dir, limit=limit)
@@ -105,6 +123,7 @@ def eval_command(
         "epochs": epochs,
         "concurrency": concurrency,
         "generation": gen.model_dump(),
+        "mas_config": mas_config,
         "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()},
         "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
     }
@@ -134,7 +153,9 @@ def eval_command(
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
             asyncio.run(
-                _evaluate(items, mas_function, endpoint_config, role_targets, gen, run, quiet)
+                _evaluate(
+                    items, mas_function, mas_config, endpoint_config, role_targets, gen, run, quiet
+                )
             )
         except KeyboardInterrupt:
             run.finish("interrupted")
@@ -146,6 +167,7 @@ def eval_command(
 async def _evaluate(
     items: list[Any],
     mas_function: Any,
+    mas_config: dict[str, Any],
     endpoint_config: Any,
     role_targets: dict[str, tuple[str, str]],
     gen: Any,
@@ -175,7 +197,7 @@ async def _evaluate(
             epoch=item.epoch,
             kind=item.suite.kind,
         )
-        transcript = await mas_function(task, models, {})
+        transcript = await mas_function(task, models, mas_config)
         return SolvedSample(
             final_answer=transcript.final_answer,
             transcript=transcript.model_dump(),

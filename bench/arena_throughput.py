@@ -1,0 +1,95 @@
+"""Arena throughput: random vs random Tic-Tac-Toe through the arena, against raw OpenSpiel.
+
+Both sides run in this process, interleaved, several times; each side's best (least) CPU time is
+kept, since other load on the machine can only slow a run down. The arena side plays 20,000
+games (10,000 per seat) with every record written to a temporary run directory; the raw side is a
+plain OpenSpiel loop that picks uniformly among legal actions. Target: arena >= 20% of raw.
+
+    python bench/arena_throughput.py [--games 20000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import pyspiel
+
+from games.arena import ArenaConfig, run_arena
+from games.players import PlayerContext, make_player
+from games.records import RecordWriter
+from games.spec import get_game
+from harness.runstore import RunDir
+
+TARGET_RATIO = 0.20
+
+
+def raw_loop(game: pyspiel.Game, games: int, seed: int) -> float:
+    """CPU seconds for `games` random-vs-random games in a bare OpenSpiel loop."""
+    rng = random.Random(seed)
+    started = time.process_time()
+    for _ in range(games):
+        state = game.new_initial_state()
+        while not state.is_terminal():
+            state.apply_action(rng.choice(state.legal_actions()))
+    return time.process_time() - started
+
+
+def arena_run(games: int, root: Path) -> tuple[float, dict]:
+    """CPU seconds for `games` games through the arena, records written to a run directory."""
+    spec = get_game("tic_tac_toe")
+    player = make_player("random", PlayerContext(spec=spec))
+    run_dir = RunDir.resolve(out=root, run_dir=None, kind="arena", slug="bench")
+    run_dir.start(command=["bench"], config={"games": games})
+    config = ArenaConfig(episodes=games // 2, seats="both")
+    started = time.process_time()
+    writer = RecordWriter(run_dir.records_path)
+    summary = asyncio.run(run_arena(spec, player, player, config, sink=writer))
+    elapsed = time.process_time() - started
+    written = sum(1 for _ in run_dir.records_path.open())
+    if written != games:
+        raise SystemExit(f"expected {games} records, found {written}")
+    return elapsed, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    game = pyspiel.load_game("tic_tac_toe")
+    raw_times, arena_times = [], []
+    summary: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            raw_times.append(raw_loop(game, args.games, seed=repeat))
+            elapsed, summary = arena_run(args.games, Path(tmp))
+            arena_times.append(elapsed)
+    raw_rate = args.games / min(raw_times)
+    arena_rate = args.games / min(arena_times)
+    ratio = arena_rate / raw_rate
+    first = summary["seats"]["first"]
+    print(f"raw OpenSpiel loop: {raw_rate:,.0f} games/s (best of {args.repeats})")
+    print(f"arena with records: {arena_rate:,.0f} games/s (best of {args.repeats})")
+    print(
+        f"X as first mover: win {first['win']:.3f} draw {first['draw']:.3f} "
+        f"loss {first['loss']:.3f}"
+    )
+    result = {
+        "metric": "arena_vs_raw_throughput_ratio",
+        "value": round(ratio, 3),
+        "target": TARGET_RATIO,
+        "met": ratio >= TARGET_RATIO,
+        "arena_games_per_s": round(arena_rate),
+        "raw_games_per_s": round(raw_rate),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

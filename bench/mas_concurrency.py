@@ -1,0 +1,164 @@
+"""MAS concurrency: 200 GSM8K samples through `mad` and `debate` at concurrency 64.
+
+A scripted server in its own process answers every request after 100 ms (always the same text, so
+the MAD moderator never decides and every sample runs 3 rounds plus the judge: 10 calls in a
+chain; debate runs 3 agents x 3 generations: 9 calls, 3 in a chain). Samples go through the eval
+runner (`harness.evaluation.run_items`, 2 x concurrency workers, as `mars eval` does) into a
+throwaway run directory, graded and recorded.
+
+For each MAS it prints wall time over the ideal, where
+ideal = max(total calls x 0.1 s / concurrency, calls on one sample's longest chain x 0.1 s).
+Each MAS runs `--repeat` times (default 3, alternating) and its median ratio counts, since other
+work on a 2-core machine moves single runs by tens of percent. Target: <= 1.3 for both; the JSON
+line's value is the worse median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import report, scripted_server_process
+
+from harness.benchmarks import get_suite
+from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from harness.evaluation import SolvedSample, WorkItem, run_items
+from harness.runstore import RunDir
+from mas.base import Models, Task, Transcript, get_mas
+
+DELAY_S = 0.1
+TARGET = 1.3
+
+
+def mad_chain(transcript: Transcript) -> int:
+    return transcript.llm_calls  # every MAD call waits for the one before
+
+
+def debate_chain(transcript: Transcript) -> int:
+    return transcript.rounds + 1 + int(transcript.stop_reason.startswith("aggregat"))
+
+
+SYSTEMS: dict[str, tuple[dict[str, Any], Callable[[Transcript], int]]] = {
+    "mad": ({"rounds": 3, "force_rounds": True}, mad_chain),
+    "debate": ({"agents": 3, "rounds": 2}, debate_chain),
+}
+
+
+async def measure(
+    name: str, base_url: str, items: list[WorkItem], concurrency: int, workers: int
+) -> dict[str, float]:
+    config, chain_of = SYSTEMS[name]
+    system = get_mas(name)
+    endpoint = Endpoint(
+        EndpointConfig(base_url=base_url, model="scripted", concurrency=concurrency, max_retries=0)
+    )
+    models = Models(default=endpoint, gen=GenerationConfig(max_tokens=256))
+    transcripts: list[Transcript] = []
+
+    async def solve(item: WorkItem) -> SolvedSample:
+        task = Task(
+            prompt=item.prompt,
+            sample_id=item.sample.id,
+            suite=item.suite.name,
+            epoch=item.epoch,
+            kind=item.suite.kind,
+        )
+        transcript = await system(task, models, config)
+        transcripts.append(transcript)
+        return SolvedSample(
+            final_answer=transcript.final_answer,
+            transcript=transcript.model_dump(),
+            metrics=transcript.metrics(),
+        )
+
+    # Open the connection pool first so its start-up is not billed to the measured run.
+    await asyncio.gather(
+        *(endpoint.complete([{"role": "user", "content": f"warm {i}"}]) for i in range(concurrency))
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        run = RunDir.resolve(out=Path(folder), run_dir=None, kind="eval", slug=f"bench-{name}")
+        started, cpu_started = time.perf_counter(), time.process_time()
+        written = await run_items(items, solve, run, workers=workers, show_progress=False)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        errors = sum(bool(record.get("error")) for record in run.records())
+    await endpoint.aclose()
+    calls = sum(t.llm_calls for t in transcripts)
+    chain = max(chain_of(t) for t in transcripts)
+    ideal = max(calls * DELAY_S / concurrency, chain * DELAY_S)
+    result = {
+        "samples": written,
+        "errors": errors,
+        "calls": calls,
+        "chain": chain,
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "ratio": wall / ideal,
+        "cpu_ms_per_call": cpu * 1000 / calls,
+    }
+    print(
+        f"{name:>6}: {written} samples, {calls} calls, longest chain {chain} calls, "
+        f"errors {errors}; wall {wall:.2f}s, ideal {ideal:.2f}s, ratio {wall / ideal:.3f}, "
+        f"client CPU {result['cpu_ms_per_call']:.2f} ms/call"
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=None, help="default 2 x concurrency")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per MAS; the median counts")
+    args = parser.parse_args()
+    workers = args.workers or 2 * args.concurrency
+    suite = get_suite("gsm8k")
+    items = [
+        WorkItem(suite=suite, sample=s, epoch=0) for s in suite.load(limit=args.samples).samples
+    ]
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
+    with scripted_server_process(DELAY_S) as base_url:
+        for _ in range(max(1, args.repeat)):
+            for name in SYSTEMS:
+                runs[name].append(
+                    asyncio.run(measure(name, base_url, items, args.concurrency, workers))
+                )
+    results = {
+        name: {
+            "ratio": statistics.median(r["ratio"] for r in measured),
+            "cpu_ms_per_call": statistics.median(r["cpu_ms_per_call"] for r in measured),
+            "calls": measured[0]["calls"],
+            "errors": sum(r["errors"] for r in measured),
+        }
+        for name, measured in runs.items()
+    }
+    worst = max(result["ratio"] for result in results.values())
+    report(
+        "mas_wall_over_ideal",
+        worst,
+        TARGET,
+        mad_ratio=round(results["mad"]["ratio"], 4),
+        debate_ratio=round(results["debate"]["ratio"], 4),
+        mad_cpu_ms_per_call=round(results["mad"]["cpu_ms_per_call"], 3),
+        debate_cpu_ms_per_call=round(results["debate"]["cpu_ms_per_call"], 3),
+        mad_calls=results["mad"]["calls"],
+        debate_calls=results["debate"]["calls"],
+        errors=sum(int(result["errors"]) for result in results.values()),
+        mad_ratios=[round(r["ratio"], 3) for r in runs["mad"]],
+        debate_ratios=[round(r["ratio"], 3) for r in runs["debate"]],
+        samples=args.samples,
+        concurrency=args.concurrency,
+        workers=workers,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Reading answers out of agent replies, for protocols that compare or vote on them.
+
+`extract_answer` uses the task's own suite (so a vote counts exactly what the grader will read);
+a task without a suite falls back to the last `\\boxed{...}`. `answer_key` makes equal answers
+compare equal ("18", "18.0", "$18" are one number; option letters ignore case and brackets).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from harness.benchmarks import Suite, get_suite
+from harness.benchmarks.extraction import last_boxed, strip_text_wrappers
+from harness.benchmarks.grading import parse_number
+from harness.errors import MarsError
+from mas.base import Task
+
+_SPACES = re.compile(r"\s+")
+_LEADING_LETTER = re.compile(r"\s*[(\[]?([A-Za-z])(?:[)\].:]|\s|$)")
+
+
+@functools.lru_cache(maxsize=64)
+def _suite(name: str) -> Suite | None:
+    try:
+        return get_suite(name)
+    except MarsError:
+        return None
+
+
+def extract_answer(task: Task, text: str) -> str | None:
+    """The answer the grader would read in `text`, or None when it holds none."""
+    suite = _suite(task.suite) if task.suite else None
+    if suite is not None:
+        return suite.extract(text, choices=None)
+    return last_boxed(text) or None
+
+
+def answer_key(answer: str, kind: str = "math") -> str:
+    """A canonical form of an extracted answer: equal keys mean the same answer."""
+    if kind == "choice":
+        letter = _LEADING_LETTER.match(answer)
+        return letter.group(1).upper() if letter else answer.strip().upper()
+    number = parse_number(answer, allow_words=False)
+    if number is not None:
+        return f"number:{number}"
+    text = strip_text_wrappers(answer).replace("$", "").rstrip(".")
+    return "text:" + _SPACES.sub("", text)

@@ -1,0 +1,28 @@
+"""Reading a MAS's `config` dict: wrong types or values are the user's error (MarsError)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import MarsError
+
+
+def int_option(config: dict[str, Any], key: str, default: int, *, minimum: int = 1) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise MarsError(f"MAS option '{key}' must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def bool_option(config: dict[str, Any], key: str, default: bool) -> bool:
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise MarsError(f"MAS option '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def str_option(config: dict[str, Any], key: str, default: str) -> str:
+    value = config.get(key, default)
+    if not isinstance(value, str) or not value.strip():
+        raise MarsError(f"MAS option '{key}' must be a non-empty string, got {value!r}")
+    return value
