@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.endpoint import EndpointConfig
+from harness.endpoint import EndpointConfig, GenerationConfig
 from harness.errors import MarsError
 from harness.servers import ModelServer, check_model
 
@@ -48,6 +48,7 @@ def model_endpoint(
     api_key_env: str = "OPENAI_API_KEY",
     cache_path: Path | None = None,
     log_dir: Path | None = None,
+    gen: GenerationConfig | None = None,
 ) -> Iterator[EndpointConfig]:
     common = {
         "concurrency": concurrency,
@@ -68,6 +69,8 @@ def model_endpoint(
     model = model or default_model()
     check_model(model)
     with ModelServer(model=model, backend=backend, log_dir=log_dir) as server:
+        gen = gen or GenerationConfig()
+        server.warm_up(temperature=gen.temperature, top_p=gen.top_p)
         yield EndpointConfig(
             base_url=server.base_url,
             model=server.served_name,

@@ -80,6 +80,7 @@ def demo(
     _step("2. serve it with `transformers serve` on CPU")
     out.mkdir(parents=True, exist_ok=True)
     with ModelServer(model=str(model_dir), backend="transformers", log_dir=out) as server:
+        server.warm_up(temperature=0.0, top_p=1.0)
         console.print(f"base url: {server.base_url} (log: {server.log_path})")
 
         _step("3. concurrent chat requests through the endpoint layer")

@@ -142,6 +142,7 @@ def eval_command(
         api_key_env=api_key_env,
         cache_path=cache,
         log_dir=run.path,
+        gen=gen,
     ) as endpoint_config:
         run.start(
             command=["mars", *sys.argv[1:]],

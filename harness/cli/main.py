@@ -32,7 +32,15 @@ def _register_commands() -> None:
         importlib.import_module(f"harness.cli.{module}")
 
 
-_COMMAND_MODULES: tuple[str, ...] = ("serve", "grade", "eval", "report", "demo")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "serve",
+    "tiny_model",
+    "grade",
+    "eval",
+    "report",
+    "arena",
+    "demo",
+)
 
 
 def run() -> None:

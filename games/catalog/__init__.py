@@ -1,0 +1,1 @@
+"""The built-in game specs; importing a module registers its games."""

@@ -1,0 +1,225 @@
+"""The episode engine: plays one game between two seats and returns a typed `EpisodeResult`.
+
+Classic bots are asked synchronously and never see a prompt, so an all-bot episode runs close to
+a raw OpenSpiel loop (a coroutine that never suspends). Model seats get their prompts rendered
+lazily (`SeatPrompter`) and are awaited; a model call that fails for good (EndpointError) stops the
+episode with `error` set, so the arena can redo it later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyspiel
+
+from games.actions import vocabulary
+from games.chance import ChanceSampler, stream
+from games.episode import EpisodeResult, Turn
+from games.parsing import parse_move
+from games.players.base import ModelAgent, Player
+from games.prompts import PROMPT_STYLES, PromptStyle, SeatPrompter
+from games.rewards import assign_rewards, forfeit, outcome_labels, turn_reward
+from games.spec import GameSpec
+from harness.errors import MarsError
+
+
+def retries_allowed(invalid: str) -> int:
+    """0 for "penalty"; K for "retry:K" (re-ask up to K times, then the penalty)."""
+    text = invalid.strip().lower()
+    if text == "penalty":
+        return 0
+    name, _, count = text.partition(":")
+    if name == "retry" and count.isdigit() and int(count) > 0:
+        return int(count)
+    raise MarsError(f"--invalid must be 'penalty' or 'retry:K' with K >= 1, not {invalid!r}")
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    prompt_style: PromptStyle = "full"
+    invalid: str = "penalty"  # "penalty" (the game ends at once) or "retry:K"
+
+    def __post_init__(self) -> None:
+        if self.prompt_style not in PROMPT_STYLES:
+            raise MarsError(f"--prompt-style must be one of {', '.join(PROMPT_STYLES)}")
+        retries_allowed(self.invalid)
+
+    @property
+    def retries(self) -> int:
+        return retries_allowed(self.invalid)
+
+
+DEFAULT_OPTIONS = EpisodeOptions()
+
+
+class _ModelSeat:
+    """A model seat: its agent and the prompter that keeps its chat."""
+
+    __slots__ = ("agent", "prompter")
+
+    def __init__(self, agent: ModelAgent, prompter: SeatPrompter) -> None:
+        self.agent = agent
+        self.prompter = prompter
+
+
+async def play_episode(
+    spec: GameSpec,
+    players: Sequence[Player],
+    seed: int,
+    options: EpisodeOptions = DEFAULT_OPTIONS,
+) -> EpisodeResult:
+    game = spec.game
+    labels = vocabulary(spec).labels
+    max_actions = spec.rewards.max_actions
+    bonus = spec.rewards.format_bonus  # a bot's move is always legal
+    # Per seat: the bot's `choose` (fast path, no prompt ever rendered) or the model seat. Both
+    # seats' players share the episode's player stream (play is sequential, so it is still
+    # deterministic per seed); chance has its own stream: one RNG seeding less per episode.
+    player_rng = stream(seed, 1)
+    bots: list[Callable[[pyspiel.State], int] | None] = []
+    models: list[_ModelSeat | None] = []
+    has_models = False
+    retries = 0
+    for seat, player in enumerate(players):
+        agent = player.agent(seat=seat, rng=player_rng, seed=seed)
+        if player.is_model:
+            has_models = True
+            retries = options.retries
+            prompter = SeatPrompter(spec, seat, options.prompt_style, retries)
+            models.append(_ModelSeat(agent, prompter))  # type: ignore[arg-type]
+            bots.append(None)
+        else:
+            bots.append(agent.choose)  # type: ignore[union-attr]
+            models.append(None)
+
+    result = EpisodeResult(spec.name, seed, tuple([p.name for p in players]))
+    turns = result.turns
+    history: list[tuple[int, str]] = []  # (seat, label) of every move, for model prompts
+    turn_counts = [0] * len(players)
+    chance: ChanceSampler | None = None
+    state = game.new_initial_state()
+    is_terminal, is_chance_node = state.is_terminal, state.is_chance_node
+    current_player, apply_action = state.current_player, state.apply_action
+    steps = 0
+    while not is_terminal():
+        if is_chance_node():
+            if chance is None:
+                chance = ChanceSampler(spec, seed)
+            apply_action(chance.sample(state))
+            continue
+        if steps >= max_actions:
+            result.truncated = True
+            break
+        seat = current_player()
+        choose = bots[seat]
+        if choose is not None:
+            action = choose(state)
+            turn = turn_counts[seat]
+            turn_counts[seat] = turn + 1
+            label = labels[seat][action]
+            turns.append(
+                {"seat": seat, "turn": turn, "action": label, "legal": True, "reward": bonus}
+            )
+        else:
+            # Imported here: only games with a model seat pay for loading the openai client.
+            from harness.endpoint import EndpointError
+
+            model = models[seat]
+            assert model is not None
+            try:
+                action = await _model_turn(
+                    spec, state, seat, model, history, turn_counts, steps, turns, retries
+                )
+            except EndpointError as exc:
+                result.error = f"seat {seat}: {exc}"
+                break
+            if action is None:
+                result.invalid_seat = seat
+                break
+            label = labels[seat][action]
+        if has_models:
+            history.append((seat, label))
+        apply_action(action)
+        steps += 1
+    result.num_actions = steps
+    _finish(spec, state, result, has_models=has_models)
+    return result
+
+
+async def _model_turn(
+    spec: GameSpec,
+    state: pyspiel.State,
+    seat: int,
+    model: _ModelSeat,
+    history: list[tuple[int, str]],
+    turn_counts: list[int],
+    steps: int,
+    turns: list[Turn],
+    retries: int,
+) -> int | None:
+    """Ask the model (re-asking up to `retries` times); the action played, or None if invalid."""
+    vocab = vocabulary(spec)
+    legal_labels = vocab.legal_labels(state, seat)
+    messages, reused = model.prompter.turn_messages(state, legal_labels, history)
+    for attempt in range(retries + 1):
+        completion = await model.agent.respond(messages)
+        move = parse_move(completion.text, legal_labels)
+        usage = completion.usage
+        turn: Turn = {
+            "seat": seat,
+            "turn": turn_counts[seat],
+            "action": move.label,
+            "legal": move.ok,
+            "reward": turn_reward(spec.rewards, move.ok, usage.completion_tokens),
+            "step": steps,
+            "prompt": messages[reused:],
+            "context_len": reused,
+            "reply": completion.text,
+            "reasoning": completion.reasoning,
+            "finish_reason": completion.finish_reason,
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "reasoning_tokens": usage.reasoning_tokens,
+            },
+            "attempt": attempt,
+            "error": move.error,
+            "retried": False,
+            "messages": messages,
+        }
+        turns.append(turn)
+        turn_counts[seat] += 1
+        if move.label is not None:
+            model.prompter.accept_reply(completion.text)
+            return vocab.action(seat, move.label)
+        if attempt < retries:
+            turn["retried"] = True
+            messages, reused = model.prompter.retry_messages(
+                messages, completion.text, move.error or "invalid reply", legal_labels
+            )
+    return None
+
+
+def _finish(
+    spec: GameSpec, state: pyspiel.State, result: EpisodeResult, *, has_models: bool
+) -> None:
+    if has_models:
+        seats = len(result.players)
+        calls, invalid, tokens = [0] * seats, [0] * seats, [0] * seats
+        for turn in result.turns:
+            if "usage" in turn:
+                seat = turn["seat"]
+                calls[seat] += 1
+                invalid[seat] += not turn["legal"]
+                tokens[seat] += turn["usage"]["completion_tokens"]
+        result.model_turns, result.invalid_turns, result.completion_tokens = calls, invalid, tokens
+    if result.error is not None:
+        return
+    penalty = None
+    if result.invalid_seat is not None:
+        result.returns, penalty = forfeit(spec, state, result.invalid_seat)
+    else:
+        result.returns = state.returns()
+    result.outcomes = outcome_labels(spec, result.returns)
+    assign_rewards(spec, result, invalid_penalty=penalty)

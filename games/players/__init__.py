@@ -1,0 +1,23 @@
+"""Players by name: random, mcts:SIMS, cfr:ITERS, nash, llm, self (see games.players.base)."""
+
+from games.players.base import (
+    BotAgent,
+    ModelAgent,
+    Player,
+    PlayerContext,
+    known_players,
+    make_player,
+    needs_model,
+    register_player,
+)
+
+__all__ = [
+    "BotAgent",
+    "ModelAgent",
+    "Player",
+    "PlayerContext",
+    "known_players",
+    "make_player",
+    "needs_model",
+    "register_player",
+]

@@ -1,0 +1,86 @@
+"""Classic bots: uniform random, and OpenSpiel's MCTS (C++ MCTSBot, random-rollout evaluator)."""
+
+from __future__ import annotations
+
+import random
+
+import pyspiel
+
+from games.players.base import (
+    BotAgent,
+    Player,
+    PlayerContext,
+    positive_int_argument,
+    register_player,
+)
+from harness.errors import MarsError
+
+MCTS_UCT_C = 2.0
+MCTS_ROLLOUTS = 10
+MCTS_MAX_MEMORY_MB = 1000
+
+
+class RandomAgent(BotAgent):
+    __slots__ = ("_rng",)
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def choose(self, state: pyspiel.State) -> int:
+        legal = state.legal_actions()
+        return legal[int(self._rng.random() * len(legal))]
+
+
+class RandomPlayer(Player):
+    name = "random"
+
+    def agent(self, *, seat: int, rng: random.Random, seed: int) -> RandomAgent:
+        return RandomAgent(rng)
+
+
+@register_player("random", "uniform over legal actions")
+def _random(argument: str | None, context: PlayerContext) -> Player:
+    if argument:
+        raise MarsError(f"player 'random' takes no argument (got 'random:{argument}')")
+    return RandomPlayer()
+
+
+class MCTSAgent(BotAgent):
+    __slots__ = ("_bot", "_evaluator")
+
+    def __init__(self, game: pyspiel.Game, simulations: int, seed: int) -> None:
+        # The evaluator must outlive the bot, which only keeps a C++ reference to it.
+        self._evaluator = pyspiel.RandomRolloutEvaluator(MCTS_ROLLOUTS, seed)
+        self._bot = pyspiel.MCTSBot(
+            game,
+            self._evaluator,
+            MCTS_UCT_C,
+            simulations,
+            MCTS_MAX_MEMORY_MB,
+            False,  # no MCTS-Solver: a proven draw would stop it exploiting a weak opponent
+            seed + 1,
+            False,
+        )
+
+    def choose(self, state: pyspiel.State) -> int:
+        return self._bot.step(state)
+
+
+class MCTSPlayer(Player):
+    def __init__(self, game: pyspiel.Game, simulations: int) -> None:
+        self.game = game
+        self.simulations = simulations
+        self.name = f"mcts:{simulations}"
+
+    def agent(self, *, seat: int, rng: random.Random, seed: int) -> MCTSAgent:
+        return MCTSAgent(self.game, self.simulations, rng.getrandbits(30))
+
+
+@register_player("mcts", "mcts:SIMS, OpenSpiel MCTS with SIMS simulations (perfect information)")
+def _mcts(argument: str | None, context: PlayerContext) -> Player:
+    simulations = positive_int_argument("mcts", argument, default=None)
+    if not context.spec.perfect_information:
+        raise MarsError(
+            f"player 'mcts' needs a perfect-information game; {context.spec.name} is not one"
+        )
+    return MCTSPlayer(context.spec.game, simulations)

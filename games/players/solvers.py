@@ -1,0 +1,190 @@
+"""Equilibrium bots for the poker games: the CFR average policy and a near-Nash policy.
+
+Policies are solved with OpenSpiel's C++ solvers (`CFRSolver`, `CFRPlusSolver`), written once
+to the cache directory as JSON (info state -> [[action, probability], ...]) and read back from
+there afterwards. The cache directory is `--cache-dir`, else `$MARS_CACHE_DIR`, else
+`~/.cache/mars`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pyspiel
+
+from games.players.base import (
+    BotAgent,
+    Player,
+    PlayerContext,
+    positive_int_argument,
+    register_player,
+)
+from games.spec import GameSpec
+from harness.errors import MarsError
+
+Method = Literal["cfr", "cfr+"]
+DEFAULT_CFR_ITERATIONS = 1000
+# CFR+ converges much faster than CFR; these reach exploitability < 0.001 (Kuhn) and
+# about 0.002 (Leduc), stored with the policy.
+NASH_ITERATIONS = {"kuhn_poker": 2000, "leduc_poker": 500}
+POLICY_SCHEMA_VERSION = 1
+
+
+def cache_dir(explicit: Path | None = None) -> Path:
+    if explicit is not None:
+        return explicit
+    env = os.environ.get("MARS_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "mars"
+
+
+@dataclass(frozen=True)
+class TabularPolicy:
+    game: str
+    method: Method
+    iterations: int
+    exploitability: float
+    table: dict[str, tuple[tuple[int, ...], tuple[float, ...]]]
+
+    def to_pyspiel(self) -> pyspiel.TabularPolicy:
+        return pyspiel.TabularPolicy(
+            {
+                key: list(zip(actions, probs, strict=True))
+                for key, (actions, probs) in self.table.items()
+            }
+        )
+
+
+def _information_states(game: pyspiel.Game) -> list[str]:
+    found: dict[str, None] = {}
+    stack = [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            continue
+        if state.is_chance_node():
+            stack.extend(state.child(a) for a, _ in state.chance_outcomes())
+            continue
+        found.setdefault(state.information_state_string(), None)
+        stack.extend(state.child(a) for a in state.legal_actions())
+    return list(found)
+
+
+def solve(game: pyspiel.Game, game_name: str, method: Method, iterations: int) -> TabularPolicy:
+    solver = pyspiel.CFRSolver(game) if method == "cfr" else pyspiel.CFRPlusSolver(game)
+    for _ in range(iterations):
+        solver.evaluate_and_update_policy()
+    average = solver.average_policy()
+    table = {}
+    for key in _information_states(game):
+        pairs = average.get_state_policy(key)
+        table[key] = (tuple(a for a, _ in pairs), tuple(p for _, p in pairs))
+    policy = TabularPolicy(game_name, method, iterations, 0.0, table)
+    exploitability = float(pyspiel.exploitability(game, policy.to_pyspiel()))
+    return TabularPolicy(game_name, method, iterations, exploitability, table)
+
+
+def _policy_path(root: Path, game_name: str, method: Method, iterations: int) -> Path:
+    tag = "cfr" if method == "cfr" else "cfrplus"
+    return root / "policies" / f"{game_name}-{tag}-{iterations}.json"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _read_policy(path: Path) -> TabularPolicy | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema_version") != POLICY_SCHEMA_VERSION:
+            return None
+        table = {k: (tuple(a), tuple(p)) for k, (a, p) in data["policy"].items()}
+        return TabularPolicy(
+            data["game"], data["method"], data["iterations"], data["exploitability"], table
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing or damaged: solve again
+
+
+@functools.lru_cache(maxsize=16)
+def cached_policy(spec: GameSpec, method: Method, iterations: int, root: Path) -> TabularPolicy:
+    """The solved policy from the disk cache, solving and storing it on a miss."""
+    path = _policy_path(root, spec.name, method, iterations)
+    policy = _read_policy(path)
+    if policy is not None:
+        return policy
+    started = time.perf_counter()
+    policy = solve(spec.game, spec.name, method, iterations)
+    payload = {
+        "schema_version": POLICY_SCHEMA_VERSION,
+        "game": spec.name,
+        "method": method,
+        "iterations": iterations,
+        "exploitability": policy.exploitability,
+        "solve_seconds": round(time.perf_counter() - started, 3),
+        "policy": {k: [list(a), list(p)] for k, (a, p) in policy.table.items()},
+    }
+    _write_atomic(path, json.dumps(payload))
+    return policy
+
+
+class PolicyAgent(BotAgent):
+    __slots__ = ("_rng", "_table")
+
+    def __init__(self, table: dict[str, tuple[tuple[int, ...], tuple[float, ...]]], rng) -> None:
+        self._table = table
+        self._rng = rng
+
+    def choose(self, state: pyspiel.State) -> int:
+        actions, probs = self._table[state.information_state_string()]
+        return self._rng.choices(actions, probs)[0]
+
+
+class PolicyPlayer(Player):
+    def __init__(self, name: str, policy: TabularPolicy) -> None:
+        self.name = name
+        self.policy = policy
+
+    def agent(self, *, seat: int, rng: random.Random, seed: int) -> PolicyAgent:
+        return PolicyAgent(self.policy.table, rng)
+
+
+def _require_solvable(player: str, spec: GameSpec) -> None:
+    if not spec.extra.get("solvable"):
+        solvable = ", ".join(s.name for s in _all_specs() if s.extra.get("solvable"))
+        raise MarsError(f"player {player!r} works only for {solvable}, not {spec.name}")
+
+
+def _all_specs() -> list[GameSpec]:
+    from games.spec import list_games
+
+    return list_games()
+
+
+@register_player("cfr", "cfr:ITERS, CFR average policy (poker games), default 1000 iterations")
+def _cfr(argument: str | None, context: PlayerContext) -> Player:
+    iterations = positive_int_argument("cfr", argument, default=DEFAULT_CFR_ITERATIONS)
+    _require_solvable("cfr", context.spec)
+    policy = cached_policy(context.spec, "cfr", iterations, cache_dir(context.cache_dir))
+    return PolicyPlayer(f"cfr:{iterations}", policy)
+
+
+@register_player("nash", "near-equilibrium policy from CFR+ (poker games)")
+def _nash(argument: str | None, context: PlayerContext) -> Player:
+    if argument:
+        raise MarsError(f"player 'nash' takes no argument (got 'nash:{argument}')")
+    _require_solvable("nash", context.spec)
+    iterations = NASH_ITERATIONS.get(context.spec.name, 1000)
+    policy = cached_policy(context.spec, "cfr+", iterations, cache_dir(context.cache_dir))
+    return PolicyPlayer("nash", policy)

@@ -1,0 +1,370 @@
+"""`mars arena` (a player against an opponent in one game) and `mars selfplay` (one model in both
+seats, writing the per-turn trajectories the trainers read). Both write a resumable run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from harness.cli import options
+from harness.cli.main import app
+from harness.errors import MarsError
+
+if TYPE_CHECKING:
+    from harness.endpoint import EndpointConfig, GenerationConfig
+
+SEATS_HELP = "Seats the player takes: both | first | second."
+INVALID_HELP = "Invalid replies: penalty (the game ends, the paper's rule) | retry:K (K re-asks)."
+STYLE_HELP = "Prompts: full (rules, one growing chat per seat) | compact (short, for tiny models)."
+
+
+@contextlib.contextmanager
+def _maybe_endpoint(
+    wanted: bool, *, model: str | None, base_url: str | None, **settings: Any
+) -> Iterator[EndpointConfig | None]:
+    """The model endpoint when a model player is in the game, else nothing (no server started).
+
+    Without --base-url, `harness.model_access.model_endpoint` serves --model (the embedded tiny
+    model by default) for the length of the command.
+    """
+    if not wanted:
+        yield None
+        return
+    from harness.model_access import model_endpoint
+
+    with model_endpoint(model=model, base_url=base_url, **settings) as config:
+        yield config
+
+
+def _check_model_flags(wanted: bool, model: str | None, base_url: str | None) -> None:
+    """Fail before any run directory or server exists."""
+    if wanted and base_url and not model:
+        raise MarsError("--base-url needs --model NAME (the model name the server expects)")
+
+
+def _print_arena_table(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['player']} vs {summary['opponent']} at {summary['game']}")
+    columns = (
+        "seat",
+        "n",
+        "win",
+        "draw",
+        "loss",
+        "mean return",
+        "normalized",
+        "invalid",
+        "tok/turn",
+    )
+    for column in columns:
+        table.add_column(column)
+    for seat, stats in summary["seats"].items():
+        table.add_row(
+            seat,
+            str(stats["n"]),
+            f"{stats['win']:.3f}",
+            f"{stats['draw']:.3f}",
+            f"{stats['loss']:.3f}",
+            f"{stats['mean_return']:+.3f}",
+            f"{stats['normalized_return']:.1f}",
+            f"{stats['invalid_rate']:.3f}",
+            f"{stats['mean_tokens_per_turn']:.0f}",
+        )
+    Console().print(table)
+
+
+@contextlib.contextmanager
+def _progress(total: int, quiet: bool, label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
+    if quiet or total == 0:
+        yield lambda _record: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _record: progress.advance(task)
+
+
+def _generation(temperature: float, top_p: float, max_tokens: int, seed: int) -> GenerationConfig:
+    from harness.endpoint import GenerationConfig
+
+    return GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+
+
+@app.command("arena")
+def arena_command(
+    game: str = typer.Option(..., "--game", help="tic_tac_toe, connect_four, kuhn_poker, ..."),
+    player: str = typer.Option("llm", "--player", help="llm, random, mcts:SIMS, cfr:ITERS, nash."),
+    opponent: str = typer.Option(..., "--opponent", help="Same choices, plus self (the model)."),
+    episodes: int = typer.Option(100, "--episodes", min=1, help="Episodes per seat."),
+    seats: str = typer.Option("both", "--seats", help=SEATS_HELP),
+    invalid: str = typer.Option("penalty", "--invalid", help=INVALID_HELP),
+    prompt_style: str = typer.Option("full", "--prompt-style", help=STYLE_HELP),
+    model: str = options.MODEL,
+    base_url: str = options.BASE_URL,
+    backend: str = options.BACKEND,
+    concurrency: int = options.CONCURRENCY,
+    timeout: float = options.TIMEOUT,
+    max_retries: int = options.MAX_RETRIES,
+    temperature: float = options.TEMPERATURE,
+    top_p: float = options.TOP_P,
+    max_tokens: int = options.MAX_TOKENS,
+    seed: int = typer.Option(0, "--seed", help="First episode seed (seeds seed..seed+N-1)."),
+    api_key_env: str = options.API_KEY_ENV,
+    cache: Path = options.CACHE,
+    out: Path = options.OUT,
+    run_dir: Path = options.RUN_DIR,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Play PLAYER against OPPONENT, N episodes per seat, and score each seat."""
+    from games.arena import ArenaConfig, record_key, run_arena, summarize
+    from games.engine import EpisodeOptions
+    from games.players import PlayerContext, make_player, needs_model
+    from games.spec import get_game
+    from harness.runstore import RunDir
+
+    spec = get_game(game)
+    episode_options = EpisodeOptions(prompt_style=prompt_style, invalid=invalid)  # type: ignore[arg-type]
+    config = ArenaConfig(
+        episodes=episodes,
+        seats=seats,  # type: ignore[arg-type]
+        first_seed=seed,
+        concurrency=concurrency,
+        options=episode_options,
+    )
+    wants_model = needs_model(player) or needs_model(opponent)
+    _check_model_flags(wants_model, model, base_url)
+    # Bots are built (and policies solved) before any server starts, so bad input fails fast.
+    bot_context = PlayerContext(spec=spec)
+    bots = {
+        name: make_player(name, bot_context) for name in (player, opponent) if not needs_model(name)
+    }
+
+    run = RunDir.resolve(
+        out=out, run_dir=run_dir, kind="arena", slug=f"{spec.name}-{player}-vs-{opponent}"
+    )
+    done = run.prepare_resume(record_key)
+    total = len(config.seat_indices()) * episodes
+    todo = total - sum(1 for key in done if key[0] == spec.name)
+    if done:
+        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+    gen = _generation(temperature, top_p, max_tokens, seed)
+    run_config = {
+        "game": spec.describe(),
+        "player": player,
+        "opponent": opponent,
+        "episodes_per_seat": episodes,
+        "seats": seats,
+        "first_seed": seed,
+        "invalid": invalid,
+        "prompt_style": prompt_style,
+        "concurrency": concurrency,
+        "generation": gen.model_dump() if wants_model else None,
+    }
+    endpoint_settings = {
+        "backend": backend,
+        "concurrency": concurrency,
+        "timeout_s": timeout,
+        "max_retries": max_retries,
+        "api_key_env": api_key_env,
+        "cache_path": cache,
+        "log_dir": run.path,
+    }
+    started = time.perf_counter()
+    usage: dict[str, Any] | None = None
+    with _maybe_endpoint(
+        wants_model, model=model, base_url=base_url, **endpoint_settings
+    ) as endpoint_config:
+        run.start(
+            command=["mars", *sys.argv[1:]],
+            config=run_config,
+            model=endpoint_config.model if endpoint_config else None,
+            endpoint=endpoint_config.public() if endpoint_config else None,
+            seeds={"first_episode_seed": seed},
+        )
+
+        async def play() -> None:
+            nonlocal usage
+            from games.records import RecordWriter
+            from harness.endpoint import Endpoint
+
+            endpoint = Endpoint(endpoint_config) if endpoint_config else None
+            context = PlayerContext(spec=spec, endpoint=endpoint, gen=gen)
+            built = {
+                name: bots.get(name) or make_player(name, context) for name in (player, opponent)
+            }
+            try:
+                with _progress(todo, quiet, f"{spec.name} episodes") as tick:
+                    await run_arena(
+                        spec,
+                        built[player],
+                        built[opponent],
+                        config,
+                        sink=RecordWriter(run.records_path),
+                        done=done,
+                        on_record=tick,
+                    )
+            finally:
+                if endpoint is not None:
+                    usage = {
+                        "by_role": endpoint.ledger.by_role(),
+                        "totals": endpoint.ledger.totals(),
+                    }
+                    await endpoint.aclose()
+
+        try:
+            asyncio.run(play())
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+    summary = summarize(spec, player, opponent, run.records())
+    summary["wall_s"] = round(time.perf_counter() - started, 3)
+    if endpoint_config is not None:
+        summary["model"] = endpoint_config.model
+    if usage is not None:
+        summary["usage"] = usage
+    errors = sum(stats["errors"] for stats in summary["seats"].values())
+    run.write_summary(summary)
+    run.finish("completed" if errors == 0 else "completed_with_errors")
+    _print_arena_table(summary)
+    if errors:
+        print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
+    print(f"run dir: {run.path}")
+
+
+@app.command("selfplay")
+def selfplay_command(
+    games: str = typer.Option(
+        "tic_tac_toe,kuhn_poker,mini_hanabi", "--games", help="Comma-separated games."
+    ),
+    episodes: int = typer.Option(16, "--episodes", min=1, help="Episodes per game."),
+    invalid: str = typer.Option("penalty", "--invalid", help=INVALID_HELP),
+    prompt_style: str = typer.Option("full", "--prompt-style", help=STYLE_HELP),
+    model: str = options.MODEL,
+    base_url: str = options.BASE_URL,
+    backend: str = options.BACKEND,
+    concurrency: int = options.CONCURRENCY,
+    timeout: float = options.TIMEOUT,
+    max_retries: int = options.MAX_RETRIES,
+    temperature: float = typer.Option(0.6, "--temperature", min=0.0),
+    top_p: float = typer.Option(0.99, "--top-p", min=0.0, max=1.0),
+    max_tokens: int = options.MAX_TOKENS,
+    seed: int = typer.Option(0, "--seed", help="First episode seed (seeds seed..seed+N-1)."),
+    api_key_env: str = options.API_KEY_ENV,
+    cache: Path = options.CACHE,
+    out: Path = options.OUT,
+    run_dir: Path = options.RUN_DIR,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """One model in both seats: per-turn trajectories (prompt, reply, reward, tokens) per game."""
+    from games.engine import EpisodeOptions
+    from games.players import PlayerContext, make_player
+    from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
+    from games.spec import get_game
+    from harness.runstore import RunDir
+
+    names = [name.strip() for name in games.split(",") if name.strip()]
+    if not names:
+        raise MarsError("--games needs at least one game name")
+    specs = [get_game(name) for name in names]
+    _check_model_flags(True, model, base_url)
+    config = SelfPlayConfig(
+        episodes=episodes,
+        first_seed=seed,
+        concurrency=concurrency,
+        options=EpisodeOptions(prompt_style=prompt_style, invalid=invalid),  # type: ignore[arg-type]
+    )
+    run = RunDir.resolve(
+        out=out, run_dir=run_dir, kind="selfplay", slug="-".join(s.name for s in specs)
+    )
+    done = run.prepare_resume(selfplay_key)
+    wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}
+    todo = len(wanted - done)
+    if done:
+        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+    gen = _generation(temperature, top_p, max_tokens, seed)
+    started = time.perf_counter()
+    usage: dict[str, Any] | None = None
+    with _maybe_endpoint(
+        True,
+        model=model,
+        base_url=base_url,
+        backend=backend,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        max_retries=max_retries,
+        api_key_env=api_key_env,
+        cache_path=cache,
+        log_dir=run.path,
+    ) as endpoint_config:
+        assert endpoint_config is not None
+        run.start(
+            command=["mars", *sys.argv[1:]],
+            config={
+                "games": [spec.describe() for spec in specs],
+                "episodes_per_game": episodes,
+                "first_seed": seed,
+                "invalid": invalid,
+                "prompt_style": prompt_style,
+                "concurrency": concurrency,
+                "generation": gen.model_dump(),
+            },
+            model=endpoint_config.model,
+            endpoint=endpoint_config.public(),
+            seeds={"first_episode_seed": seed},
+        )
+
+        async def play() -> None:
+            nonlocal usage
+            from games.records import RecordWriter
+            from harness.endpoint import Endpoint
+
+            endpoint = Endpoint(endpoint_config)
+            model_player = make_player(
+                "self", PlayerContext(spec=specs[0], endpoint=endpoint, gen=gen)
+            )
+            try:
+                with _progress(todo, quiet, "self-play episodes") as tick:
+                    await run_selfplay(
+                        specs,
+                        model_player,
+                        config,
+                        sink=RecordWriter(run.records_path),
+                        done=done,
+                        on_record=tick,
+                    )
+            finally:
+                usage = {"by_role": endpoint.ledger.by_role(), "totals": endpoint.ledger.totals()}
+                await endpoint.aclose()
+
+        try:
+            asyncio.run(play())
+        except KeyboardInterrupt:
+            run.finish("interrupted")
+            raise
+    summary = summarize_selfplay(specs, run.records())
+    summary["model"] = endpoint_config.model
+    summary["wall_s"] = round(time.perf_counter() - started, 3)
+    summary["usage"] = usage
+    errors = sum(game["errors"] for game in summary["games"].values())
+    run.write_summary(summary)
+    run.finish("completed" if errors == 0 else "completed_with_errors")
+    for name, stats in summary["games"].items():
+        returns = ", ".join(f"{value:+.3f}" for value in stats["mean_return"])
+        print(
+            f"{name}: {stats['episodes']} episodes, mean return per seat [{returns}], "
+            f"invalid {stats['invalid_episode_rate']:.3f}, {stats['turns']} turns"
+        )
+    if errors:
+        print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
+    print(f"run dir: {run.path}")

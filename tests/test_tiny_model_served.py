@@ -1,0 +1,112 @@
+"""End to end against the project's own tiny model behind a real `transformers serve` on 127.0.0.1.
+
+The tiny model's answers are mostly wrong; these tests check that the whole pipeline is intact:
+requests, usage, transcripts, records, summaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import DATA_DIR, run_mars
+
+from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from harness.servers import ModelServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    from harness.tiny_model import ensure_tiny_model
+
+    return ensure_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_server(
+    tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ModelServer]:
+    log_dir = tmp_path_factory.mktemp("server")
+    with ModelServer(model=str(tiny_model_dir), backend="transformers", log_dir=log_dir) as server:
+        yield server
+
+
+def _config(server: ModelServer, **extra: object) -> EndpointConfig:
+    return EndpointConfig(
+        base_url=server.base_url, model=server.served_name, model_identity=server.identity, **extra
+    )
+
+
+async def test_endpoint_against_transformers_serve(
+    tiny_server: ModelServer, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache.sqlite"
+    endpoint = Endpoint(_config(tiny_server, concurrency=4, cache_path=str(cache)))
+    gen = GenerationConfig(max_tokens=24)
+    prompts = [f"What is {i} + {i}? Put the answer in \\boxed{{}}." for i in range(6)]
+    replies = await asyncio.gather(
+        *(
+            endpoint.complete([{"role": "user", "content": p}], role=f"r{i % 2}", gen=gen)
+            for i, p in enumerate(prompts)
+        )
+    )
+    for reply in replies:
+        assert reply.usage.prompt_tokens > 0
+        assert 0 < reply.usage.completion_tokens <= 24
+        assert reply.finish_reason in ("stop", "length")
+        assert not reply.cached
+    roles = endpoint.ledger.by_role()
+    assert roles["r0"]["calls"] == 3 and roles["r1"]["calls"] == 3
+    again = await endpoint.complete([{"role": "user", "content": prompts[0]}], gen=gen)
+    await endpoint.aclose()
+    assert (
+        again.cached and again.text == replies[0].text and again.reasoning == replies[0].reasoning
+    )
+
+
+def test_a_wrong_model_name_fails_at_once_with_the_servers_reason(tiny_server: ModelServer) -> None:
+    from harness.errors import EndpointError
+
+    async def ask() -> None:
+        endpoint = Endpoint(EndpointConfig(base_url=tiny_server.base_url, model="not-this-one"))
+        try:
+            await endpoint.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await endpoint.aclose()
+
+    with pytest.raises(EndpointError) as info:
+        asyncio.run(ask())
+    assert info.value.status == 400 and info.value.retries == 0
+
+
+@pytest.mark.parametrize("mas_name", ["single", "mad", "debate", "autogen"])
+def test_eval_through_each_mas_completes_with_full_transcripts(
+    tiny_server: ModelServer, mas_name: str, tmp_path: Path
+) -> None:
+    result = run_mars(
+        "eval", "--suite", "gsm8k", "--mas", mas_name, "--limit", "5",
+        "--base-url", tiny_server.base_url, "--model", tiny_server.served_name,
+        "--max-tokens", "48", "--concurrency", "8", "--data-dir", str(DATA_DIR),
+        "--run-dir", str(tmp_path / "run"), "--quiet",
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [
+        json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()
+    ]
+    assert len(records) == 5
+    for record in records:
+        assert record["error"] is None
+        messages = record["transcript"]["messages"]
+        assert len(messages) == record["metrics"]["llm_calls"] >= 1
+        assert all(m["usage"]["completion_tokens"] > 0 for m in messages)
+    minimum_agents = {"single": 1, "mad": 3, "debate": 3, "autogen": 2}[mas_name]
+    agents = {m["agent"] for r in records for m in r["transcript"]["messages"]}
+    assert len(agents) >= minimum_agents
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["suites"]["gsm8k"]["n"] == 5
