@@ -1,0 +1,118 @@
+"""The training configuration: one typed source for the CPU trainer and the verl backend.
+
+Defaults follow the MARSHAL setup (facts.md section 1) where they make sense on any machine; the
+CPU trainer's small-model defaults (compact prompts, short replies, a larger learning rate) are
+set by `TrainConfig.for_local()`. YAML files and CLI flags override fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from harness.errors import MarsError
+
+
+class VerlSettings(BaseModel):
+    """Cluster-only knobs passed to verl (ignored by the CPU trainer)."""
+
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    rollout_engine: Literal["vllm", "sglang"] = "vllm"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.6
+    ray_address: str | None = None
+    extra_overrides: list[str] = Field(default_factory=list)
+
+
+class TrainConfig(BaseModel):
+    model: str | None = None  # a Hugging Face causal-LM folder or hub id; None = the tiny model
+    games: list[str] = Field(default_factory=lambda: ["tic_tac_toe"])
+    estimator: str = "marshal"
+    estimator_options: dict[str, Any] = Field(default_factory=dict)  # gamma, eps, scale
+    steps: int = Field(200, ge=1)
+    games_per_step: int = Field(192, ge=1)  # self-play games per update (both seats train)
+    group_size: int = Field(1, ge=1)  # games sharing a seed (GRPO prompt groups); paper: 1
+    learning_rate: float = Field(1e-6, gt=0)
+    lr_schedule: Literal["cosine", "constant"] = "cosine"
+    warmup_steps: int = Field(10, ge=0)
+    weight_decay: float = Field(0.05, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    clip_ratio: float = Field(0.2, gt=0)
+    dual_clip: float | None = Field(3.0, gt=1)
+    kl_coef: float = Field(0.2, ge=0)  # k3 KL to the frozen reference model; 0 = no reference
+    ppo_epochs: int = Field(1, ge=1)
+    minibatch_turns: int = Field(64, ge=1)
+    temperature: float = Field(0.6, ge=0)
+    top_p: float = Field(0.99, gt=0, le=1)
+    top_k: int = Field(100, ge=0)
+    max_new_tokens: int = Field(4096, ge=1)  # per turn
+    max_game_tokens: int = Field(32768, ge=1)
+    prompt_style: Literal["full", "compact"] = "full"
+    invalid: str = "penalty"
+    save_every: int = Field(20, ge=1)
+    eval_every: int = Field(20, ge=0)  # 0 = no in-training evaluation
+    eval_episodes: int = Field(50, ge=1)  # per seat and opponent
+    eval_opponents: dict[str, list[str]] = Field(
+        default_factory=lambda: {
+            "tic_tac_toe": ["random", "mcts:100"],
+            "kuhn_poker": ["random", "cfr:1000"],
+            "mini_hanabi": ["self"],
+        }
+    )
+    seed: int = 0
+    verl: VerlSettings = Field(default_factory=VerlSettings)
+
+    @field_validator("games")
+    @classmethod
+    def _at_least_one_game(cls, games: list[str]) -> list[str]:
+        if not games:
+            raise ValueError("at least one game is needed")
+        return games
+
+    @classmethod
+    def for_local(cls, **overrides: Any) -> TrainConfig:
+        """Defaults sized for the embedded tiny model on a CPU."""
+        local = {
+            "games_per_step": 32,
+            "steps": 60,
+            "learning_rate": 1e-4,
+            "warmup_steps": 2,
+            "kl_coef": 0.0,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "top_k": 0,
+            "max_new_tokens": 48,
+            "max_game_tokens": 2048,
+            "prompt_style": "compact",
+            "save_every": 10,
+            "eval_every": 10,
+            "eval_episodes": 30,
+        }
+        local.update(overrides)
+        return cls.model_validate(local)
+
+
+def load_train_config(path: Path | None, overrides: dict[str, Any], *, local: bool) -> TrainConfig:
+    """Defaults (local or cluster), then a YAML file, then CLI overrides; one clear error if bad."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as exc:
+            raise MarsError(f"cannot read config {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise MarsError(f"config {path} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise MarsError(f"config {path} must be a mapping of settings")
+        data.update(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return TrainConfig.for_local(**data) if local else TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise MarsError(f"bad training setting {where}: {first['msg']}") from exc
