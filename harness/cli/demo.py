@@ -6,6 +6,8 @@ Each step prints what it does; the whole demo needs no download and no GPU.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -13,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.main import app
+from harness.errors import MarsError
 
 console = Console()
 
@@ -24,6 +27,14 @@ DEMO_PROMPTS = (
     "Kuhn poker: you hold the King. Legal actions: <PASS> <BET>. "
     "Reply with <answer>ACTION</answer>.",
 )
+
+
+def _mars(*args: str) -> None:
+    """Run one `mars` command as its own process, as a user would; stop the demo if it fails."""
+    console.print(f"[dim]$ mars {' '.join(args)}[/dim]")
+    result = subprocess.run([sys.executable, "-m", "harness", *args], check=False)
+    if result.returncode != 0:
+        raise MarsError(f"demo step failed: mars {args[0]} exited with {result.returncode}")
 
 
 def _step(title: str) -> None:
@@ -85,4 +96,20 @@ def demo(
 
         _step("3. concurrent chat requests through the endpoint layer")
         asyncio.run(_chat_through_endpoint(server.base_url, server.served_name, server.identity))
+
+        target = ["--base-url", server.base_url, "--model", server.served_name]
+        _step("4. reasoning suites through three multi-agent systems")
+        eval_runs = []
+        for mas_name in ("single", "mad", "autogen"):
+            run_dir = out / f"eval-{mas_name}"
+            _mars("eval", "--suite", "gsm8k,aqua", "--limit", "3", "--mas", mas_name,
+                  "--max-tokens", "64", "--concurrency", "8", "--run-dir", str(run_dir),
+                  "--quiet", *target)  # fmt: skip
+            eval_runs.append(str(run_dir))
+        _mars("report", *eval_runs, "--save", str(out))
+
+        _step("5. game arena: the tiny model against a random player")
+        _mars("arena", "--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
+              "--episodes", "10", "--prompt-style", "compact", "--max-tokens", "48",
+              "--run-dir", str(out / "arena-tic_tac_toe"), *target)  # fmt: skip
     console.print("server stopped")
