@@ -110,3 +110,48 @@ def test_eval_through_each_mas_completes_with_full_transcripts(
     assert len(agents) >= minimum_agents
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["suites"]["gsm8k"]["n"] == 5
+
+
+def test_arena_llm_against_random_on_the_served_tiny_model(
+    tiny_server: ModelServer, tmp_path: Path
+) -> None:
+    result = run_mars(
+        "arena", "--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
+        "--episodes", "20", "--base-url", tiny_server.base_url, "--model", tiny_server.served_name,
+        "--prompt-style", "compact", "--max-tokens", "32", "--run-dir", str(tmp_path / "arena"),
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == f"run dir: {tmp_path / 'arena'}"
+    records = [
+        json.loads(x) for x in (tmp_path / "arena" / "records.jsonl").read_text().splitlines()
+    ]
+    assert len(records) == 40  # 20 episodes per seat
+    seat_index = {"first": 0, "second": 1}
+    model_turns = [t for r in records for t in r["turns"] if t["seat"] == seat_index[r["seat"]]]
+    assert len(model_turns) >= 40
+    assert all(t["usage"]["completion_tokens"] > 0 and "reply" in t for t in model_turns)
+    assert sum(r["model_turns"][seat_index[r["seat"]]] for r in records) == len(model_turns)
+    seats = json.loads((tmp_path / "arena" / "summary.json").read_text())["seats"]
+    for seat in ("first", "second"):
+        assert seats[seat]["n"] == 20
+        assert seats[seat]["win"] + seats[seat]["draw"] + seats[seat]["loss"] == pytest.approx(1.0)
+
+
+def test_eval_serves_the_model_itself_when_no_url_is_given(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    result = run_mars(
+        "eval", "--suite", "aqua", "--limit", "2", "--model", str(tiny_model_dir),
+        "--max-tokens", "16", "--data-dir", str(DATA_DIR), "--run-dir", str(tmp_path / "run"),
+        "--quiet", timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["endpoint"]["model_identity"].startswith("tiny-model-v1@")
+    log = next((tmp_path / "run").glob("server-transformers-*.log"))
+    port = int(log.stem.rsplit("-", 1)[1])
+    import socket
+
+    with socket.socket() as probe:  # the server it started is gone: its port is free again
+        probe.bind(("127.0.0.1", port))
