@@ -39,6 +39,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "eval",
     "report",
     "arena",
+    "failures",
+    "dashboard",
     "demo",
 )
 

@@ -1,0 +1,99 @@
+"""Cached loaders: every file is parsed once per content version, keyed on (path, mtime, size).
+
+A rewritten or appended file changes its stamp, so the next rerun reads it again; an unchanged one
+is served from memory. Parsed records and the tables built from them are held with
+`st.cache_resource` (shared, never copied): `st.cache_data` would pickle and unpickle 10,000
+transcripts on every widget interaction, which costs more than the first parse. Callers treat the
+returned objects as read-only. Every path is checked against the runs root before it is opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from dashboard.paths import inside_root
+
+_ENTRIES = 64
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _jsonl(path: str, mtime_ns: int, size: int) -> data.JsonlData:
+    return data.read_jsonl(Path(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _eval_frame(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+    return data.eval_frame(_jsonl(path, mtime_ns, size).rows)
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _record_index(path: str, mtime_ns: int, size: int) -> dict[tuple[str, str, int], int]:
+    rows = _jsonl(path, mtime_ns, size).rows
+    return {data.key_of(r): i for i, r in enumerate(rows)}
+
+
+@st.cache_data(show_spinner=False, max_entries=_ENTRIES)
+def _line_count(path: str, mtime_ns: int, size: int) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _metrics(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+    return data.metrics_frame(_jsonl(path, mtime_ns, size).rows)
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _curve(path: str, mtime_ns: int, size: int) -> data.JsonlData:
+    return data.learning_curve(Path(path))
+
+
+def _stamp(root: Path, path: Path) -> tuple[str, int, int] | None:
+    return data.file_stamp(inside_root(root, path))
+
+
+def jsonl(root: Path, path: Path) -> data.JsonlData:
+    stamp = _stamp(root, path)
+    return _jsonl(*stamp) if stamp else data.JsonlData()
+
+
+def eval_data(root: Path, path: Path) -> tuple[data.JsonlData, pd.DataFrame]:
+    """The records and their table, from one and the same version of the file."""
+    stamp = _stamp(root, path)
+    if stamp is None:
+        return data.JsonlData(), data.eval_frame([])
+    return _jsonl(*stamp), _eval_frame(*stamp)
+
+
+def record_lookup(
+    root: Path, path: Path
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str, int], int]]:
+    """The records and a (suite, sample id, epoch) -> position map, from one file version."""
+    stamp = _stamp(root, path)
+    if stamp is None:
+        return [], {}
+    return _jsonl(*stamp).rows, _record_index(*stamp)
+
+
+def line_count(root: Path, path: Path) -> int:
+    stamp = _stamp(root, path)
+    return _line_count(*stamp) if stamp else 0
+
+
+def metrics(root: Path, path: Path) -> pd.DataFrame:
+    stamp = _stamp(root, path)
+    return _metrics(*stamp) if stamp else pd.DataFrame()
+
+
+def curve(root: Path, path: Path) -> data.JsonlData:
+    stamp = _stamp(root, path)
+    return _curve(*stamp) if stamp else data.JsonlData()
+
+
+def summary(root: Path, run_path: Path) -> dict[str, Any] | None:
+    return data.summary_of(inside_root(root, run_path))

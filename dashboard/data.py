@@ -1,0 +1,737 @@
+"""Loading and aggregation for the dashboard: plain functions over run directories, no Streamlit.
+
+Everything here reads files under the runs root (see `dashboard.paths`) and tolerates what a
+half-written or older run leaves behind: malformed JSON lines are skipped and counted, missing
+fields become None (shown as "-"), unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dashboard.paths import inside_root, relative_name
+from harness.failures import FAILURES_FILE, summarize_failures
+from harness.mast import CATEGORIES, FAILURE_MODES
+from harness.runstore import RECORDS_FILE, SUMMARY_FILE, list_runs
+from harness.stats import wilson_ci
+
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILES = ("learning_curve.jsonl", "learning_curve.csv")
+SEATS = ("first", "second")
+
+
+# ---------------------------------------------------------------- files
+
+
+@dataclass
+class JsonlData:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    malformed: int = 0
+
+
+def file_stamp(path: Path) -> tuple[str, int, int] | None:
+    """(path, mtime in ns, size): the cache key of a file's content; None if it is missing."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return (str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def read_jsonl(path: Path) -> JsonlData:
+    """Every JSON object line of `path`; other lines (broken, cut short, not objects) counted."""
+    data = JsonlData()
+    try:
+        content = Path(path).read_bytes()
+    except OSError:
+        return data
+    loads = json.loads
+    for line in content.splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = loads(line)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError
+            data.malformed += 1
+            continue
+        if isinstance(value, dict):
+            data.rows.append(value)
+        else:
+            data.malformed += 1
+    return data
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_csv_rows(path: Path) -> JsonlData:
+    data = JsonlData()
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
+            for row in csv.DictReader(handle):
+                if None in row:  # more cells than header columns
+                    data.malformed += 1
+                    continue
+                data.rows.append({k: _number_or_text(v) for k, v in row.items()})
+    except (OSError, csv.Error):
+        return data
+    return data
+
+
+def _number_or_text(value: str | None) -> Any:
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() and "." not in value else number
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclass
+class RunEntry:
+    name: str  # path relative to the runs root
+    path: Path
+    kind: str
+    model: str | None
+    started_at: str | None
+    ended_at: str | None
+    status: str
+    attempts: int
+    config: dict[str, Any]
+
+    @property
+    def mas(self) -> str:
+        return str(self.config.get("mas") or "-")
+
+    @property
+    def has_records(self) -> bool:
+        return (self.path / RECORDS_FILE).is_file()
+
+    @property
+    def has_failures(self) -> bool:
+        return (self.path / FAILURES_FILE).is_file()
+
+    @property
+    def has_metrics(self) -> bool:
+        return (self.path / METRICS_FILE).is_file()
+
+    @property
+    def curve_file(self) -> Path | None:
+        for name in CURVE_FILES:
+            if (self.path / name).is_file():
+                return self.path / name
+        return None
+
+    @property
+    def model_label(self) -> str:
+        """The model name, shortened to its last path part (served folders are full paths)."""
+        if not self.model:
+            return "-"
+        return Path(self.model).name if "/" in self.model else self.model
+
+
+def discover_runs(root: Path) -> list[RunEntry]:
+    """Every run directory under the root (`harness.runstore.list_runs`), newest first.
+
+    A directory reached through a symlink pointing outside the root is left out.
+    """
+    root = Path(root).resolve()
+    entries: list[RunEntry] = []
+    for run in list_runs(root):
+        try:
+            path = inside_root(root, run.path)
+            info = run.info()
+        except Exception:  # a refused path or a run.json that broke after listing
+            continue
+        entries.append(
+            RunEntry(
+                name=relative_name(root, path),
+                path=path,
+                kind=info.kind,
+                model=info.model,
+                started_at=info.started_at,
+                ended_at=info.ended_at,
+                status=info.status,
+                attempts=info.attempts,
+                config=info.config or {},
+            )
+        )
+    entries.sort(key=lambda e: (e.started_at or "", e.name), reverse=True)
+    return entries
+
+
+def runs_table(entries: Sequence[RunEntry], record_counts: dict[str, int]) -> pd.DataFrame:
+    rows = [
+        {
+            "run": e.name,
+            "kind": e.kind,
+            "model": e.model_label,
+            "mas": e.mas if e.kind == "eval" else "-",
+            "started": (e.started_at or "-").replace("T", " ")[:19],
+            "status": e.status,
+            "attempts": e.attempts,
+            "lines": record_counts.get(e.name, 0),
+        }
+        for e in entries
+    ]
+    columns = ["run", "kind", "model", "mas", "started", "status", "attempts", "lines"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+# ---------------------------------------------------------------- eval records
+
+
+def _message_tokens(message: dict[str, Any]) -> tuple[int, int]:
+    usage = message.get("usage") or {}
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+def _record_tokens(record: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+    per_agent = (record.get("metrics") or {}).get("tokens_per_agent")
+    if isinstance(per_agent, dict) and per_agent:
+        return sum(
+            int(v.get("prompt_tokens") or 0) + int(v.get("completion_tokens") or 0)
+            for v in per_agent.values()
+            if isinstance(v, dict)
+        )
+    return sum(sum(_message_tokens(m)) for m in messages)
+
+
+EVAL_COLUMNS = [
+    "suite",
+    "sample_id",
+    "epoch",
+    "correct",
+    "extraction_failed",
+    "has_error",
+    "error",
+    "extracted",
+    "gold",
+    "llm_calls",
+    "tokens",
+    "latency_s",
+    "row",
+    "search",
+]
+
+
+def eval_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per eval record with the fields the tables filter on; `row` indexes `records`.
+
+    `search` is the lowercased question, final answer and every message's text and reasoning.
+    """
+    rows: list[tuple[Any, ...]] = []
+    for index, record in enumerate(records):
+        transcript = record.get("transcript") if isinstance(record.get("transcript"), dict) else {}
+        messages = [m for m in (transcript.get("messages") or []) if isinstance(m, dict)]
+        pieces = [str(record.get("question") or ""), str(record.get("final_answer") or "")]
+        for message in messages:
+            pieces.append(str(message.get("text") or ""))
+            pieces.append(str(message.get("reasoning") or ""))
+        error = record.get("error")
+        rows.append(
+            (
+                str(record.get("suite") or "-"),
+                str(record.get("sample_id", "-")),
+                _as_int(record.get("epoch"), 0),
+                bool(record.get("correct")),
+                bool(record.get("extraction_failed")),
+                bool(error),
+                str(error) if error else None,
+                _as_text(record.get("extracted")),
+                _as_text(record.get("gold")),
+                int((record.get("metrics") or {}).get("llm_calls") or len(messages)),
+                _record_tokens(record, messages),
+                _as_float(record.get("latency_s")),
+                index,
+                "\n".join(pieces).lower(),
+            )
+        )
+    return pd.DataFrame.from_records(rows, columns=EVAL_COLUMNS)
+
+
+def _as_int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def accuracy_rows(frame: pd.DataFrame, *, run: str, mas: str, model: str) -> list[dict[str, Any]]:
+    """Per suite of one run: accuracy over graded attempts with a Wilson 95% interval.
+
+    Errored attempts are counted apart and not scored as wrong, as in `mars eval`'s summary.
+    """
+    out: list[dict[str, Any]] = []
+    if frame.empty:
+        return out
+    for suite, rows in frame.groupby("suite", sort=True):
+        graded = rows[~rows["has_error"]]
+        n = len(graded)
+        correct = int(graded["correct"].sum())
+        low, high = wilson_ci(correct, n)
+        out.append(
+            {
+                "suite": suite,
+                "mas": mas,
+                "model": model,
+                "run": run,
+                "n": n,
+                "correct": correct,
+                "accuracy": correct / n if n else 0.0,
+                "ci_low": low,
+                "ci_high": high,
+                "errors": int(rows["has_error"].sum()),
+                "extraction_failures": int(graded["extraction_failed"].sum()),
+            }
+        )
+    return out
+
+
+def accuracy_table(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    columns = ["suite", "mas", "model", "run", "n", "correct", "accuracy", "ci_low", "ci_high"]
+    columns += ["errors", "extraction_failures"]
+    table = pd.DataFrame(list(rows), columns=columns)
+    return table.sort_values(["suite", "mas", "model", "run"], kind="stable").reset_index(drop=True)
+
+
+CORRECTNESS = ("all", "correct", "wrong")
+TRI_STATE = ("all", "only", "none")
+
+
+def filter_samples(
+    frame: pd.DataFrame,
+    *,
+    suites: Sequence[str] = (),
+    correctness: str = "all",
+    extraction: str = "all",
+    errors: str = "all",
+    text: str = "",
+) -> pd.DataFrame:
+    """The eval rows matching every filter; `text` is a case-insensitive substring search."""
+    mask = pd.Series(True, index=frame.index)
+    if suites:
+        mask &= frame["suite"].isin(list(suites))
+    if correctness == "correct":
+        mask &= frame["correct"] & ~frame["has_error"]
+    elif correctness == "wrong":
+        mask &= ~frame["correct"] & ~frame["has_error"]
+    for column, choice in (("extraction_failed", extraction), ("has_error", errors)):
+        if choice == "only":
+            mask &= frame[column]
+        elif choice == "none":
+            mask &= ~frame[column]
+    needle = text.strip().lower()
+    if needle:
+        mask &= frame["search"].str.contains(needle, regex=False)
+    return frame[mask]
+
+
+@dataclass
+class MessageView:
+    index: int
+    agent: str
+    round: int | None
+    reasoning: str
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    latency_s: float | None
+    finish_reason: str | None
+    retries: int
+
+
+def transcript_messages(record: dict[str, Any]) -> list[MessageView]:
+    transcript = record.get("transcript") if isinstance(record.get("transcript"), dict) else {}
+    views: list[MessageView] = []
+    for index, message in enumerate(transcript.get("messages") or [], start=1):
+        if not isinstance(message, dict):
+            continue
+        usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+        views.append(
+            MessageView(
+                index=index,
+                agent=str(message.get("agent") or message.get("role") or "-"),
+                round=message.get("round") if isinstance(message.get("round"), int) else None,
+                reasoning=str(message.get("reasoning") or ""),
+                text=str(message.get("text") or ""),
+                prompt_tokens=usage.get("prompt_tokens"),
+                completion_tokens=usage.get("completion_tokens"),
+                reasoning_tokens=usage.get("reasoning_tokens"),
+                latency_s=_as_float(message.get("latency_s")),
+                finish_reason=message.get("finish_reason"),
+                retries=_as_int(message.get("retries"), 0),
+            )
+        )
+    return views
+
+
+def key_of(record: dict[str, Any]) -> tuple[str, str, int]:
+    return (str(record.get("suite")), str(record.get("sample_id")), _as_int(record.get("epoch"), 0))
+
+
+def fmt_key(record: dict[str, Any]) -> str:
+    suite, sample_id, epoch = key_of(record)
+    return f"{suite} / {sample_id} / epoch {epoch}"
+
+
+# ---------------------------------------------------------------- failure modes
+
+
+def failure_rates(verdicts_by_run: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
+    """Long table: run x (category | mode) with rate, Wilson interval, count and n."""
+    rows: list[dict[str, Any]] = []
+    for run, verdicts in verdicts_by_run.items():
+        summary = summarize_failures(verdicts)
+        for category in CATEGORIES:
+            cell = summary["categories"][category.key]
+            rows.append(_rate_row(run, "category", category.id, category.name, category.key, cell))
+        for mode in FAILURE_MODES:
+            cell = summary["modes"][mode.id]
+            rows.append(_rate_row(run, "mode", mode.id, mode.name, mode.category, cell))
+        rows.append(_rate_row(run, "any", "any", "any failure mode", "any", summary["any_failure"]))
+    columns = ["run", "level", "id", "name", "category", "rate", "ci_low", "ci_high"]
+    columns += ["count", "n"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _rate_row(
+    run: str, level: str, ident: str, name: str, category: str, cell: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "run": run,
+        "level": level,
+        "id": ident,
+        "name": name,
+        "category": category,
+        "rate": cell["rate"],
+        "ci_low": cell["ci95"][0],
+        "ci_high": cell["ci95"][1],
+        "count": cell["count"],
+        "n": cell["n"],
+    }
+
+
+def verdicts_showing(verdicts: Iterable[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+    """Parsed verdicts that show a mode id ("FM-2.5"), a category key ("misalignment") or any."""
+    out = []
+    for verdict in verdicts:
+        if verdict.get("error") or not verdict.get("parsed"):
+            continue
+        modes = verdict.get("modes") or []
+        categories = verdict.get("categories") or []
+        if (target == "any" and modes) or target in modes or target in categories:
+            out.append(verdict)
+    return out
+
+
+# ---------------------------------------------------------------- arenas
+
+
+def arena_summaries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Arena summaries in a summary.json: one at top level, or a list / map of them."""
+    if not isinstance(summary, dict):
+        return []
+    if isinstance(summary.get("seats"), dict):
+        return [summary]
+    for key in ("arenas", "matchups", "results", "games"):
+        value = summary.get(key)
+        if isinstance(value, list):
+            return [s for s in value if isinstance(s, dict) and isinstance(s.get("seats"), dict)]
+        if isinstance(value, dict):
+            found = []
+            for name, item in value.items():
+                if isinstance(item, dict) and isinstance(item.get("seats"), dict):
+                    found.append({"game": name, **item})
+            if found:
+                return found
+    return []
+
+
+SEAT_COLUMNS = ["run", "game", "player", "opponent", "seat", "n", "win", "draw", "loss"]
+SEAT_COLUMNS += ["mean_return", "normalized_return", "invalid_rate"]
+
+
+def seat_table(summaries_by_run: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
+    rows = []
+    for run, summaries in summaries_by_run.items():
+        for summary in summaries:
+            for seat, cell in (summary.get("seats") or {}).items():
+                if not isinstance(cell, dict):
+                    continue
+                rows.append(
+                    {
+                        "run": run,
+                        "game": summary.get("game"),
+                        "player": summary.get("player"),
+                        "opponent": summary.get("opponent"),
+                        "seat": seat,
+                        **{k: cell.get(k) for k in SEAT_COLUMNS[5:]},
+                    }
+                )
+    return pd.DataFrame(rows, columns=SEAT_COLUMNS)
+
+
+def _seat_index(record: dict[str, Any]) -> int | None:
+    seat = record.get("seat")
+    if seat in SEATS:
+        return SEATS.index(seat)
+    if isinstance(seat, int) and seat in (0, 1):
+        return seat
+    return None
+
+
+def _pick(values: Any, index: int) -> Any:
+    if isinstance(values, list) and 0 <= index < len(values):
+        return values[index]
+    return None
+
+
+def arena_outcomes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """From episode records: per game, opponent and seat of the player, the outcome rates."""
+    tallies: dict[tuple[str, str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for record in records:
+        seat = _seat_index(record)
+        if seat is None:
+            continue
+        key = (str(record.get("game", "-")), str(record.get("opponent", "-")), SEATS[seat])
+        tally = tallies[key]
+        if record.get("error"):
+            tally["errors"] += 1
+            continue
+        tally["n"] += 1
+        outcome = _pick(record.get("outcomes"), seat)
+        if outcome in ("win", "draw", "loss"):
+            tally[outcome] += 1
+        value = _as_float(_pick(record.get("returns"), seat))
+        if value is not None:
+            tally["return_sum"] += value
+            tally["returns"] += 1
+        tally["model_turns"] += _as_float(_pick(record.get("model_turns"), seat)) or 0
+        tally["invalid_turns"] += _as_float(_pick(record.get("invalid_turns"), seat)) or 0
+    rows = []
+    for (game, opponent, seat), t in sorted(tallies.items()):
+        n = int(t["n"])
+        row: dict[str, Any] = {"game": game, "opponent": opponent, "seat": seat, "n": n}
+        for outcome in ("win", "draw", "loss"):
+            row[outcome] = t[outcome] / n if n else None
+        low, high = wilson_ci(int(t["win"]), n)
+        row["win_ci_low"], row["win_ci_high"] = (low, high) if n else (None, None)
+        row["mean_return"] = t["return_sum"] / t["returns"] if t["returns"] else None
+        row["invalid_rate"] = t["invalid_turns"] / t["model_turns"] if t["model_turns"] else None
+        row["errors"] = int(t["errors"])
+        rows.append(row)
+    columns = ["game", "opponent", "seat", "n", "win", "draw", "loss", "win_ci_low"]
+    columns += ["win_ci_high", "mean_return", "invalid_rate", "errors"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def episode_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for index, record in enumerate(records):
+        seat = _seat_index(record)
+        rows.append(
+            {
+                "game": str(record.get("game", "-")),
+                "seed": record.get("seed"),
+                "seat": SEATS[seat] if seat is not None else "-",
+                "opponent": str(record.get("opponent", "-")),
+                "outcome": _pick(record.get("outcomes"), seat) if seat is not None else None,
+                "return": _pick(record.get("returns"), seat) if seat is not None else None,
+                "turns": len(record.get("turns") or []),
+                "invalid": bool(record.get("invalid")),
+                "error": record.get("error"),
+                "row": index,
+            }
+        )
+    columns = ["game", "seed", "seat", "opponent", "outcome", "return", "turns", "invalid"]
+    return pd.DataFrame(rows, columns=[*columns, "error", "row"])
+
+
+@dataclass
+class TurnView:
+    index: int
+    seat: int | None
+    seat_label: str
+    turn: int | None
+    state: str  # what the seat was shown this turn (the last user message of its prompt)
+    prompt: list[dict[str, str]]
+    reasoning: str
+    reply: str
+    action: str | None
+    legal: bool | None
+    reward: float | None
+    usage: dict[str, Any]
+    error: str | None
+    is_model: bool
+
+
+def _prompt_messages(prompt: Any) -> list[dict[str, str]]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if isinstance(prompt, list):
+        return [
+            {"role": str(m.get("role", "-")), "content": str(m.get("content", ""))}
+            for m in prompt
+            if isinstance(m, dict)
+        ]
+    return []
+
+
+def replay_turns(record: dict[str, Any]) -> list[TurnView]:
+    """The turns of an arena episode in order, with each seat named by who sat there."""
+    players = record.get("players") if isinstance(record.get("players"), list) else []
+    player_seat = _seat_index(record)
+    views = []
+    for index, turn in enumerate(record.get("turns") or []):
+        if not isinstance(turn, dict):
+            continue
+        seat = turn.get("seat") if isinstance(turn.get("seat"), int) else None
+        label = SEATS[seat] if seat in (0, 1) else "-"
+        if seat is not None and seat < len(players):
+            label += f" ({players[seat]})"
+        if seat is not None and seat == player_seat:
+            label += " [player]"
+        prompt = _prompt_messages(turn.get("prompt"))
+        users = [m["content"] for m in prompt if m["role"] == "user"]
+        views.append(
+            TurnView(
+                index=index,
+                seat=seat,
+                seat_label=label,
+                turn=turn.get("turn") if isinstance(turn.get("turn"), int) else None,
+                state=users[-1] if users else "",
+                prompt=prompt,
+                reasoning=str(turn.get("reasoning") or ""),
+                reply=str(turn.get("reply") or ""),
+                action=_as_text(turn.get("action")),
+                legal=turn.get("legal") if isinstance(turn.get("legal"), bool) else None,
+                reward=_as_float(turn.get("reward")),
+                usage=turn.get("usage") if isinstance(turn.get("usage"), dict) else {},
+                error=_as_text(turn.get("error")),
+                is_model="usage" in turn or "reply" in turn,
+            )
+        )
+    return views
+
+
+# ---------------------------------------------------------------- training
+
+
+def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def metrics_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """metrics.jsonl rows flattened ("eval": {"mcts": ...} -> "eval/mcts/..."), by step."""
+    flat = [_flatten(r) for r in rows]
+    frame = pd.DataFrame(flat)
+    if frame.empty:
+        return frame
+    if "step" not in frame.columns:
+        frame.insert(0, "step", range(len(frame)))
+    frame["step"] = pd.to_numeric(frame["step"], errors="coerce")
+    return frame.dropna(subset=["step"]).sort_values("step", kind="stable").reset_index(drop=True)
+
+
+def numeric_columns(frame: pd.DataFrame, exclude: Iterable[str] = ("step",)) -> list[str]:
+    skip = set(exclude)
+    out = []
+    for column in frame.columns:
+        if column in skip:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.notna().any() and frame[column].map(_is_scalar_number).all():
+            out.append(column)
+    return out
+
+
+def _is_scalar_number(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return value is None
+    return isinstance(value, (int, float))
+
+
+def _ci_bounds(value: Any) -> tuple[float | None, float | None]:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return _as_float(value[0]), _as_float(value[1])
+    return None, None
+
+
+def win_rate_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every `eval/<opponent>/<seat>/win` point with its interval (`.../ci95` as [low, high],
+    or `.../win_ci_low` and `.../win_ci_high`)."""
+    rows = []
+    columns = ["step", "opponent", "seat", "win", "ci_low", "ci_high"]
+    if frame.empty:
+        return pd.DataFrame(rows, columns=columns)
+    for column in frame.columns:
+        parts = column.split("/")
+        if len(parts) != 4 or parts[0] != "eval" or parts[3] != "win":
+            continue
+        prefix = "/".join(parts[:3])
+        for _, row in frame.iterrows():
+            win = _as_float(row[column])
+            if win is None:
+                continue
+            low, high = _ci_bounds(row.get(f"{prefix}/ci95"))
+            if low is None:
+                low = _as_float(row.get(f"{prefix}/win_ci_low"))
+                high = _as_float(row.get(f"{prefix}/win_ci_high"))
+            rows.append(
+                {
+                    "step": row["step"],
+                    "opponent": parts[1],
+                    "seat": parts[2],
+                    "win": win,
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def learning_curve(path: Path) -> JsonlData:
+    return read_csv_rows(path) if path.suffix == ".csv" else read_jsonl(path)
+
+
+def summary_of(path: Path) -> dict[str, Any] | None:
+    return read_json(Path(path) / SUMMARY_FILE)

@@ -1,0 +1,169 @@
+"""Pieces shared by the pages: empty states, warnings, formatting, the transcript view."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from dashboard.paths import PathRefused, inside_root
+
+# What fills each page (shown when it has nothing to show).
+HINTS = {
+    "runs": "mars eval --suite gsm8k --limit 5",
+    "eval": "mars eval --suite gsm8k --limit 5",
+    "failures": "mars failures RUNS/<eval run dir>",
+    "arena": "mars arena --game tic_tac_toe --opponent mcts:100 --episodes 10",
+    "train": "mars train --game tic_tac_toe --steps 10",
+    "loop": "mars loop ...",
+}
+
+
+def empty_state(what: str, hint_key: str) -> None:
+    st.info(f"{what}: run `{HINTS[hint_key]}`")
+
+
+def malformed_note(count: int, where: str) -> None:
+    if count:
+        st.warning(f"{count} malformed line{'s' if count != 1 else ''} skipped in {where}")
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A cell for display: '-' for missing values."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.{digits}f}"
+    text = str(value)
+    return text if text else "-"
+
+
+def pct(value: Any) -> float | None:
+    """A rate as a percentage rounded to 0.1, or None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(100 * float(value), 1)
+
+
+def ci_text(low: Any, high: Any) -> str:
+    if low is None or high is None:
+        return "-"
+    if any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
+        return "-"
+    return f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def pick_run(
+    label: str,
+    runs: Sequence[data.RunEntry],
+    root: Any,
+    key: str,
+) -> data.RunEntry:
+    """A selectbox over runs; `?run=NAME` in the URL preselects one (checked against the root)."""
+    names = [r.name for r in runs]
+    index = 0
+    requested = st.query_params.get("run")
+    if requested:
+        try:
+            wanted = inside_root(root, requested)
+        except PathRefused as exc:
+            st.error(str(exc))
+        else:
+            for i, run in enumerate(runs):
+                if run.path == wanted:
+                    index = i
+                    break
+            else:
+                st.warning(f"no such run here: {requested}")
+    chosen = st.selectbox(label, names, index=index, key=key)
+    return runs[names.index(chosen)]
+
+
+def transcript(record: dict[str, Any], verdict: dict[str, Any] | None = None) -> None:
+    """One eval sample: question, answer against gold, then every agent message in order."""
+    if record.get("error"):
+        status = ":red[error]"
+    else:
+        status = ":green[correct]" if record.get("correct") else ":red[wrong]"
+    st.markdown(f"#### {data.fmt_key(record)} · {status}")
+    left, middle, right = st.columns(3)
+    left.metric("gold", fmt(record.get("gold")))
+    middle.metric("extracted", fmt(record.get("extracted")))
+    right.metric("extraction failed", "yes" if record.get("extraction_failed") else "no")
+    if record.get("error"):
+        st.error(f"error: {record['error']}")
+    with st.expander("question", expanded=False):
+        st.text(str(record.get("question") or "-"))
+        for i, choice in enumerate(record.get("choices") or []):
+            st.text(f"{chr(65 + i)}) {choice}")
+    messages = data.transcript_messages(record)
+    if messages:
+        st.dataframe(message_table(messages), hide_index=True)
+    for message in messages:
+        with st.container(border=True):
+            head = f"**{message.index}. {message.agent}**"
+            if message.round is not None:
+                head += f" · round {message.round}"
+            head += (
+                f" · tokens in {fmt(message.prompt_tokens)} / out {fmt(message.completion_tokens)}"
+                f" · {fmt(message.latency_s, 2)} s"
+            )
+            if message.retries:
+                head += f" · {message.retries} retries"
+            st.markdown(head)
+            if message.reasoning:
+                with st.expander(f"chain of thought ({len(message.reasoning)} chars)"):
+                    st.text(message.reasoning)
+            st.markdown(message.text or "_(empty)_")
+    st.markdown("**final answer handed in**")
+    st.code(str(record.get("final_answer") or "-"), language=None)
+    if verdict is not None:
+        failure_verdict(verdict)
+
+
+def message_table(messages: Sequence[data.MessageView]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "#": m.index,
+                "agent": m.agent,
+                "round": m.round,
+                "prompt_tokens": m.prompt_tokens,
+                "completion_tokens": m.completion_tokens,
+                "reasoning_chars": len(m.reasoning),
+                "latency_s": m.latency_s,
+                "finish": m.finish_reason,
+            }
+            for m in messages
+        ]
+    )
+
+
+def failure_verdict(verdict: dict[str, Any]) -> None:
+    from harness.mast import MODES_BY_ID
+
+    st.markdown("**MAST verdict**")
+    if verdict.get("error"):
+        st.warning(f"judge call failed: {verdict['error']}")
+        return
+    if not verdict.get("parsed"):
+        st.warning(f"judge reply did not parse ({verdict.get('parse_error') or '-'})")
+        return
+    modes = verdict.get("modes") or []
+    if not modes:
+        st.caption("no failure mode named")
+    for mode_id in modes:
+        mode = MODES_BY_ID.get(mode_id)
+        quote = (verdict.get("evidence") or {}).get(mode_id)
+        line = f"- **{mode_id}** {mode.name if mode else ''}"
+        if quote:
+            line += f': "{quote}"'
+        st.markdown(line)
+    if verdict.get("summary"):
+        st.caption(verdict["summary"])

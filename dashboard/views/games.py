@@ -1,0 +1,161 @@
+"""Games page: outcome tables per opponent and seat, and a turn-by-turn replay of one episode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import cache, data
+from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run
+from dashboard.views.runs import ARENA_KINDS
+from harness.runstore import RECORDS_FILE
+
+MAX_OPTIONS = 1000
+
+
+def render(root: Path, runs: list[data.RunEntry]) -> None:
+    st.header("Games")
+    arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
+    if not arena_runs:
+        empty_state("no arena runs yet", "arena")
+        return
+    run = pick_run("arena run", arena_runs, root, key="games_run")
+    loaded = cache.jsonl(root, run.path / RECORDS_FILE)
+    malformed_note(loaded.malformed, f"{run.name}/{RECORDS_FILE}")
+    records = loaded.rows
+    if not records:
+        empty_state(f"{run.name} has no episodes yet", "arena")
+        return
+
+    st.subheader("Outcomes per opponent and seat")
+    outcomes = data.arena_outcomes(records)
+    shown = outcomes.copy()
+    for column in ("win", "draw", "loss", "invalid_rate"):
+        shown[column + " %"] = shown[column].map(pct)
+    shown["win 95% CI"] = [
+        "-" if lo is None or pd.isna(lo) else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+        for lo, hi in zip(shown["win_ci_low"], shown["win_ci_high"], strict=True)
+    ]
+    columns = ["game", "opponent", "seat", "n", "win %", "win 95% CI", "draw %", "loss %"]
+    columns += ["mean_return", "invalid_rate %", "errors"]
+    st.dataframe(shown[columns], hide_index=True, key="games_outcomes")
+    summaries = data.arena_summaries(cache.summary(root, run.path))
+    if summaries:
+        seats = data.seat_table({run.name: summaries})
+        st.caption("normalised return per seat (from summary.json)")
+        st.dataframe(
+            seats[["game", "opponent", "seat", "n", "normalized_return", "mean_return"]],
+            hide_index=True,
+            key="games_normalized",
+        )
+
+    st.subheader("Replay")
+    episodes = data.episode_table(records)
+    left, middle, right = st.columns(3)
+    games = sorted(episodes["game"].unique())
+    game = left.selectbox("game", games, key="games_game")
+    seat = middle.selectbox("player's seat", ["any", *data.SEATS], key="games_seat")
+    outcome = right.selectbox("outcome", ["any", "win", "draw", "loss"], key="games_outcome")
+    subset = episodes[episodes["game"] == game]
+    if seat != "any":
+        subset = subset[subset["seat"] == seat]
+    if outcome != "any":
+        subset = subset[subset["outcome"] == outcome]
+    if subset.empty:
+        st.info("no episode matches")
+        return
+    offered = subset.head(MAX_OPTIONS)
+    labels = {
+        int(e["row"]): f"seed {e['seed']} · {e['seat']} seat vs {e['opponent']} · "
+        f"{fmt(e['outcome'])} ({fmt(e['return'], 2)})"
+        for e in offered.to_dict("records")
+    }
+    picked = st.selectbox("episode", list(labels), format_func=labels.__getitem__, key="games_ep")
+    _replay(records[picked])
+
+
+def _replay(record: dict[str, Any]) -> None:
+    players = record.get("players") or []
+    returns = record.get("returns") or []
+    outcomes = record.get("outcomes") or []
+    rewards = record.get("rewards") or []
+    result = pd.DataFrame(
+        [
+            {
+                "seat": name,
+                "who": players[i] if i < len(players) else "-",
+                "outcome": outcomes[i] if i < len(outcomes) else "-",
+                "return": returns[i] if i < len(returns) else None,
+                "reward": rewards[i] if i < len(rewards) else None,
+            }
+            for i, name in enumerate(data.SEATS)
+        ]
+    )
+    st.dataframe(result, hide_index=True, key="games_result")
+    flags = []
+    if record.get("invalid"):
+        flags.append(f"ended by an invalid move of seat {fmt(record.get('invalid_seat'))}")
+    if record.get("truncated"):
+        flags.append("stopped at the action cap")
+    if record.get("error"):
+        flags.append(f"error: {record['error']}")
+    if flags:
+        st.warning("; ".join(flags))
+    turns = data.replay_turns(record)
+    if not turns:
+        st.info("this episode has no recorded turns")
+        return
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "#": t.index,
+                    "seat": t.seat_label,
+                    "turn": t.turn,
+                    "action": t.action if t.action is not None else "-",
+                    "legal": t.legal,
+                    "reward": t.reward,
+                    "tokens": (t.usage or {}).get("completion_tokens"),
+                }
+                for t in turns
+            ]
+        ),
+        hide_index=True,
+        key="games_turns",
+    )
+    position = 0
+    if len(turns) > 1:
+        position = st.slider("turn", 0, len(turns) - 1, 0, key="games_turn")
+    _turn(turns[position])
+
+
+def _turn(turn: data.TurnView) -> None:
+    st.markdown(f"**turn {turn.index}: {turn.seat_label}**")
+    cols = st.columns(3)
+    cols[0].metric("action", turn.action if turn.action is not None else "-")
+    cols[1].metric("legal", fmt(turn.legal))
+    cols[2].metric("reward", fmt(turn.reward))
+    if not turn.is_model:
+        st.caption("a bot's move: no prompt or reasoning recorded")
+        return
+    st.markdown("state as the seat saw it")
+    st.code(turn.state or "-", language=None)
+    if len(turn.prompt) > 1:
+        with st.expander(f"all {len(turn.prompt)} messages this turn added"):
+            for message in turn.prompt:
+                st.markdown(f"*{message['role']}*")
+                st.text(message["content"])
+    if turn.reasoning:
+        with st.expander(f"reasoning ({len(turn.reasoning)} chars)"):
+            st.text(turn.reasoning)
+    st.markdown("reply")
+    st.code(turn.reply or "-", language=None)
+    if turn.error:
+        st.error(f"invalid: {turn.error}")
+    usage = turn.usage or {}
+    st.caption(
+        f"tokens in {fmt(usage.get('prompt_tokens'))} / out {fmt(usage.get('completion_tokens'))}"
+    )

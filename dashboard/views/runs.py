@@ -1,0 +1,95 @@
+"""Runs page: every run under the root; accuracy by suite x MAS x model; arena results by seat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import cache, data
+from dashboard.views.common import ci_text, empty_state, malformed_note, pct
+from harness.runstore import RECORDS_FILE
+
+ARENA_KINDS = ("arena", "selfplay")
+
+
+def render(root: Path, runs: list[data.RunEntry]) -> None:
+    st.header("Runs")
+    st.caption(f"runs root: `{root}`")
+    if not runs:
+        empty_state(f"no runs under {root} yet", "runs")
+        return
+    counts = {r.name: cache.line_count(root, r.path / RECORDS_FILE) for r in runs}
+    st.dataframe(data.runs_table(runs, counts), hide_index=True, key="runs_table")
+
+    eval_runs = [r for r in runs if r.kind == "eval"]
+    st.subheader("Accuracy by suite x MAS x model")
+    if not eval_runs:
+        empty_state("no eval runs yet", "eval")
+    else:
+        names = [r.name for r in eval_runs]
+        chosen = st.multiselect("eval runs to compare", names, default=names[:4], key="runs_eval")
+        rows = []
+        for run in eval_runs:
+            if run.name not in chosen:
+                continue
+            loaded, frame = cache.eval_data(root, run.path / RECORDS_FILE)
+            malformed_note(loaded.malformed, f"{run.name}/{RECORDS_FILE}")
+            rows += data.accuracy_rows(frame, run=run.name, mas=run.mas, model=run.model_label)
+        table = data.accuracy_table(rows)
+        if table.empty:
+            st.info("the chosen runs have no records yet")
+        else:
+            _accuracy_view(table)
+
+    arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
+    st.subheader("Game results by seat")
+    if not arena_runs:
+        empty_state("no arena runs yet", "arena")
+        return
+    by_run = {}
+    for run in arena_runs:
+        summaries = data.arena_summaries(cache.summary(root, run.path))
+        if summaries:
+            by_run[run.name] = summaries
+    seats = data.seat_table(by_run)
+    if seats.empty:
+        st.info("no arena summary.json yet (the run may still be going); see the Games page")
+        return
+    shown = seats.copy()
+    for column in ("win", "draw", "loss", "normalized_return", "invalid_rate"):
+        shown[column + " %"] = shown[column].map(pct)
+    columns = ["run", "game", "player", "opponent", "seat", "n", "win %", "draw %", "loss %"]
+    columns += ["mean_return", "normalized_return %", "invalid_rate %"]
+    st.dataframe(shown[columns], hide_index=True, key="seat_table")
+
+
+def _accuracy_view(table: pd.DataFrame) -> None:
+    shown = table.assign(
+        **{
+            "accuracy %": table["accuracy"].map(pct),
+            "95% CI": [
+                ci_text(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+            ],
+        }
+    )
+    columns = ["suite", "mas", "model", "run", "n", "correct", "accuracy %", "95% CI", "errors"]
+    columns.append("extraction_failures")
+    st.dataframe(shown[columns], hide_index=True, key="accuracy_table")
+    chart_data = table.assign(
+        label=table["mas"] + " · " + table["model"] + " · " + table["run"],
+        accuracy=100 * table["accuracy"],
+        ci_low=100 * table["ci_low"],
+        ci_high=100 * table["ci_high"],
+    )
+    base = alt.Chart(chart_data).encode(
+        x=alt.X("suite:N", title=None), xOffset="label:N", color=alt.Color("label:N", title=None)
+    )
+    bars = base.mark_bar().encode(
+        y=alt.Y("accuracy:Q", title="accuracy %", scale=alt.Scale(domain=[0, 100])),
+        tooltip=["suite", "mas", "model", "run", "n", "accuracy", "ci_low", "ci_high"],
+    )
+    whiskers = base.mark_rule().encode(y="ci_low:Q", y2="ci_high:Q", color=alt.value("black"))
+    st.altair_chart((bars + whiskers).properties(height=320))

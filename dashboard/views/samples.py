@@ -1,0 +1,81 @@
+"""Samples page: filter an eval run's records and read one transcript message by message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import cache, data
+from dashboard.views.common import empty_state, malformed_note, pick_run, transcript
+from harness.failures import FAILURES_FILE
+from harness.runstore import RECORDS_FILE
+
+MAX_OPTIONS = 1000  # samples offered in the picker; the table above shows every match
+
+
+def render(root: Path, runs: list[data.RunEntry]) -> None:
+    st.header("Samples")
+    eval_runs = [r for r in runs if r.kind == "eval"]
+    if not eval_runs:
+        empty_state("no eval runs yet", "eval")
+        return
+    run = pick_run("eval run", eval_runs, root, key="samples_run")
+    records_path = run.path / RECORDS_FILE
+    loaded, frame = cache.eval_data(root, records_path)
+    malformed_note(loaded.malformed, f"{run.name}/{RECORDS_FILE}")
+    if frame.empty:
+        empty_state(f"{run.name} has no records yet", "eval")
+        return
+
+    suites = sorted(frame["suite"].unique())
+    left, middle, right = st.columns(3)
+    chosen_suites = left.multiselect("suite", suites, default=[], key="samples_suites")
+    correctness = middle.selectbox("graded", data.CORRECTNESS, key="samples_correct")
+    extraction = right.selectbox(
+        "extraction failed", data.TRI_STATE, key="samples_extraction", help="only / none / all"
+    )
+    left, right = st.columns([1, 2])
+    errors = left.selectbox("errored", data.TRI_STATE, key="samples_errors")
+    text = right.text_input("search the question, answers and messages", key="samples_text")
+    matches = data.filter_samples(
+        frame,
+        suites=chosen_suites,
+        correctness=correctness,
+        extraction=extraction,
+        errors=errors,
+        text=text,
+    )
+    graded = matches[~matches["has_error"]]
+    counts = st.columns(3)
+    counts[0].metric("matching samples", len(matches))
+    counts[1].metric(
+        "accuracy of matches",
+        f"{100 * graded['correct'].mean():.1f}%" if len(graded) else "-",
+    )
+    counts[2].metric("errored", int(matches["has_error"].sum()))
+    columns = ["suite", "sample_id", "epoch", "correct", "extracted", "gold"]
+    columns += ["extraction_failed", "error", "llm_calls", "tokens", "latency_s"]
+    st.dataframe(matches[columns], hide_index=True, key="samples_table")
+    if matches.empty:
+        st.info("no sample matches these filters")
+        return
+
+    offered = matches.head(MAX_OPTIONS)
+    if len(matches) > MAX_OPTIONS:
+        st.caption(f"the picker offers the first {MAX_OPTIONS} of {len(matches)} matches")
+    labels = {
+        int(row.row): f"{row.suite} / {row.sample_id} / epoch {row.epoch} · "
+        + ("error" if row.has_error else "correct" if row.correct else "wrong")
+        for row in offered.itertuples()
+    }
+    picked = st.selectbox(
+        "sample", list(labels), format_func=labels.__getitem__, key="samples_pick"
+    )
+    record = loaded.rows[picked]
+    verdict = None
+    if run.has_failures:
+        verdicts = cache.jsonl(root, run.path / FAILURES_FILE).rows
+        key = data.key_of(record)
+        verdict = next((v for v in verdicts if data.key_of(v) == key), None)
+    transcript(record, verdict)

@@ -1,0 +1,107 @@
+"""`mars dashboard`: serve the Streamlit app over a runs root, headless, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+import typer
+
+from harness.cli.main import app
+from harness.errors import MarsError
+
+ADDRESS = "127.0.0.1"
+
+
+def app_path() -> Path:
+    """dashboard/app.py, located without importing the dashboard package into the CLI."""
+    spec = find_spec("dashboard")
+    if spec is None or not spec.submodule_search_locations:
+        raise MarsError("the dashboard package is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "app.py"
+    if not path.is_file():
+        raise MarsError(f"{path} is missing")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((ADDRESS, 0))
+        return int(probe.getsockname()[1])
+
+
+def check_port(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((ADDRESS, port))
+        except OSError as exc:
+            raise MarsError(
+                f"port {port} on {ADDRESS} is in use; pick another with --port"
+            ) from exc
+
+
+def streamlit_command(root: Path, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_path()),
+        "--server.headless",
+        "true",
+        "--server.address",
+        ADDRESS,
+        "--server.port",
+        str(port),
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--",
+        "--runs",
+        str(root),
+    ]
+
+
+@app.command("dashboard")
+def dashboard_command(
+    runs: Path = typer.Option(Path("runs"), "--runs", help="Root folder of the run directories."),
+    port: int = typer.Option(8501, "--port", min=0, max=65535, help="Port (0: any free one)."),
+) -> None:
+    """Browse runs: scores, transcripts, failure modes, game replays, training curves."""
+    root = runs.expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        raise MarsError(f"--runs {runs} is not a directory")
+    if port == 0:
+        port = free_port()
+    else:
+        check_port(port)
+    if not root.exists():
+        print(f"note: {root} does not exist yet; the pages will say which command fills it")
+    env = {**os.environ, "MARS_RUNS_ROOT": str(root)}
+    print(f"mars dashboard: http://{ADDRESS}:{port}  (runs root {root}; Ctrl-C to stop)")
+    process = subprocess.Popen(streamlit_command(root, port), env=env)
+
+    def stop_child(*_: object) -> None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    # A SIGTERM to `mars dashboard` must not leave the streamlit server running.
+    previous = signal.signal(signal.SIGTERM, lambda *_: (stop_child(), sys.exit(143)))
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        stop_child()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code != 0:
+        raise MarsError(f"streamlit exited with code {code}")

@@ -1,0 +1,264 @@
+"""`mars failures`: MAST failure modes of an eval run's transcripts, and run-vs-run comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli import options
+from harness.cli.main import app
+from harness.errors import MarsError
+
+
+@app.command("failures")
+def failures_command(
+    runs: list[Path] = typer.Argument(
+        ..., help="An eval run directory; or `compare RUN_A RUN_B` (or --compare RUN_A RUN_B)."
+    ),
+    compare: bool = typer.Option(
+        False, "--compare", help="Compare the failure rates of two analysed runs (B minus A)."
+    ),
+    include_all: bool = typer.Option(
+        False, "--all", help="Judge every transcript, not only the failed ones."
+    ),
+    judge_model: str = typer.Option(
+        None,
+        "--judge-model",
+        help="Judge model: a checkpoint to serve (default: the embedded tiny model), or with "
+        "--base-url the model name the server expects.",
+    ),
+    base_url: str = options.BASE_URL,
+    backend: str = options.BACKEND,
+    concurrency: int = options.CONCURRENCY,
+    timeout: float = options.TIMEOUT,
+    max_retries: int = options.MAX_RETRIES,
+    max_tokens: int = typer.Option(1024, "--max-tokens", min=16, help="Judge reply tokens."),
+    transcript_chars: int = typer.Option(
+        16000, "--max-transcript-chars", min=500, help="Transcript budget in the judge prompt."
+    ),
+    limit: int = typer.Option(None, "--limit", min=1, help="Judge at most N transcripts."),
+    retry_unparsed: bool = typer.Option(
+        False, "--retry-unparsed", help="On resume, also re-judge replies that did not parse."
+    ),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="Discard the run's earlier failures.jsonl and start over."
+    ),
+    api_key_env: str = options.API_KEY_ENV,
+    cache: Path = options.CACHE,
+    n_boot: int = typer.Option(2000, "--n-boot", min=100, help="Bootstrap resamples (compare)."),
+    as_json: bool = typer.Option(False, "--json", help="Compare: also print the result as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Classify failed MAS transcripts into the 14 MAST failure modes with an LLM judge."""
+    if runs and runs[0] == Path("compare") and not runs[0].exists():
+        compare, runs = True, runs[1:]
+    if compare:
+        if len(runs) != 2:
+            raise MarsError("compare needs exactly two run directories: RUN_A RUN_B")
+        _compare(runs[0], runs[1], n_boot, as_json)
+        return
+    if len(runs) != 1:
+        raise MarsError("give one eval run directory (or `compare RUN_A RUN_B`)")
+    _analyse(
+        runs[0],
+        include_all=include_all,
+        judge_model=judge_model,
+        base_url=base_url,
+        backend=backend,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        transcript_chars=transcript_chars,
+        limit=limit,
+        retry_unparsed=retry_unparsed,
+        fresh=fresh,
+        api_key_env=api_key_env,
+        cache=cache,
+        quiet=quiet,
+    )
+
+
+def _open_eval_run(path: Path) -> Any:
+    from harness.runstore import RunDir
+
+    run = RunDir.open(path)
+    if run.kind != "eval":
+        raise MarsError(f"{path} is a '{run.kind}' run; mars failures reads eval runs")
+    return run
+
+
+def _analyse(run_path: Path, **kw: Any) -> None:
+    import asyncio
+
+    from harness.endpoint import GenerationConfig
+    from harness.failures import (
+        FAILURES_FILE,
+        FAILURES_SUMMARY_FILE,
+        FailuresFile,
+        JudgeSettings,
+        TruncationLimits,
+        is_judged,
+        record_key,
+        select_records,
+        summarize_failures,
+    )
+    from harness.model_access import model_endpoint
+
+    run = _open_eval_run(run_path)
+    records = run.records()
+    selected = select_records(records, include_all=kw["include_all"])
+    if kw["limit"]:
+        selected = selected[: kw["limit"]]
+    out = FailuresFile(run.path / FAILURES_FILE)
+    if kw["fresh"] and out.path.exists():
+        out.path.unlink()
+    done = out.prepare_resume(lambda v: is_judged(v, retry_unparsed=kw["retry_unparsed"]))
+    todo = [r for r in selected if record_key(r) not in done]
+    print(
+        f"{run.path.name}: {len(selected)} transcripts selected "
+        f"({'all' if kw['include_all'] else 'failed only'}), {len(done)} already judged, "
+        f"{len(todo)} to judge"
+    )
+    judge_info: dict[str, Any] = {}
+    if todo:
+        with model_endpoint(
+            model=kw["judge_model"],
+            base_url=kw["base_url"],
+            backend=kw["backend"],
+            concurrency=kw["concurrency"],
+            timeout_s=kw["timeout"],
+            max_retries=kw["max_retries"],
+            api_key_env=kw["api_key_env"],
+            cache_path=kw["cache"],
+            log_dir=run.path,
+        ) as endpoint_config:
+            earlier = {str(v.get("judge_model")) for v in done.values()}
+            if earlier and earlier != {endpoint_config.model}:
+                raise MarsError(
+                    f"{out.path} was judged by {', '.join(sorted(earlier))}; rerun with the same "
+                    "--judge-model, or with --fresh to start over"
+                )
+            settings = JudgeSettings(
+                model=endpoint_config.model,
+                limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
+                gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
+            )
+            judge_info = {"model": endpoint_config.model, "base_url": endpoint_config.base_url}
+            asyncio.run(_judge(todo, endpoint_config, settings, out, kw["quiet"]))
+    verdicts = out.records()
+    summary = summarize_failures(verdicts)
+    summary.update(
+        run=str(run.path),
+        selection="all" if kw["include_all"] else "failed",
+        n_selected=len(selected),
+        malformed_lines=out.malformed_lines,
+    )
+    if judge_info:
+        summary["judge"] = judge_info
+    summary_path = run.path / FAILURES_SUMMARY_FILE
+    tmp = summary_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, summary_path)
+    _print_summary(summary)
+    print(f"wrote {out.path} and {summary_path}")
+
+
+async def _judge(
+    todo: list[dict], endpoint_config: Any, settings: Any, out: Any, quiet: bool
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from harness.endpoint import Endpoint
+    from harness.failures import judge_records
+
+    endpoint = Endpoint(endpoint_config)
+    progress = Progress(
+        TextColumn("judging"), BarColumn(), MofNCompleteColumn(), disable=quiet, transient=True
+    )
+    task = progress.add_task("judge", total=len(todo))
+    try:
+        with progress:
+            await judge_records(
+                todo, endpoint, settings, out.append, on_done=lambda _: progress.advance(task)
+            )
+    finally:
+        await endpoint.aclose()
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"MAST failure modes: {summary['n_judged']} transcripts judged")
+    for column in ("mode", "name", "rate %", "95% CI", "count"):
+        table.add_column(column)
+    for key, row in summary["categories"].items():
+        table.add_row(row["id"], f"[bold]{row['name']}[/bold]", *_rate_cells(row))
+        for mode_id, mode in summary["modes"].items():
+            if mode["category"] == key:
+                table.add_row(f"  {mode_id}", mode["name"], *_rate_cells(mode))
+    table.add_row("any", "[bold]any failure mode[/bold]", *_rate_cells(summary["any_failure"]))
+    console.print(table)
+    notes = []
+    if summary["parse_failures"]:
+        notes.append(f"{summary['parse_failures']} replies did not parse")
+    if summary["errors"]:
+        notes.append(f"{summary['errors']} judge calls failed (rerun to retry them)")
+    if summary.get("malformed_lines"):
+        notes.append(f"{summary['malformed_lines']} malformed lines skipped")
+    if notes:
+        print("; ".join(notes))
+
+
+def _rate_cells(row: dict[str, Any]) -> tuple[str, str, str]:
+    if not row["n"]:
+        return "-", "-", "0"
+    low, high = row["ci95"]
+    return f"{100 * row['rate']:.1f}", f"[{100 * low:.1f}, {100 * high:.1f}]", str(row["count"])
+
+
+def _compare(path_a: Path, path_b: Path, n_boot: int, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.failures import FAILURES_FILE, compare_failures, load_failures
+
+    verdicts = []
+    for path in (path_a, path_b):
+        run = _open_eval_run(path)
+        loaded, _ = load_failures(run.path)
+        if not loaded:
+            raise MarsError(
+                f"{run.path / FAILURES_FILE} has no verdicts: run `mars failures {path}`"
+            )
+        verdicts.append(loaded)
+    result = compare_failures(verdicts[0], verdicts[1], n_boot=n_boot)
+    table = Table(
+        title=f"failure rates: B ({path_b.name}) - A ({path_a.name}), "
+        f"{result['method']} bootstrap 95% CI"
+    )
+    for column in ("category", "A %", "B %", "B - A (points)", "95% CI"):
+        table.add_column(column)
+    rows = [(row["name"], row) for row in result["categories"].values()]
+    rows.append(("any failure mode", result["any_failure"]))
+    for name, row in rows:
+        low, high = row["ci95"]
+        table.add_row(
+            name,
+            f"{100 * row['rate_a']:.1f}",
+            f"{100 * row['rate_b']:.1f}",
+            f"{100 * row['diff']:+.1f}",
+            f"[{100 * low:+.1f}, {100 * high:+.1f}]",
+        )
+    Console(width=max(100, Console().width)).print(table)
+    print(
+        f"n: A {result['n_a']}, B {result['n_b']}, shared {result['n_shared']} ({result['method']})"
+    )
+    if as_json:
+        print(json.dumps({"compare": {"a": str(path_a), "b": str(path_b), **result}}))

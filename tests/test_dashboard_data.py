@@ -1,0 +1,200 @@
+"""The dashboard's loading and aggregation functions, without Streamlit's script runner."""
+
+from __future__ import annotations
+
+import ast
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dashboard import cache, data, synthetic
+from dashboard.paths import PathRefused, inside_root, runs_root
+from harness.errors import MarsError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_read_jsonl_skips_and_counts_every_kind_of_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(
+        b'{"a": 1}\n'
+        b"\n"
+        b'{"a": 2, "cut short\n'
+        b"[1, 2, 3]\n"
+        b"\xff\xfe not utf-8\n"
+        b'"just a string"\n'
+        b'{"a": 3}'  # no final newline: still a record
+    )
+    loaded = data.read_jsonl(path)
+    assert [r["a"] for r in loaded.rows] == [1, 3]
+    assert loaded.malformed == 4
+    assert data.read_jsonl(tmp_path / "missing.jsonl").rows == []
+
+
+def test_cached_loads_follow_the_file_version(tmp_path: Path) -> None:
+    run = synthetic.write_eval_run(tmp_path / "eval-x", [synthetic.eval_record(0)])
+    first = cache.jsonl(tmp_path, run.records_path)
+    assert cache.jsonl(tmp_path, run.records_path) is first  # served from the cache
+    run.append(synthetic.eval_record(1, correct=False))
+    second = cache.jsonl(tmp_path, run.records_path)
+    assert second is not first and len(second.rows) == 2
+    records, frame = cache.eval_data(tmp_path, run.records_path)
+    assert list(frame["sample_id"]) == ["gsm8k-0", "gsm8k-1"] and records is second
+    with pytest.raises(PathRefused):
+        cache.jsonl(tmp_path / "eval-x", tmp_path / "eval-x" / ".." / "elsewhere.jsonl")
+
+
+def test_inside_root_refuses_every_escape(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    (root / "a").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    assert inside_root(root, "a") == (root / "a").resolve()
+    assert inside_root(root, root / "a" / "records.jsonl").name == "records.jsonl"
+    for bad in ("..", "../outside", "a/../../outside", "/etc/passwd", "link", "a\x00b"):
+        with pytest.raises(PathRefused):
+            inside_root(root, bad)
+    assert issubclass(PathRefused, MarsError)
+
+
+def test_runs_root_prefers_env_then_argv(tmp_path: Path) -> None:
+    assert runs_root(["--runs", str(tmp_path)], env={}) == tmp_path.resolve()
+    env = {"MARS_RUNS_ROOT": str(tmp_path / "env")}
+    assert runs_root(["--runs", str(tmp_path)], env=env) == (tmp_path / "env").resolve()
+    assert runs_root([], env={}) == Path("runs").resolve()
+
+
+def test_discover_runs_newest_first_with_kinds(tmp_path: Path) -> None:
+    synthetic.write_eval_run(tmp_path / "eval-1", [synthetic.eval_record(0)])
+    synthetic.write_train_run(tmp_path / "loop" / "train-1", 2)  # nested one level
+    (tmp_path / "not-a-run").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.json").write_text("{not json")
+    runs = data.discover_runs(tmp_path)
+    assert {r.name: r.kind for r in runs} == {"eval-1": "eval", "loop/train-1": "train"}
+    assert next(r for r in runs if r.kind == "train").has_metrics
+
+
+def test_accuracy_rows_keep_errors_apart() -> None:
+    records = [synthetic.eval_record(i, correct=i < 3) for i in range(5)]
+    records.append(synthetic.eval_record(5, correct=False, error="boom"))
+    (row,) = data.accuracy_rows(data.eval_frame(records), run="r", mas="mad", model="m")
+    assert (row["n"], row["correct"], row["errors"]) == (5, 3, 1)
+    assert row["accuracy"] == pytest.approx(0.6)
+
+
+def test_filter_samples_combines_filters() -> None:
+    records = [synthetic.eval_record(i, correct=i % 2 == 0) for i in range(10)]
+    records.append(synthetic.eval_record(10, correct=False, extraction_failed=True))
+    frame = data.eval_frame(records)
+    wrong = data.filter_samples(frame, correctness="wrong")
+    assert list(wrong["sample_id"]) == [f"gsm8k-{i}" for i in (1, 3, 5, 7, 9, 10)]
+    no_extraction = data.filter_samples(frame, correctness="wrong", extraction="none")
+    assert len(no_extraction) == 5
+    found = data.filter_samples(frame, text="MODERATOR THINKS ABOUT SAMPLE 7>")
+    assert list(found["sample_id"]) == ["gsm8k-7"]
+    assert data.filter_samples(frame, suites=["math500"]).empty
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        {"game": "kuhn_poker", "seats": {"first": {"n": 1}}},
+        {"arenas": [{"game": "kuhn_poker", "seats": {"first": {"n": 1}}}]},
+        {"games": {"kuhn_poker": {"seats": {"first": {"n": 1}}}}},
+    ],
+)
+def test_arena_summaries_in_any_wrapping(summary: dict) -> None:
+    (found,) = data.arena_summaries(summary)
+    assert found["game"] == "kuhn_poker" and found["seats"]["first"]["n"] == 1
+
+
+def test_arena_summaries_ignore_other_shapes() -> None:
+    assert data.arena_summaries(None) == []
+    assert data.arena_summaries({"suites": {"gsm8k": {}}}) == []
+
+
+def test_replay_turns_tolerate_missing_fields() -> None:
+    record = synthetic.arena_record(7, "second", outcome="draw")
+    record["turns"].append({"seat": 1})  # a turn with nothing else
+    record["turns"].append("garbage")
+    turns = data.replay_turns(record)
+    assert len(turns) == 4
+    assert turns[1].seat_label == "second (model) [player]" and turns[1].is_model
+    assert turns[1].state == "board at step 1 (seed 7)"
+    assert turns[3].action is None and turns[3].reward is None and not turns[3].is_model
+
+
+def test_metrics_frame_flattens_and_reads_win_rates() -> None:
+    rows = [
+        {"step": 2, "loss": 0.5, "eval": {"random": {"second": {"win": 0.6}}}},
+        {"step": 1, "loss": 0.9, "eval": {"random": {"second": {"win": 0.4}}}},
+        {"step": "bad", "loss": 0.1},
+    ]
+    rows[0]["eval"]["random"]["second"].update(win_ci_low=0.5, win_ci_high=0.7)
+    frame = data.metrics_frame(rows)
+    assert list(frame["step"]) == [1, 2]  # sorted, the bad step dropped
+    assert "eval/random/second/win" in data.numeric_columns(frame)
+    wins = data.win_rate_table(frame)
+    assert list(wins["win"]) == [0.4, 0.6]
+    assert wins.iloc[1]["ci_low"] == 0.5 and pd.isna(wins.iloc[0]["ci_low"])
+
+
+def test_learning_curve_csv_counts_ragged_rows(tmp_path: Path) -> None:
+    path = tmp_path / "learning_curve.csv"
+    path.write_text("step,gsm8k,checkpoint\n0,0.5,base\n10,0.625,ckpt-10\n20,0.7,x,extra\n")
+    loaded = data.learning_curve(path)
+    assert loaded.rows == [
+        {"step": 0, "gsm8k": 0.5, "checkpoint": "base"},
+        {"step": 10, "gsm8k": 0.625, "checkpoint": "ckpt-10"},
+    ]
+    assert loaded.malformed == 1
+
+
+def test_dashboard_imports_only_harness() -> None:
+    forbidden = {"mas", "games", "train_backend"}
+    for path in (REPO / "dashboard").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{path} imports {name}"
+    code = (
+        "import sys, dashboard.data, dashboard.cache, dashboard.views.runs, "
+        "dashboard.views.samples, dashboard.views.failures, dashboard.views.games, "
+        "dashboard.views.training; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'mas', 'games', 'train_backend', 'openai', 'torch'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert json.loads(out.stdout.strip().replace("'", '"')) == []
+
+
+def test_mars_dashboard_command_line_checks(tmp_path: Path) -> None:
+    from harness.cli.dashboard import check_port, dashboard_command, streamlit_command
+
+    command = streamlit_command(tmp_path, 8765)
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
+    joined = " ".join(command)
+    assert "--server.headless true" in joined and "--server.address 127.0.0.1" in joined
+    assert command[-3:] == ["--", "--runs", str(tmp_path)]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(MarsError, match="in use"):
+            check_port(busy.getsockname()[1])
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(MarsError, match="not a directory"):
+        dashboard_command(runs=a_file, port=0)
