@@ -117,9 +117,7 @@ def _marshal_reference(table: TurnTable, options: AdvantageOptions) -> np.ndarra
     agent, n_agents = _codes_per_slot(table, table.game, table.seat)
     centred = normalise_in_groups(table.reward, agent, n_agents, scale="mean", eps=options.eps)
     whole_batch = np.zeros(table.n_rows, dtype=np.int64)
-    whitened = normalise_in_groups(
-        centred, whole_batch, 1, scale=options.scale, eps=options.eps
-    )
+    whitened = normalise_in_groups(centred, whole_batch, 1, scale=options.scale, eps=options.eps)
     returns = _turn_returns(table, whitened, options.gamma)
     seat = table.seat[table.trajectory]
     baselined = subtract_mean_of_distinct(returns, seat, int(seat.max()) + 1)

@@ -71,9 +71,7 @@ def suffix_returns(
     return returns
 
 
-def subtract_mean_of_distinct(
-    values: np.ndarray, groups: np.ndarray, n_groups: int
-) -> np.ndarray:
+def subtract_mean_of_distinct(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Subtract from each value the mean of the *distinct* values of its group.
 
     Equal values count once: in a group holding [1, 1, 1, 2, 4] the baseline is (1+2+4)/3, not
