@@ -164,6 +164,19 @@ def transformers_command(
     ]
 
 
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it when its parent dies, even by SIGKILL.
+
+    The server runs in its own session so a Ctrl-C in the terminal does not reach it before we
+    stop it in order; this keeps a killed `mars` from leaving an orphan server holding a port.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -266,6 +279,7 @@ class ModelServer:
                     stdin=subprocess.DEVNULL,
                     env=self.environment(),
                     start_new_session=True,
+                    preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
                 raise MarsError(f"cannot start {command[0]}: {exc.strerror}") from exc

@@ -126,8 +126,8 @@ def test_mars_serve_prints_the_url_and_stops_on_sigterm(
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
     assert "stopped" in process.stdout.read()
-    with socket.socket() as probe:  # the server's port is free again: no orphan holds it
-        probe.bind(("127.0.0.1", port))
+    with pytest.raises(ConnectionRefusedError):  # no orphan server is left listening
+        socket.create_connection(("127.0.0.1", port), timeout=5)
 
 
 def test_mars_serve_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -153,5 +153,37 @@ def test_eval_serves_the_model_itself_when_no_url_is_given(
     port = int(log.stem.rsplit("-", 1)[1])
     import socket
 
-    with socket.socket() as probe:  # the server it started is gone: its port is free again
-        probe.bind(("127.0.0.1", port))
+    with pytest.raises(ConnectionRefusedError):  # the server it started is gone
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_sigterm_during_eval_stops_its_server_and_marks_the_run(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO, mars_env
+
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", "200",
+         "--model", str(tiny_model_dir), "--max-tokens", "64", "--concurrency", "2",
+         "--data-dir", str(DATA_DIR), "--run-dir", str(run_dir), "--quiet"],
+        cwd=REPO, env=mars_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    records = run_dir / "records.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 130
+    assert "interrupted" in process.stderr.read()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    log = next(run_dir.glob("server-transformers-*.log"))
+    port = int(log.stem.rsplit("-", 1)[1])
+    with pytest.raises(ConnectionRefusedError):  # no orphan server is left listening
+        socket.create_connection(("127.0.0.1", port), timeout=5)

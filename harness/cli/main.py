@@ -6,7 +6,9 @@ function so that `mars --help` and `mars grade` start fast.
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 
 import typer
 from rich.console import Console
@@ -50,8 +52,11 @@ def run() -> None:
     import click
 
     _register_commands()
+    # SIGTERM unwinds like Ctrl-C, so servers started for the command are stopped on the way out.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        app(standalone_mode=False)
+        # Without standalone mode typer returns the exit code of `typer.Exit` and of Ctrl-C (130).
+        code = app(standalone_mode=False)
     except MarsError as exc:
         _fail(str(exc), exc.exit_code)
     except EndpointError as exc:
@@ -63,6 +68,14 @@ def run() -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, click.exceptions.Abort):
         _fail("interrupted", 130)
+    if code == 130:
+        _fail("interrupted", 130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _fail(message: str, code: int) -> None:
