@@ -32,10 +32,12 @@ lint: setup
 bench: setup
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
-# verl for clusters: installed without its dependency pins, which would replace torch (facts.md).
+# verl for clusters: installed without its dependency pins, which would replace torch (facts.md);
+# the `verl` extra lists what it needs instead. The last line checks that torch was left alone.
 setup-verl: setup
 	$(BIN)/python -m pip install --quiet -e ".[verl]"
 	$(BIN)/python -m pip install --quiet --no-deps verl==0.9.1
+	$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('$(subst torch==,,$(TORCH))') else 'verl setup replaced torch ' + v)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

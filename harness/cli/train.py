@@ -1,0 +1,217 @@
+"""`mars train`: self-play training on the embedded CPU trainer (`--backend local`) or on verl.
+
+Settings come from `train_backend.config.TrainConfig`: its defaults (the CPU-sized ones for the
+local backend), then the run's stored config when resuming, then `--config FILE.yaml`, then flags.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from harness.cli import options
+from harness.cli.main import app
+from harness.errors import MarsError
+
+if TYPE_CHECKING:
+    from train_backend.config import TrainConfig
+
+BACKENDS = ("local", "verl")
+
+
+def _split_games(games: str | None) -> list[str] | None:
+    if games is None:
+        return None
+    names = [name.strip() for name in games.split(",") if name.strip()]
+    if not names:
+        raise MarsError("--games needs at least one game name")
+    return names
+
+
+def _stored_config(run_path: Path | None) -> dict[str, Any]:
+    """The config a training run directory was started with ({} for a new directory)."""
+    if run_path is None or not (run_path / "run.json").is_file():
+        return {}
+    from harness.runstore import RunDir
+
+    info = RunDir.read_info(run_path)
+    if info.kind != "train":
+        raise MarsError(f"{run_path} holds a '{info.kind}' run; it cannot resume as 'train'")
+    return dict(info.config)
+
+
+def _file_keys(config_file: Path | None) -> set[str]:
+    if config_file is None:
+        return set()
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(Path(config_file).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return set()  # load_train_config reports it
+    return set(loaded) if isinstance(loaded, dict) else set()
+
+
+def resolve_config(
+    config_file: Path | None,
+    flags: dict[str, Any],
+    stored: dict[str, Any],
+    *,
+    local: bool,
+) -> TrainConfig:
+    """Defaults < the resumed run's stored config < the YAML file < the flags given."""
+    from train_backend.config import load_train_config
+
+    file_keys = _file_keys(config_file)
+    base = {key: value for key, value in stored.items() if key not in file_keys}
+    given = {key: value for key, value in flags.items() if value is not None}
+    return load_train_config(config_file, {**base, **given}, local=local)
+
+
+def _run_path(run_dir: Path | None, resume: Path | None) -> Path | None:
+    if resume is not None:
+        if run_dir is not None and Path(run_dir).resolve() != Path(resume).resolve():
+            raise MarsError("--resume and --run-dir name different directories; give one")
+        if not (Path(resume) / "run.json").is_file():
+            raise MarsError(f"--resume {resume}: no training run there (no run.json)")
+        return Path(resume)
+    return Path(run_dir) if run_dir is not None else None
+
+
+@app.command("train")
+def train_command(
+    backend: str = typer.Option("local", "--backend", help="local (embedded CPU trainer) | verl."),
+    config_file: Path = typer.Option(None, "--config", help="A YAML file of TrainConfig fields."),
+    model: str = typer.Option(
+        None, "--model", help="Hugging Face causal-LM folder (default: the embedded tiny model)."
+    ),
+    games: str = typer.Option(
+        None, "--games", help="Comma-separated, e.g. tic_tac_toe,kuhn_poker."
+    ),
+    estimator: str = typer.Option(None, "--estimator", help="marshal, no_turn_level, grpo, ..."),
+    steps: int = typer.Option(None, "--steps", min=1, help="Training steps (updates) in all."),
+    games_per_step: int = typer.Option(None, "--games-per-step", min=1, help="Games per step."),
+    lr: float = typer.Option(None, "--lr", help="Peak learning rate."),
+    kl_coef: float = typer.Option(None, "--kl-coef", help="k3 KL weight (0: no reference)."),
+    temperature: float = typer.Option(None, "--temperature", help="Sampling temperature."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", help="New tokens per reply."),
+    eval_every: int = typer.Option(None, "--eval-every", help="Evaluate every N steps (0: never)."),
+    save_every: int = typer.Option(None, "--save-every", help="Checkpoint every N steps."),
+    seed: int = typer.Option(None, "--seed", help="Run seed (episode seeds, sampling, order)."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, help="torch CPU threads (local); 1 is fastest for the tiny model."
+    ),
+    out: Path = options.OUT,
+    run_dir: Path = options.RUN_DIR,
+    resume: Path = typer.Option(
+        None, "--resume", help="An existing training run directory to continue."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check and print the resolved config; train nothing."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
+) -> None:
+    """Self-play training (MARSHAL): both seats share the policy; checkpoints in RUN/checkpoints."""
+    if backend not in BACKENDS:
+        raise MarsError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    run_path = _run_path(run_dir, resume)
+    flags = {
+        "model": model,
+        "games": _split_games(games),
+        "estimator": estimator,
+        "steps": steps,
+        "games_per_step": games_per_step,
+        "learning_rate": lr,
+        "kl_coef": kl_coef,
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "eval_every": eval_every,
+        "save_every": save_every,
+        "seed": seed,
+    }
+    config = resolve_config(config_file, flags, _stored_config(run_path), local=backend == "local")
+    command = ["mars", *sys.argv[1:]]
+    if backend == "verl":
+        _train_verl(config, out=out, run_path=run_path, dry_run=dry_run, command=command)
+    else:
+        _train_local(
+            config,
+            out=out,
+            run_path=run_path,
+            dry_run=dry_run,
+            command=command,
+            threads=threads,
+            quiet=quiet,
+        )
+
+
+def _slug(config: TrainConfig) -> str:
+    return f"{'-'.join(config.games)}-{config.estimator}"
+
+
+def _train_local(
+    config: TrainConfig,
+    *,
+    out: Path,
+    run_path: Path | None,
+    dry_run: bool,
+    command: list[str],
+    threads: int,
+    quiet: bool,
+) -> None:
+    import torch
+
+    from harness.runstore import RunDir
+    from train_backend.local.checkpoint import latest_checkpoint
+    from train_backend.local.evaluate import eval_pairs
+    from train_backend.local.policy import load_policy, resolve_model_path
+    from train_backend.local.trainer import check_config, train_local
+
+    torch.set_num_threads(threads)
+    specs = check_config(config)
+    if config.eval_every:
+        eval_pairs(specs, config.eval_opponents)  # bad opponent names fail before any file
+    resuming = run_path is not None and latest_checkpoint(run_path) is not None
+    # Load (and so check) the model before any directory is made; a resumed run loads its
+    # checkpoint instead.
+    policy = None if resuming else load_policy(resolve_model_path(config.model))
+    if dry_run:
+        print(json.dumps(config.model_dump(mode="json"), indent=2))
+        where = f"resume {latest_checkpoint(run_path)[1]}" if resuming else "start at step 0"
+        print(f"dry run: {config.steps} steps of {config.games_per_step} games; {where}")
+        return
+    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=_slug(config))
+    log = (lambda _line: None) if quiet else print
+    train_local(config, run, command=command, log=log, policy=policy)
+    print(f"run dir: {run.path}")
+
+
+def _train_verl(
+    config: TrainConfig, *, out: Path, run_path: Path | None, dry_run: bool, command: list[str]
+) -> None:
+    from harness.runstore import RunDir
+    from train_backend.local.trainer import check_games_and_estimator
+
+    check_games_and_estimator(config)
+    try:
+        from train_backend.verl.launch import run_verl
+    except ModuleNotFoundError as exc:
+        raise MarsError("verl backend not installed: make setup-verl") from exc
+    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=_slug(config))
+    run.start(
+        command=command,
+        config=config.model_dump(mode="json"),
+        model=config.model,
+        seeds={"seed": config.seed},
+    )
+    try:
+        run_verl(config, run, dry_run=dry_run)
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    run.finish("completed")
+    print(f"run dir: {run.path}")

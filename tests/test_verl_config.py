@@ -1,0 +1,275 @@
+"""The verl adapter's pure parts, which need neither verl nor a GPU: turn rows and their
+advantages, the dataset, and the TrainConfig -> Hydra override mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from harness.errors import MarsError
+from train_backend.advantage import compute_advantages
+from train_backend.config import TrainConfig, VerlSettings
+from train_backend.verl import names
+from train_backend.verl.data import game_rows, write_dataset
+from train_backend.verl.overrides import (
+    NO_DUAL_CLIP,
+    RunPaths,
+    hydra_value,
+    verl_overrides,
+    verl_settings,
+)
+from train_backend.verl.turns import (
+    TurnRows,
+    bound_turn_rows,
+    current_turn_rows,
+    token_advantages,
+    turn_reward_scores,
+)
+
+# Two tic-tac-toe games and one Kuhn game; rows deliberately out of order.
+TURNS = [
+    # game, episode, seat, turn, reward, response tokens
+    ("tic_tac_toe", "a", 0, 1, 1.05, 4),
+    ("tic_tac_toe", "a", 1, 0, 0.05, 2),
+    ("tic_tac_toe", "a", 0, 0, 0.05, 3),
+    ("tic_tac_toe", "a", 1, 1, -0.95, 5),
+    ("tic_tac_toe", "b", 0, 0, 0.05, 1),
+    ("tic_tac_toe", "b", 1, 0, -11.0, 6),
+    ("kuhn_poker", "c", 0, 0, 0.05, 2),
+    ("kuhn_poker", "c", 1, 0, 2.05, 3),
+    ("kuhn_poker", "c", 0, 1, -1.95, 2),
+]
+
+
+def extra_fields(turns=TURNS) -> list[dict]:
+    return [
+        {
+            names.GAME: g,
+            names.EPISODE: e,
+            names.SEAT: s,
+            names.TURN: t,
+            names.REWARD: r,
+        }
+        for g, e, s, t, r, _ in turns
+    ]
+
+
+def token_layout(turns=TURNS, pad_rows: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded tensors as verl builds them: the reward on each row's last response token."""
+    width = max(n for *_, n in turns) + 2
+    rewards = torch.zeros(len(turns) + pad_rows, width)
+    mask = torch.zeros(len(turns) + pad_rows, width, dtype=torch.int64)
+    for row, (*_, reward, n) in enumerate(turns):
+        mask[row, :n] = 1
+        rewards[row, n - 1] = reward
+    return rewards, mask
+
+
+def expected_advantages(estimator: str, **options) -> np.ndarray:
+    table = {
+        "game": [t[0] for t in TURNS],
+        "episode": [t[1] for t in TURNS],
+        "seat": [t[2] for t in TURNS],
+        "turn": [t[3] for t in TURNS],
+        "reward": [t[4] for t in TURNS],
+        "tokens": [t[5] for t in TURNS],
+    }
+    return compute_advantages(table, estimator, **options)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "options"),
+    [
+        ("marshal", {}),
+        ("no_turn_level", {}),
+        ("no_agent_norm", {"scale": "mean"}),
+        ("marshal_reference", {}),
+        ("marshal", {"gamma": 0.5}),
+    ],
+)
+def test_token_advantages_are_compute_advantages_spread_over_tokens(estimator, options):
+    rewards, mask = token_layout(pad_rows=2)
+    rows = TurnRows.from_extra_fields(
+        [*extra_fields(), *extra_fields()[:2]],  # verl's padding rows copy a real row's fields
+        [False] * len(TURNS) + [True, True],
+    )
+    advantages = token_advantages(estimator, rewards, mask, rows, **options)
+    expected = expected_advantages(estimator, **options)
+    assert advantages.dtype == rewards.dtype and advantages.shape == rewards.shape
+    for row, value in enumerate(expected):
+        n = TURNS[row][5]
+        assert torch.allclose(advantages[row, :n], torch.full((n,), value, dtype=torch.float32))
+        assert torch.all(advantages[row, n:] == 0)
+    assert torch.all(advantages[len(TURNS) :] == 0)
+
+
+def test_turn_reward_is_the_row_sum_of_token_rewards():
+    # An in-reward KL penalty spreads over the tokens; the turn's reward is the row's sum.
+    rewards, mask = token_layout()
+    spread = rewards.clone()
+    spread[0, 0] -= 0.3
+    spread[0, 3] += 0.3
+    rows = TurnRows.from_extra_fields(extra_fields(), [False] * len(TURNS))
+    same = token_advantages("marshal", spread, mask, rows)
+    assert torch.allclose(same, token_advantages("marshal", rewards, mask, rows), atol=1e-6)
+
+
+def test_rows_without_mars_fields_are_refused():
+    fields = extra_fields()
+    del fields[3][names.TURN]
+    with pytest.raises(MarsError, match="row 3 lacks mars_turn"):
+        TurnRows.from_extra_fields(fields, [False] * len(TURNS))
+
+
+def test_batch_and_turn_records_must_line_up():
+    rows = TurnRows.from_extra_fields(extra_fields(), [False] * len(TURNS))
+    rewards, mask = token_layout(pad_rows=1)
+    with pytest.raises(MarsError, match="10 rows but 9 turn records"):
+        token_advantages("marshal", rewards, mask, rows)
+
+
+def test_bound_rows_are_visible_only_inside_the_block():
+    rows = TurnRows.from_extra_fields(extra_fields(), [False] * len(TURNS))
+    with bound_turn_rows(rows):
+        assert current_turn_rows("marshal") is rows
+    with pytest.raises(MarsError, match="trainer_mode=mars"):
+        current_turn_rows("marshal")
+
+
+def test_turn_reward_scores_put_each_turns_reward_on_its_last_token():
+    rows = TurnRows.from_extra_fields(extra_fields()[:3], [False, False, True])
+    scores = turn_reward_scores(rows, [4, 2, 1])
+    assert [len(s) for s in scores] == [4, 2, 1]
+    assert torch.cat(scores).tolist() == pytest.approx([0, 0, 0, 1.05, 0, 0.05, 0])
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+def test_dataset_rows_take_turns_over_games_with_consecutive_seeds(tmp_path: Path):
+    config = TrainConfig(
+        model="m",
+        games=["tic_tac_toe", "kuhn_poker", "mini_hanabi"],
+        steps=4,
+        games_per_step=6,
+        seed=100,
+    )
+    path = write_dataset(config, tmp_path / "games.parquet")
+    frame = pd.read_parquet(path)
+    assert len(frame) == 4 * 6
+    first_step = frame.iloc[:6]
+    assert first_step["game"].value_counts().to_dict() == {
+        "tic_tac_toe": 2,
+        "kuhn_poker": 2,
+        "mini_hanabi": 2,
+    }
+    assert frame[frame.game == "kuhn_poker"]["seed"].tolist() == list(range(100, 108))
+    assert set(frame["agent_name"]) == {names.AGENT_LOOP_NAME}
+    prompt = list(frame.iloc[1]["prompt"])
+    assert [m["role"] for m in prompt] == ["system", "user"]
+    assert "Kuhn" in prompt[0]["content"] and "# Game rules" in prompt[1]["content"]
+    assert frame.iloc[5]["extra_info"]["index"] == 5
+
+
+def test_group_size_must_divide_the_games_of_a_step():
+    config = TrainConfig(model="m", games_per_step=10, group_size=4)
+    with pytest.raises(MarsError, match="multiple of group_size"):
+        game_rows(config)
+
+
+def test_a_game_listed_twice_is_refused():
+    with pytest.raises(MarsError, match="listed twice"):
+        game_rows(TrainConfig(model="m", games=["kuhn_poker", "kuhn-poker"]))
+
+
+# ---- overrides -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "null"),
+        (True, "true"),
+        (3, "3"),
+        (1e-06, "1e-06"),
+        ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B"),
+        ("10.0.0.1:6379", "10.0.0.1:6379"),
+        ("/runs/a b/x", "'/runs/a b/x'"),
+        ("it's", "'it\\'s'"),
+        ("null", "'null'"),
+        (["console", "file"], "[console,file]"),
+    ],
+)
+def test_hydra_values(value, text):
+    assert hydra_value(value) == text
+
+
+def test_overrides_carry_the_training_config(tmp_path: Path):
+    config = TrainConfig(
+        model="/models/qwen",
+        games=["kuhn_poker"],
+        estimator="no_agent_norm",
+        estimator_options={"gamma": 0.9, "scale": "mean"},
+        steps=50,
+        games_per_step=64,
+        group_size=4,
+        learning_rate=2e-6,
+        kl_coef=0.0,
+        dual_clip=None,
+        top_k=0,
+        max_new_tokens=1024,
+        max_game_tokens=8192,
+        minibatch_turns=32,
+        verl=VerlSettings(n_gpus_per_node=4, nnodes=2, ray_address="10.0.0.1:6379"),
+    )
+    settings = verl_settings(config, RunPaths(tmp_path / "run"))
+    assert settings["algorithm.adv_estimator"] == "no_agent_norm"
+    assert settings["algorithm.gamma"] == 0.9
+    assert settings["algorithm.norm_adv_by_std_in_grpo"] is False
+    assert settings["data.train_batch_size"] == 16  # 64 games, 4 per seed
+    assert settings["actor_rollout_ref.rollout.n"] == 4
+    assert settings["actor_rollout_ref.actor.ppo_mini_batch_size"] == 8  # 32 turns / 4
+    assert settings["actor_rollout_ref.actor.use_kl_loss"] is False
+    assert settings["actor_rollout_ref.actor.clip_ratio_c"] == NO_DUAL_CLIP
+    assert settings["actor_rollout_ref.rollout.top_k"] == -1
+    assert settings["actor_rollout_ref.rollout.max_model_len"] == 8192 + 1024
+    assert settings["trainer.total_training_steps"] == 50
+    assert settings["trainer.nnodes"] == 2 and settings["trainer.n_gpus_per_node"] == 4
+    assert settings["trainer.v1.trainer_mode"] == names.TRAINER_NAME
+    assert settings["+ray_kwargs.ray_init.address"] == "10.0.0.1:6379"
+    env = settings["+ray_kwargs.ray_init.runtime_env.env_vars"]
+    assert env["VERL_USE_EXTERNAL_MODULES"] == names.PLUGIN_MODULE
+    assert env["VERL_FILE_LOGGER_PATH"] == str((tmp_path / "run/verl/metrics.jsonl").resolve())
+    assert settings["data.train_files"] == str((tmp_path / "run/verl/data/games.parquet").resolve())
+
+
+def test_grpo_maps_to_the_prefixed_verl_name_and_user_extras_come_last(tmp_path: Path):
+    config = TrainConfig(
+        model="m",
+        estimator="grpo",
+        verl=VerlSettings(extra_overrides=["trainer.logger=[console]"]),
+    )
+    overrides = verl_overrides(config, RunPaths(tmp_path))
+    assert "algorithm.adv_estimator=mars_grpo" in overrides
+    assert overrides[-1] == "trainer.logger=[console]"
+    assert "+ray_kwargs.ray_init.address" not in " ".join(overrides)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model": None}, "needs --model"),
+        ({"estimator": "ppo"}, "unknown estimator 'ppo'"),
+        ({"estimator_options": {"eps": 1e-3}}, "eps cannot be passed through verl"),
+        ({"estimator_options": {"scale": "max"}}, "scale must be"),
+        ({"invalid": "retry:x"}, "--invalid"),
+    ],
+)
+def test_settings_verl_cannot_take_are_refused(tmp_path: Path, changes, message):
+    config = TrainConfig(**{"model": "m", **changes})
+    with pytest.raises(MarsError, match=message):
+        verl_settings(config, RunPaths(tmp_path))

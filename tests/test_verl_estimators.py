@@ -1,0 +1,202 @@
+"""The MARSHAL estimators inside verl give exactly `compute_advantages` on agent-loop outputs.
+
+The batch is built the way a verl v1 run builds it: games played by the self-play agent loop
+against a scripted server, stored by verl's own worker code (which copies the final score onto
+earlier turns), padded and reordered by verl's own helpers, then scored by the mars trainer's
+`_compute_advantage`, i.e. verl's `_compute_advantage` calling the registered estimator.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+
+import torch
+from tensordict import TensorDict
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
+from verl_testkit import (
+    FakeTransferQueue,
+    ScriptedServer,
+    make_loop,
+    store_like_verl,
+    tiny_tokenizer,
+)
+
+import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
+from harness.errors import MarsError
+from train_backend.advantage import compute_advantages
+from train_backend.config import TrainConfig
+from train_backend.verl import names
+from train_backend.verl.compose import compose_verl_config
+from train_backend.verl.overrides import RunPaths, verl_overrides
+from train_backend.verl.trainer import MarshalPPOTrainer
+from train_backend.verl.turns import TurnRows, bound_turn_rows
+
+GAMES = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
+
+
+def random_play(episode: int, illegal_rate: float):
+    """Legal moves chosen at random (fixed per episode); now and then an illegal reply."""
+
+    def script(legal: list[str], seat: int, call: int) -> str:
+        rng = random.Random(f"{episode}/{seat}/{call}")
+        if rng.random() < illegal_rate:
+            return "<answer><NOT A MOVE></answer>"
+        return f"<think>{'x' * rng.randint(0, 9)}</think><answer>{rng.choice(legal)}</answer>"
+
+    return script
+
+
+async def play_batch(fake_tq: FakeTransferQueue) -> list[dict]:
+    """Twelve games (two rollout sessions of each of six seeds) stored the way verl stores them;
+    returns the expected turn table, one row per stored output."""
+    table = []
+    for index in range(6):
+        game = GAMES[index % len(GAMES)]
+        seed = 100 + index
+        uid = f"prompt{index}"
+        for session in range(2):
+            episode = 2 * index + session
+            server = ScriptedServer(random_play(episode, illegal_rate=0.08))
+            row = {"game": game, "seed": seed, "prompt_style": "full", "invalid": "penalty"}
+            outputs = await make_loop(server).run(
+                {"temperature": 1.0}, uid=uid, session_id=session, **row
+            )
+            await store_like_verl(
+                fake_tq, outputs, uid=uid, session_id=session, global_steps=1, **row
+            )
+            for i, output in enumerate(outputs):
+                fields = output.extra_fields
+                table.append(
+                    {
+                        "key": f"{uid}_{session}_{i}",
+                        "episode": f"{uid}/{session}",
+                        "game": game,
+                        "seat": fields[names.SEAT],
+                        "turn": fields[names.TURN],
+                        "reward": fields[names.REWARD],
+                        "tokens": len(output.response_ids),
+                        "group": uid,
+                    }
+                )
+    return table
+
+
+def trainer_for(estimator: str, tmp_path) -> MarshalPPOTrainer:
+    config = TrainConfig(model="some/model", estimator=estimator, games=list(GAMES))
+    trainer = object.__new__(MarshalPPOTrainer)
+    trainer.config = compose_verl_config(verl_overrides(config, RunPaths(tmp_path)))
+    return trainer
+
+
+@pytest.fixture
+def fake_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTransferQueue:
+    import verl.trainer.ppo.padding_utils as padding_utils
+    import verl.trainer.ppo.v1.trainer_base as trainer_base
+
+    import train_backend.verl.trainer as mars_trainer
+
+    fake = FakeTransferQueue()
+    for module in (trainer_base, padding_utils, mars_trainer):
+        monkeypatch.setattr(module, "tq", fake)
+    return fake
+
+
+@pytest.mark.parametrize("estimator", ["marshal", "no_turn_level", "no_agent_norm", "grpo"])
+async def test_trainer_advantages_match_compute_advantages(estimator, fake_tq, tmp_path):
+    table = await play_batch(fake_tq)
+    batch = fake_tq.batch()
+    assert sorted(batch.keys) == sorted(row["key"] for row in table)
+    # verl's own steps before the advantage: pad to a multiple, then reorder the rows.
+    batch = upsample_batch_to_divisible_size(batch, 16, tiny_tokenizer().eos_token_id)
+    assert any(tag.get("is_padding") for tag in batch.tags)
+    order = list(range(len(batch)))
+    random.Random(3).shuffle(order)
+    batch.reorder(order)
+    # verl's step 4 (old log-probs); the actor's recomputation is stood in for by the rollout's.
+    rollout = fake_tq.kv_batch_get(batch.keys, "train", ["rollout_log_probs"])
+    old = TensorDict({"old_log_probs": rollout.get("rollout_log_probs")}, batch_size=len(batch))
+    fake_tq.kv_batch_put(batch.keys, "train", fields=old)
+
+    trainer_for(estimator, tmp_path)._compute_advantage(batch, metrics={})
+
+    stored = fake_tq.kv_batch_get(batch.keys, "train", ["advantages", "rm_scores"])
+    by_key = {row["key"]: row for row in table}
+    expected = compute_advantages(
+        {column: [row[column] for row in table] for column in table[0]}, estimator
+    )
+    expected_by_key = {row["key"]: value for row, value in zip(table, expected, strict=True)}
+    assert len(set(np.round(expected, 6))) > 3  # the batch really has spread
+    for key, tag, advantages, scores in zip(
+        batch.keys,
+        batch.tags,
+        stored["advantages"].unbind(),
+        stored["rm_scores"].unbind(),
+        strict=True,
+    ):
+        if tag.get("is_padding"):
+            assert torch.all(advantages == 0)
+            continue
+        # every token of a turn carries the turn's advantage, as float32 in verl's batch
+        assert torch.allclose(
+            advantages, torch.full_like(advantages, expected_by_key[key]), atol=1e-6
+        )
+        # verl copied the last turn's score onto every turn; the trainer put each one back
+        assert scores[-1].item() == pytest.approx(by_key[key]["reward"])
+        assert torch.all(scores[:-1] == 0)
+
+
+async def test_registered_estimator_on_verl_tensor_layout(fake_tq):
+    """Called through verl's registry with right-padded token tensors, as compute_advantage does."""
+    table = await play_batch(fake_tq)
+    width = max(row["tokens"] for row in table) + 3
+    rewards = torch.zeros(len(table), width)
+    mask = torch.zeros(len(table), width, dtype=torch.int64)
+    for i, row in enumerate(table):
+        mask[i, : row["tokens"]] = 1
+        rewards[i, row["tokens"] - 1] = row["reward"]
+    extra = [
+        {
+            names.GAME: row["game"],
+            names.EPISODE: row["episode"],
+            names.SEAT: row["seat"],
+            names.TURN: row["turn"],
+            names.REWARD: row["reward"],
+        }
+        for row in table
+    ]
+    rows = TurnRows.from_extra_fields(extra, [False] * len(table))
+    estimator = core_algos.get_adv_estimator_fn("marshal_reference")
+    uids = np.array([row["group"] for row in table], dtype=object)
+    config = core_algos.AlgoConfig(gamma=1.0, norm_adv_by_std_in_grpo=False)
+    with bound_turn_rows(rows):
+        advantages, returns = estimator(
+            token_level_rewards=rewards, response_mask=mask, index=uids, config=config
+        )
+    columns = {column: [row[column] for row in table] for column in table[0]}
+    expected = compute_advantages(columns, "marshal_reference", scale="mean")
+    assert torch.equal(advantages, returns)
+    per_row = advantages.sum(-1) / mask.sum(-1)
+    assert np.allclose(per_row.numpy(), expected, atol=1e-6)
+    assert torch.all(advantages[mask == 0] == 0)
+
+
+def test_estimator_without_turn_rows_says_how_to_run_it():
+    estimator = core_algos.get_adv_estimator_fn("marshal")
+    with pytest.raises(MarsError, match="trainer_mode=mars"):
+        estimator(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3))
+
+
+def test_registry_names_and_trainer():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    for verl_name in names.VERL_ESTIMATOR_NAMES.values():
+        assert core_algos.get_adv_estimator_fn(verl_name).__module__ == (
+            "train_backend.verl.estimators"
+        )
+    assert get_trainer_cls(names.TRAINER_NAME) is MarshalPPOTrainer

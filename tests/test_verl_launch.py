@@ -1,0 +1,320 @@
+"""Launching verl: the dry run against verl's real config, the training process, checkpoints."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.errors import MarsError
+from harness.runstore import RunDir
+from train_backend.config import TrainConfig, VerlSettings
+from train_backend.verl import launch
+from train_backend.verl.checkpoints import (
+    CHECKPOINT_FILE,
+    LATEST_FILE,
+    CheckpointPublisher,
+    merge_command,
+    run_logged,
+)
+from train_backend.verl.overrides import RunPaths
+
+
+def small_config(**changes) -> TrainConfig:
+    values = {
+        "model": "Qwen/Qwen3-4B",
+        "games": ["tic_tac_toe", "kuhn_poker", "mini_hanabi"],
+        "steps": 3,
+        "games_per_step": 24,
+        "verl": VerlSettings(n_gpus_per_node=8),
+    }
+    values.update(changes)
+    return TrainConfig(**values)
+
+
+def test_missing_verl_is_one_clear_line(monkeypatch, tmp_path):
+    real_find_spec = launch.importlib.util.find_spec
+    monkeypatch.setattr(
+        launch.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "verl" else real_find_spec(name, *a),
+    )
+    with pytest.raises(MarsError, match="make setup-verl"):
+        launch.run_verl(small_config(), RunDir(tmp_path, "train"), dry_run=True)
+
+
+def test_dry_run_composes_verls_config_and_prints_the_command(tmp_path, capsys):
+    pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+    from train_backend.verl.compose import compose_verl_config
+
+    run = RunDir(tmp_path / "run", "train")
+    run.path.mkdir()
+    launch.run_verl(small_config(), run, dry_run=True)
+
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    words = shlex.split(printed)
+    env = dict(word.split("=", 1) for word in words[:2])
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "train_backend.verl.plugin"
+    assert words[2:5] == [sys.executable, "-m", "verl.trainer.main_ppo"]
+    overrides = words[5:]
+    assert "algorithm.adv_estimator=marshal" in overrides
+    assert "trainer.v1.trainer_mode=mars" in overrides
+    # the printed command, read back by a shell, is what verl accepts
+    config = compose_verl_config(overrides)
+    assert config.data.train_batch_size == 24
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "mars_selfplay"
+    assert config.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == (
+        "train_backend.verl.plugin"
+    )
+    paths = RunPaths(run.path)
+    assert paths.command_file.read_text().strip().endswith(printed.split(" ", 2)[-1])
+    assert len(pd.read_parquet(paths.dataset)) == 3 * 24
+    assert not paths.logs.exists()  # nothing was launched
+
+
+def test_dry_run_refuses_an_unknown_verl_key(tmp_path):
+    pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+    config = small_config(verl=VerlSettings(extra_overrides=["trainer.no_such_knob=1"]))
+    with pytest.raises(MarsError, match=r"verl rejects the overrides: .*trainer\.no_such_knob"):
+        launch.run_verl(config, RunDir(tmp_path, "train"), dry_run=True)
+
+
+def test_dry_run_reports_verls_own_validation(tmp_path):
+    pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+    config = small_config(
+        games_per_step=3,
+        verl=VerlSettings(
+            extra_overrides=[
+                "actor_rollout_ref.actor.use_dynamic_bsz=false",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+            ]
+        ),
+    )
+    with pytest.raises(MarsError, match=r"must be divisible by minimal possible batch size"):
+        launch.run_verl(config, RunDir(tmp_path, "train"), dry_run=True)
+
+
+def test_a_resumed_run_keeps_the_earlier_metrics(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    assert launch.keep_earlier_metrics(metrics) is None
+    metrics.write_text('{"step": 1}\n')
+    assert launch.keep_earlier_metrics(metrics) == tmp_path / "metrics.attempt1.jsonl"
+    metrics.write_text('{"step": 2}\n')
+    assert launch.keep_earlier_metrics(metrics) == tmp_path / "metrics.attempt2.jsonl"
+    assert (tmp_path / "metrics.attempt1.jsonl").read_text() == '{"step": 1}\n'
+    assert not metrics.exists()
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+
+
+class FakeMerger:
+    """Stands in for verl's merger: records each command and writes a model folder."""
+
+    def __init__(self, exit_code: int = 0, writes_model: bool = True) -> None:
+        self.commands: list[list[str]] = []
+        self.exit_code = exit_code
+        self.writes_model = writes_model
+
+    def __call__(self, command: list[str], log_path: Path) -> int:
+        self.commands.append(command)
+        target = Path(command[command.index("--target_dir") + 1])
+        assert not (target / CHECKPOINT_FILE).exists()
+        if self.writes_model:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "config.json").write_text("{}")
+            (target / "model.safetensors").write_bytes(b"weights")
+        return self.exit_code
+
+
+def save_verl_step(verl_checkpoints: Path, step: int, *, latest: bool = True) -> Path:
+    actor = verl_checkpoints / f"global_step_{step}" / "actor"
+    actor.mkdir(parents=True)
+    if latest:
+        (verl_checkpoints / LATEST_FILE).write_text(str(step))
+    return actor
+
+
+def publisher_for(root: Path, runner) -> CheckpointPublisher:
+    paths = RunPaths(root)
+    return CheckpointPublisher(
+        run_dir=root,
+        verl_checkpoints=paths.verl_checkpoints,
+        checkpoints=paths.checkpoints,
+        logs=paths.logs,
+        details={"base_model": "Qwen/Qwen3-4B", "config": {"estimator": "marshal"}},
+        metrics_file=paths.verl_metrics,
+        runner=runner,
+    )
+
+
+def merged_step(command: list[str]) -> int:
+    return int(re.search(r"\.step_(\d+)\.tmp-", command[-1]).group(1))
+
+
+def test_each_finished_step_is_merged_then_marked_done_last(tmp_path):
+    paths = RunPaths(tmp_path)
+    first = save_verl_step(paths.verl_checkpoints, 2)
+    save_verl_step(paths.verl_checkpoints, 4, latest=False)  # being written: not yet in latest
+    stale = paths.checkpoints / "step_2" / "leftover.bin"  # a folder without checkpoint.json
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"x")
+    paths.verl_dir.mkdir(parents=True, exist_ok=True)
+    paths.verl_metrics.write_text(
+        json.dumps({"step": 1, "data": {"actor/lr": 1.0}}) + "\n"
+        + json.dumps({"step": 2, "data": {"actor/lr": 2.0}}) + "\n"
+    )  # fmt: skip
+    merger = FakeMerger()
+    publisher = publisher_for(tmp_path, merger)
+
+    assert publisher.publish_new() == [2]
+    staging = paths.checkpoints / f".step_2.tmp-{os.getpid()}"
+    assert merger.commands == [
+        [
+            sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+            "--local_dir", str(first), "--target_dir", str(staging),
+        ]
+    ]  # fmt: skip
+    step_dir = paths.checkpoints / "step_2"
+    record = json.loads((step_dir / CHECKPOINT_FILE).read_text())
+    assert record["step"] == 2 and record["source"] == "verl"
+    assert record["run_dir"] == str(tmp_path) and record["model_dir"] == str(step_dir)
+    assert record["base_model"] == "Qwen/Qwen3-4B"
+    assert record["config"] == {"estimator": "marshal"}
+    assert record["metrics"] == {"actor/lr": 2.0}
+    assert not stale.exists() and not staging.exists()
+    assert sorted(p.name for p in step_dir.iterdir()) == [
+        CHECKPOINT_FILE, "config.json", "model.safetensors"
+    ]  # fmt: skip
+    written_last = (step_dir / CHECKPOINT_FILE).stat().st_mtime_ns
+    assert all(
+        p.stat().st_mtime_ns <= written_last
+        for p in step_dir.iterdir()
+        if p.name != CHECKPOINT_FILE
+    )
+
+    (paths.verl_checkpoints / LATEST_FILE).write_text("4")
+    assert publisher.publish_new() == [4]
+    assert publisher.publish_new() == []  # nothing twice
+    assert len(merger.commands) == 2
+
+
+@pytest.mark.parametrize(
+    ("merger", "why"),
+    [(FakeMerger(exit_code=1), "exited with code 1"), (FakeMerger(writes_model=False), "no model")],
+)
+def test_a_failed_merge_publishes_nothing_and_is_not_retried(tmp_path, merger, why):
+    save_verl_step(RunPaths(tmp_path).verl_checkpoints, 5)
+    publisher = publisher_for(tmp_path, merger)
+    assert publisher.publish_new() == []
+    assert publisher.publish_new() == []
+    assert len(merger.commands) == 1
+    assert why in publisher.failures[5]
+    assert list(RunPaths(tmp_path).checkpoints.iterdir()) == []  # no step_5, no staging left
+
+
+FAKE_VERL = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    saved, published = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+
+    def save(step):
+        (saved / f"global_step_{step}" / "actor").mkdir(parents=True)
+        (saved / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+    print("training step 1", flush=True)
+    save(2)
+    deadline = time.time() + 30
+    marker = published / "step_2" / "checkpoint.json"
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.02)
+    print("step 2 published while training:", marker.exists(), flush=True)
+    save(4)
+    print("finished", flush=True)
+    sys.exit(int(sys.argv[3]))
+    """
+)
+
+
+def fake_verl_command(paths: RunPaths, exit_code: int) -> list[str]:
+    return [
+        sys.executable, "-c", FAKE_VERL,
+        str(paths.verl_checkpoints), str(paths.checkpoints), str(exit_code),
+    ]  # fmt: skip
+
+
+def test_training_streams_its_log_and_publishes_checkpoints_as_they_land(tmp_path):
+    paths = RunPaths(tmp_path)
+    merger = FakeMerger()
+    echo = io.StringIO()
+    launch.train(
+        fake_verl_command(paths, 0),
+        launch.launch_environment(paths),
+        paths,
+        publisher_for(tmp_path, merger),
+        poll_seconds=0.05,
+        echo=echo,
+    )
+    assert "step 2 published while training: True" in echo.getvalue()
+    log = (paths.logs / "verl.log").read_text()
+    assert log.startswith("$ ") and "finished" in log
+    assert [merged_step(c) for c in merger.commands] == [2, 4]
+    assert (paths.checkpoints / "step_4" / CHECKPOINT_FILE).is_file()  # saved just before exit
+
+
+def test_a_failing_verl_run_is_one_clear_error_with_its_last_lines(tmp_path):
+    paths = RunPaths(tmp_path)
+    with pytest.raises(MarsError, match=r"verl exited with code 3; .*finished"):
+        launch.train(
+            fake_verl_command(paths, 3),
+            launch.launch_environment(paths),
+            paths,
+            publisher_for(tmp_path, FakeMerger()),
+            poll_seconds=0.05,
+            echo=None,
+        )
+    # what was saved before the failure is still published
+    assert (paths.checkpoints / "step_4" / CHECKPOINT_FILE).is_file()
+
+
+def test_verls_real_merger_turns_an_fsdp_actor_into_a_hugging_face_model(tmp_path):
+    pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.tiny_model import ensure_tiny_model
+
+    source = ensure_tiny_model()
+    model = AutoModelForCausalLM.from_pretrained(source)
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    trained = next(name for name in state if name.endswith("mlp.down_proj.weight"))
+    state[trained] += 0.25  # "training" changed this weight; the merge must carry it
+    paths = RunPaths(tmp_path)
+    actor = save_verl_step(paths.verl_checkpoints, 3)
+    # verl's single-rank FSDP layout: the rank's state dict, the world size, and the HF config
+    # and tokenizer (no weights) under huggingface/.
+    torch.save(state, actor / "model_world_size_1_rank_0.pt")
+    (actor / "fsdp_config.json").write_text(json.dumps({"world_size": 1}))
+    shutil.copytree(source, actor / "huggingface", ignore=shutil.ignore_patterns("*.safetensors"))
+
+    # The merger needs no verl plugin; skipping them (ours loads Ray) saves seconds of start-up.
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    publisher = publisher_for(tmp_path, lambda command, log: run_logged(command, log, env))
+    assert publisher.publish_new() == [3], publisher.failures
+    step_dir = paths.checkpoints / "step_3"
+    merged = AutoModelForCausalLM.from_pretrained(step_dir).state_dict()
+    assert torch.allclose(
+        merged[trained].float(), state[trained].to(torch.bfloat16).float(), atol=0, rtol=0
+    )
+    assert (step_dir / "tokenizer_config.json").is_file()
+    assert json.loads((step_dir / CHECKPOINT_FILE).read_text())["step"] == 3
+    assert merge_command(actor, step_dir)[3:6] == ["merge", "--backend", "fsdp"]

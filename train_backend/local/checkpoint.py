@@ -1,0 +1,153 @@
+"""Checkpoints: the contract shared with `mars loop`, the dashboard and the verl backend.
+
+    RUN/checkpoints/step_N/            N = the number of updates made, no padding
+        config.json, model.safetensors, generation_config.json   the Hugging Face model
+        tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
+        trainer_state.pt               optimizer state, RNG states, step (for resume only)
+        checkpoint.json                {"step", "run_dir", "config", "metrics"}: written last
+
+The folder is built under a hidden temporary name (`.step_N.tmp-PID`) and renamed into place, so a
+reader that sees `step_N/` sees it whole; `checkpoint.json` is written last inside it as a second
+guard. A folder without `checkpoint.json` is never treated as a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import MarsError
+
+if TYPE_CHECKING:
+    from train_backend.local.policy import Policy
+
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_FILE = "checkpoint.json"
+TRAINER_STATE_FILE = "trainer_state.pt"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def checkpoints_root(run_path: Path) -> Path:
+    return Path(run_path) / CHECKPOINTS_DIR
+
+
+def checkpoint_path(run_path: Path, step: int) -> Path:
+    return checkpoints_root(run_path) / f"step_{step}"
+
+
+def list_checkpoints(run_path: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints (with checkpoint.json), by step ascending."""
+    root = checkpoints_root(run_path)
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        match = _STEP_DIR.match(child.name)
+        if match and (child / CHECKPOINT_FILE).is_file():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def latest_checkpoint(run_path: Path) -> tuple[int, Path] | None:
+    found = list_checkpoints(run_path)
+    return found[-1] if found else None
+
+
+def read_checkpoint(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(folder) / CHECKPOINT_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MarsError(f"cannot read {Path(folder) / CHECKPOINT_FILE}: {exc}") from exc
+
+
+def remove_partial(run_path: Path) -> None:
+    """Drop temporary folders left by a save that was killed half-way."""
+    root = checkpoints_root(run_path)
+    if root.is_dir():
+        for child in root.iterdir():
+            if child.name.startswith(".step_") and ".tmp-" in child.name:
+                shutil.rmtree(child, ignore_errors=True)
+
+
+def save_checkpoint(
+    run_path: Path,
+    step: int,
+    policy: Policy,
+    *,
+    trainer_state: dict[str, Any],
+    config: dict[str, Any],
+    metrics: dict[str, Any],
+) -> Path:
+    """Write `RUN/checkpoints/step_N/` atomically and return its path."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    root = checkpoints_root(run_path)
+    root.mkdir(parents=True, exist_ok=True)
+    final = checkpoint_path(run_path, step)
+    staging = root / f".step_{step}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        policy.model.save_pretrained(staging, safe_serialization=True)
+        policy.tokenizer.save_pretrained(staging)
+        _keep_tokenizer_class(Path(policy.source), staging)
+        torch.save(trainer_state, staging / TRAINER_STATE_FILE)
+        info = {
+            "step": step,
+            "run_dir": str(Path(run_path).resolve()),
+            "config": config,
+            "metrics": metrics,
+        }
+        (staging / CHECKPOINT_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        if final.exists():  # a resumed run saving the same step again: swap, then drop the old
+            old = root / f".step_{step}.old-{os.getpid()}"
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(final)
+    finally:
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def load_trainer_state(folder: Path) -> dict[str, Any]:
+    import torch
+
+    path = Path(folder) / TRAINER_STATE_FILE
+    if not path.is_file():
+        raise MarsError(f"{folder} has no {TRAINER_STATE_FILE}; it cannot be resumed from")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise MarsError(f"cannot read {path}: {exc}") from exc
+
+
+def _keep_tokenizer_class(source: Path, folder: Path) -> None:
+    """Name the tokenizer class the source folder named (e.g. one transformers 4.x also knows).
+
+    transformers 5 writes its own new class name, which older transformers (vLLM images) and
+    serving stacks may not resolve; the source's name loads in both.
+    """
+    source_config, saved_config = source / "tokenizer_config.json", folder / "tokenizer_config.json"
+    if not (source_config.is_file() and saved_config.is_file()):
+        return
+    wanted = json.loads(source_config.read_text()).get("tokenizer_class")
+    saved = json.loads(saved_config.read_text())
+    if wanted:
+        saved["tokenizer_class"] = wanted
+    for machine_specific in ("is_local", "local_files_only"):
+        saved.pop(machine_specific, None)
+    saved_config.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,164 @@
+"""The PPO-clip objective on per-token log-probabilities, and how those log-probs are computed.
+
+For completion token t of sequence i, with r = exp(logp - logp_old) and A_i the turn's advantage:
+
+    pg_t   = max(-A r, -A clip(r, 1 - eps, 1 + eps))             PPO clip (eps = clip_ratio)
+    pg_t   = min(pg_t, -A c)          when A < 0 and dual_clip c  dual clip: bounds the loss of a
+                                                                  negative-advantage token whose
+                                                                  ratio has grown very large
+    kl_t   = exp(ref - logp) - (ref - logp) - 1                   k3 estimate of KL(pi || ref)
+    loss_t = pg_t + kl_coef * kl_t
+
+    loss   = mean over sequences of (mean over the sequence's completion tokens of loss_t)
+
+("token mean per sequence, then mean over sequences", as MARSHAL's code does). `clip_frac` is the
+fraction of completion tokens whose clipped term was the larger one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+KL_CLAMP = 10.0  # per-token k3 values are capped, as verl does, so one outlier cannot dominate
+
+
+@dataclass
+class LossTerms:
+    loss: torch.Tensor  # differentiable; the sum over this batch's sequences / `num_sequences`
+    pg_loss: float  # same reduction, detached
+    kl: float
+    clip_frac_tokens: float  # clipped tokens (count), for a token-weighted fraction over batches
+    tokens: float  # completion tokens counted
+
+
+def sequence_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row mean over the masked positions; a row without tokens gives 0."""
+    return (values * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1)
+
+
+def k3_kl(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    log_ratio = ref_log_probs - log_probs
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, max=KL_CLAMP)
+
+
+def ppo_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_ratio: float = 0.2,
+    dual_clip: float | None = None,
+    ref_log_probs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    num_sequences: int | None = None,
+) -> LossTerms:
+    """The loss of a batch of sequences ([B, T] tensors; `advantages` is [B] or [B, T]).
+
+    `num_sequences` divides the per-sequence sum (default B): give the minibatch's size when a
+    minibatch is split into micro-batches whose gradients are accumulated.
+    """
+    import torch
+
+    mask = mask.to(log_probs.dtype)
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(log_probs)
+    advantages = advantages.to(log_probs.dtype)
+    ratio = torch.exp(log_probs - old_log_probs)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
+    pg = torch.maximum(unclipped, clipped)
+    was_clipped = (clipped > unclipped).to(log_probs.dtype)
+    if dual_clip is not None:
+        bounded = torch.minimum(pg, -advantages * dual_clip)
+        pg = torch.where(advantages < 0, bounded, pg)
+    per_token = pg
+    kl_value = 0.0
+    if ref_log_probs is not None:
+        kl = k3_kl(log_probs, ref_log_probs)
+        if kl_coef:
+            per_token = per_token + kl_coef * kl
+        kl_value = float(sequence_mean(kl.detach(), mask).sum())
+    denominator = num_sequences if num_sequences is not None else log_probs.shape[0]
+    loss = sequence_mean(per_token, mask).sum() / denominator
+    pg_value = float(sequence_mean(pg.detach(), mask).sum()) / denominator
+    return LossTerms(
+        loss=loss,
+        pg_loss=pg_value,
+        kl=kl_value / denominator,
+        clip_frac_tokens=float((was_clipped * mask).sum()),
+        tokens=float(mask.sum()),
+    )
+
+
+@dataclass
+class PackedBatch:
+    """Sequences (prompt + completion) left-padded so that every completion ends in the last column.
+
+    `targets[i, j]` is the token predicted at logit column j; `mask` marks completion tokens.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+    keep: int  # logits needed: the last `keep` positions
+
+
+def pack(
+    prompts: Sequence[list[int]], completions: Sequence[list[int]], pad_id: int
+) -> PackedBatch:
+    import torch
+
+    lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
+    keep = max(1, max(len(c) for c in completions))
+    width = max(*lengths, keep + 1)  # at least one column before the first predicting one
+    rows = len(prompts)
+    input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((rows, width), dtype=torch.long)
+    targets = torch.full((rows, keep), pad_id, dtype=torch.long)
+    mask = torch.zeros((rows, keep), dtype=torch.float32)
+    for row, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        sequence = prompt + completion
+        if sequence:
+            input_ids[row, width - len(sequence) :] = torch.tensor(sequence)
+            attention[row, width - len(sequence) :] = 1
+        if completion:
+            targets[row, keep - len(completion) :] = torch.tensor(completion)
+            mask[row, keep - len(completion) :] = 1.0
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    return PackedBatch(input_ids, attention, positions, targets, mask, keep)
+
+
+def token_log_probs(
+    model: PreTrainedModel, batch: PackedBatch, temperature: float = 1.0
+) -> torch.Tensor:
+    """log pi(token) for every completion position ([B, keep]; garbage where mask is 0).
+
+    The logits are divided by the sampling temperature (when > 0), so the ratio compares the
+    distributions the tokens were actually drawn from, as verl does. Logits are computed only for
+    the last `keep + 1` positions: the columns that predict completion tokens.
+    """
+    import torch
+
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+        logits_to_keep=batch.keep + 1,
+    )
+    logits = out.logits[:, :-1, :].float()  # column j predicts the token at width - keep + j
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    log_probs = torch.log_softmax(logits, dim=-1)
+    return log_probs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)

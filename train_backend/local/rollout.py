@@ -1,0 +1,203 @@
+"""Self-play rollouts with the policy in process: every game of a step plays at once, in lockstep.
+
+Each game runs through `games.engine.play_episode` with the policy in both seats, as a
+`FunctionPlayer` whose replies come from one `MicroBatcher`: all pending turns of all games are
+decoded as one batch. Records are exactly what `mars selfplay` writes (plus `step`); the token ids
+of every model call are kept, keyed by (game, episode seed, seat) in call order, so the update
+never re-tokenises text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from games.arena import run_episodes
+from games.engine import EpisodeOptions
+from games.players.llm import FunctionPlayer
+from games.selfplay import selfplay_record, turn_table
+from games.spec import GameSpec
+from harness.reasoning import split_reasoning
+from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.endpoint import Completion
+    from train_backend.local.policy import Message, Policy
+
+# Episode seeds: step s of a run with seed S plays seeds S * SEED_STRIDE + (s - 1) * games_per_step
+# + j for its j-th game of each kind, so no two steps share a seed and Kuhn deals cycle evenly.
+SEED_STRIDE = 10_000_000
+MAX_BATCH = 128
+
+TokenKey = tuple[str, int, int]  # (game, episode seed, seat)
+
+
+@dataclass(frozen=True)
+class TurnSample:
+    """One model call as a training sequence: the prompt's and the reply's token ids."""
+
+    game: str
+    episode: int
+    seat: int
+    turn: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+class PolicyResponder:
+    """Turns chats into batched generations and `Completion`s; remembers the token ids."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        batcher: MicroBatcher,
+        *,
+        max_new_tokens: int,
+        max_context_tokens: int,
+        keep_tokens: bool,
+    ) -> None:
+        self.policy = policy
+        self.batcher = batcher
+        self.max_new_tokens = max_new_tokens
+        self.max_context_tokens = max_context_tokens
+        self.keep_tokens = keep_tokens
+        self.tokens: dict[TokenKey, list[tuple[list[int], list[int]]]] = {}
+        self.generated_tokens = 0
+
+    def player(self, game: str, name: str = "policy") -> FunctionPlayer:
+        async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
+            return await self._respond(game, messages, seat, seed)
+
+        return FunctionPlayer(respond, name=name)
+
+    async def _respond(
+        self, game: str, messages: list[Message], seat: int, seed: int
+    ) -> Completion:
+        from harness.endpoint import Completion, Usage
+
+        started = time.perf_counter()
+        prompt_ids = self.policy.encode_chat(messages)
+        # A seat's chat may not outgrow max_context_tokens (the config's max_game_tokens); a turn
+        # with no room left gets an empty reply, which the game scores as invalid.
+        room = min(self.max_new_tokens, self.max_context_tokens - len(prompt_ids))
+        generated = await self.batcher.submit(prompt_ids, max(0, room))
+        ids = generated.completion_ids
+        self.generated_tokens += len(ids)
+        if self.keep_tokens:
+            self.tokens.setdefault((game, seed, seat), []).append((prompt_ids, ids))
+        text, reasoning = split_reasoning(self.policy.decode(ids))
+        return Completion(
+            text=text,
+            reasoning=reasoning,
+            finish_reason="stop" if generated.stopped else "length",
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(ids)),
+            latency_s=time.perf_counter() - started,
+        )
+
+
+def make_responder(
+    policy: Policy,
+    sampling: Sampling,
+    *,
+    generator: torch.Generator | None,
+    max_new_tokens: int,
+    max_context_tokens: int,
+    keep_tokens: bool,
+    max_batch: int = MAX_BATCH,
+) -> PolicyResponder:
+    batcher = MicroBatcher(
+        lambda requests: generate_batch(policy, requests, sampling, generator),
+        max_batch=max_batch,
+    )
+    return PolicyResponder(
+        policy,
+        batcher,
+        max_new_tokens=max_new_tokens,
+        max_context_tokens=max_context_tokens,
+        keep_tokens=keep_tokens,
+    )
+
+
+def games_for_step(specs: Sequence[GameSpec], games_per_step: int) -> dict[str, int]:
+    """How many games of each kind a step plays: round-robin over the mix."""
+    counts = dict.fromkeys((spec.name for spec in specs), 0)
+    for index in range(games_per_step):
+        counts[specs[index % len(specs)].name] += 1
+    return counts
+
+
+def first_seed(run_seed: int, step: int, games_per_step: int) -> int:
+    return run_seed * SEED_STRIDE + (step - 1) * games_per_step
+
+
+@dataclass
+class StepRollout:
+    records: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the turn table (one row per model call), aligned with samples
+    samples: list[TurnSample]
+    generated_tokens: int
+    seconds: float
+    generate_calls: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def play_step(
+    responder: PolicyResponder,
+    specs: Sequence[GameSpec],
+    *,
+    step: int,
+    run_seed: int,
+    games_per_step: int,
+    options: EpisodeOptions,
+) -> StepRollout:
+    """Play one step's self-play games (all at once) and collect records, turn rows and tokens."""
+    started = time.perf_counter()
+    counts = games_for_step(specs, games_per_step)
+    base = first_seed(run_seed, step, games_per_step)
+    records: list[dict[str, Any]] = []
+
+    def to_record(result: Any) -> dict[str, Any]:
+        record = selfplay_record(result)
+        record["step"] = step
+        return record
+
+    async def play_game(spec: GameSpec) -> None:
+        model = responder.player(spec.name)
+        jobs = [(base + j, (model, model), to_record) for j in range(counts[spec.name])]
+        await run_episodes(
+            spec,
+            jobs,
+            options=options,
+            concurrency=max(1, len(jobs)),
+            sink=None,
+            on_record=records.append,
+        )
+
+    await asyncio.gather(*(play_game(spec) for spec in specs if counts[spec.name]))
+    # Same order whatever order games finished in: by game (as listed), then seed.
+    order = {spec.name: index for index, spec in enumerate(specs)}
+    records.sort(key=lambda r: (order[r["game"]], r["seed"]))
+    rows = turn_table(records)
+    samples = []
+    for row in rows:
+        prompt_ids, completion_ids = responder.tokens[(row["game"], row["episode"], row["seat"])][
+            row["turn"]
+        ]
+        samples.append(
+            TurnSample(
+                row["game"], row["episode"], row["seat"], row["turn"], prompt_ids, completion_ids
+            )
+        )
+    return StepRollout(
+        records=records,
+        rows=rows,
+        samples=samples,
+        generated_tokens=responder.generated_tokens,
+        seconds=time.perf_counter() - started,
+        generate_calls=responder.batcher.calls,
+    )

@@ -1,0 +1,79 @@
+"""The training run's logs beside run.json: metrics.jsonl, records.jsonl and evals/step_N.jsonl.
+
+A resumed run continues from its last checkpoint, so every line written after that checkpoint
+(a step that ran but was never saved) is dropped first: step numbers continue without duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+EVALS_DIR = "evals"
+
+
+def metrics_path(run_path: Path) -> Path:
+    return Path(run_path) / METRICS_FILE
+
+
+def eval_records_path(run_path: Path, step: int) -> Path:
+    return Path(run_path) / EVALS_DIR / f"step_{step}.jsonl"
+
+
+def append_lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """Every well-formed JSON object line; a line cut short by a kill is skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def _keep_until(path: Path, step: int) -> None:
+    if not path.exists():
+        return
+    kept = [row for row in read_lines(path) if _step_of(row) is not None and _step_of(row) <= step]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for row in kept:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _step_of(row: dict[str, Any]) -> int | None:
+    value = row.get("step")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def truncate_after(run_path: Path, step: int, records_path: Path) -> None:
+    """Drop metrics, self-play records and eval records of steps after `step`."""
+    _keep_until(metrics_path(run_path), step)
+    _keep_until(records_path, step)
+    evals = Path(run_path) / EVALS_DIR
+    if evals.is_dir():
+        for child in evals.glob("step_*.jsonl"):
+            number = child.stem.removeprefix("step_")
+            if number.isdigit() and int(number) > step:
+                child.unlink()

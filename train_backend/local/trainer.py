@@ -1,0 +1,501 @@
+"""The embedded CPU self-play trainer (`mars train --backend local`).
+
+One step:
+1. rollout: `games_per_step` self-play games (round-robin over `config.games`) played at once with
+   the policy in both seats, all pending turns decoded as one batch, sampling at the configured
+   temperature / top-p / top-k;
+2. advantages: `compute_advantages` over the step's table of turns with the chosen estimator; each
+   turn's advantage applies to every token of its reply;
+3. update: each model call is one training sequence (its prompt + its reply; only reply tokens
+   carry loss). PPO-clip with dual clip and an optional k3 KL to the frozen initial model, token
+   mean per sequence then mean over sequences; `ppo_epochs` passes over the turns in minibatches
+   of `minibatch_turns` (one AdamW update each), gradients clipped to `grad_clip`;
+4. every `eval_every` steps: greedy arena evaluation against each game's opponents;
+5. one line in metrics.jsonl, the step's records in records.jsonl, and every `save_every` steps
+   (and at the end) a checkpoint.
+
+The learning rate is a function of the step (linear warm-up over `warmup_steps`, then cosine decay
+over the remaining steps, or constant), set before each step's update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from games.engine import EpisodeOptions
+from games.episode import SEAT_NAMES
+from games.selfplay import TURN_COLUMNS
+from games.spec import GameSpec, get_game
+from harness.errors import MarsError
+from harness.runstore import RunDir
+from train_backend.advantage import ESTIMATORS, compute_advantages
+from train_backend.config import TrainConfig
+from train_backend.local import checkpoint, runlog
+from train_backend.local.batcher import GREEDY, Sampling
+from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
+from train_backend.local.policy import Policy, load_policy, resolve_model_path
+from train_backend.local.ppo import pack, ppo_loss, token_log_probs
+from train_backend.local.rollout import StepRollout, TurnSample, make_responder, play_step
+
+if TYPE_CHECKING:
+    import torch
+
+# Padded tokens per forward/backward micro-batch (rows x width); a minibatch larger than this is
+# split and its gradients accumulated, which changes no number, only the peak memory.
+MICRO_BATCH_TOKENS = 16_384
+
+
+def learning_rate_at(step: int, config: TrainConfig) -> float:
+    """The learning rate of update `step` (1-based)."""
+    base = config.learning_rate
+    if config.warmup_steps and step <= config.warmup_steps:
+        return base * step / config.warmup_steps
+    if config.lr_schedule == "constant":
+        return base
+    decay_steps = max(1, config.steps - config.warmup_steps)
+    progress = (step - config.warmup_steps - 1) / decay_steps  # 0 right after warm-up, < 1 at end
+    return base * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def check_games_and_estimator(config: TrainConfig) -> list[GameSpec]:
+    """Fail fast on bad names (any backend): games, estimator and its options."""
+    specs = [get_game(name) for name in config.games]
+    if len({spec.name for spec in specs}) != len(specs):
+        raise MarsError(f"--games lists a game twice: {', '.join(config.games)}")
+    if config.estimator not in ESTIMATORS:
+        raise MarsError(
+            f"unknown estimator {config.estimator!r}; choose one of: {', '.join(ESTIMATORS)}"
+        )
+    empty: dict[str, list[Any]] = {column: [] for column in TURN_COLUMNS}
+    compute_advantages(empty, config.estimator, **config.estimator_options)  # checks options
+    return specs
+
+
+def check_config(config: TrainConfig) -> list[GameSpec]:
+    """Everything the local backend needs to hold before it starts."""
+    specs = check_games_and_estimator(config)
+    if config.group_size != 1:
+        raise MarsError(
+            "the local backend plays every game from its own seed (group_size 1); "
+            f"got group_size {config.group_size}"
+        )
+    episode_options(config)
+    return specs
+
+
+def episode_options(config: TrainConfig) -> EpisodeOptions:
+    return EpisodeOptions(prompt_style=config.prompt_style, invalid=config.invalid)
+
+
+def sampling_of(config: TrainConfig) -> Sampling:
+    return Sampling(temperature=config.temperature, top_p=config.top_p, top_k=config.top_k)
+
+
+def _step_generator(seed: int, step: int, stream: int) -> torch.Generator:
+    import torch
+
+    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 16 + stream)
+
+
+@dataclass
+class UpdateStats:
+    loss: float = 0.0
+    pg_loss: float = 0.0
+    kl: float = 0.0
+    clip_frac: float = 0.0
+    grad_norm: float = 0.0
+    updates: int = 0
+    sequences: int = 0
+
+
+class LocalTrainer:
+    def __init__(
+        self,
+        config: TrainConfig,
+        run: RunDir,
+        *,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.config = config
+        self.run = run
+        self.log = log
+        self.specs = check_config(config)
+        self.pairs: list[EvalPair] = (
+            eval_pairs(self.specs, config.eval_opponents) if config.eval_every else []
+        )
+        self.options = episode_options(config)
+        self.start_step = 0
+        self.model_source = resolve_model_path(config.model)
+        self.policy: Policy
+        self.reference: Any = None
+        self.optimizer: Any = None
+        self.last_metrics: dict[str, Any] = {}
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def load(self, policy: Policy | None = None) -> None:
+        """Load the policy (from the last checkpoint when resuming), reference and optimizer.
+
+        `policy`: the model already loaded from `config.model` (used unless resuming).
+        """
+        import torch
+
+        checkpoint.remove_partial(self.run.path)
+        latest = checkpoint.latest_checkpoint(self.run.path)
+        state: dict[str, Any] | None = None
+        if latest is not None:
+            self.start_step, folder = latest
+            self.policy = load_policy(folder)
+            state = checkpoint.load_trainer_state(folder)
+            self.last_metrics = checkpoint.read_checkpoint(folder).get("metrics") or {}
+            self.log(f"resuming from {folder} (step {self.start_step})")
+        else:
+            self.policy = policy or load_policy(self.model_source)
+        runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
+        if self.config.kl_coef > 0:
+            reference = load_policy(self.model_source).model
+            reference.requires_grad_(False)
+            self.reference = reference
+        # Dropout stays off (eval mode) in the update too, so the log-probs the loss compares are
+        # those of the policy that sampled.
+        self.policy.model.eval()
+        self.optimizer = torch.optim.AdamW(
+            self.policy.model.parameters(),
+            lr=self.config.learning_rate,
+            weight_decay=self.config.weight_decay,
+        )
+        if state is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """Run the remaining steps; returns the summary (also written to summary.json)."""
+        import torch
+
+        config = self.config
+        if self.start_step >= config.steps:
+            self.log(f"nothing to do: {self.start_step} of {config.steps} steps already done")
+        for step in range(self.start_step + 1, config.steps + 1):
+            started = time.perf_counter()
+            lr = learning_rate_at(step, config)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            rollout = self.rollout(step)
+            advantages = self.step_advantages(rollout)
+            update_started = time.perf_counter()
+            stats = self.update(rollout.samples, advantages, step)
+            update_s = time.perf_counter() - update_started
+            metrics = step_metrics(step, rollout, advantages, stats, lr=lr)
+            metrics["update_s"] = round(update_s, 3)
+            eval_records: list[dict[str, Any]] = []
+            if config.eval_every and (step % config.eval_every == 0 or step == config.steps):
+                eval_started = time.perf_counter()
+                eval_metrics, eval_records = self._evaluate(step)
+                metrics.update(eval_metrics)
+                metrics["eval_s"] = round(time.perf_counter() - eval_started, 3)
+            metrics["seconds_per_step"] = round(time.perf_counter() - started, 3)
+            self.run.append_many(rollout.records)
+            runlog.append_lines(runlog.eval_records_path(self.run.path, step), eval_records)
+            runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
+            self.last_metrics = metrics
+            self.log(progress_line(metrics, config.steps))
+            if step % config.save_every == 0 or step == config.steps:
+                path = checkpoint.save_checkpoint(
+                    self.run.path,
+                    step,
+                    self.policy,
+                    trainer_state={
+                        "step": step,
+                        "optimizer": self.optimizer.state_dict(),
+                        "torch_rng": torch.get_rng_state(),
+                    },
+                    config=config.model_dump(mode="json"),
+                    metrics=metrics,
+                )
+                self.log(f"checkpoint: {path}")
+        summary = {
+            "steps": config.steps,
+            "last_step": max(self.start_step, config.steps),
+            "checkpoints": [str(p) for _, p in checkpoint.list_checkpoints(self.run.path)],
+            "last_metrics": self.last_metrics,
+        }
+        self.run.write_summary(summary)
+        return summary
+
+    def rollout(self, step: int) -> StepRollout:
+        config = self.config
+        responder = make_responder(
+            self.policy,
+            sampling_of(config),
+            generator=_step_generator(config.seed, step, 0),
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_game_tokens,
+            keep_tokens=True,
+        )
+        return asyncio.run(
+            play_step(
+                responder,
+                self.specs,
+                step=step,
+                run_seed=config.seed,
+                games_per_step=config.games_per_step,
+                options=self.options,
+            )
+        )
+
+    def step_advantages(self, rollout: StepRollout) -> np.ndarray:
+        if not rollout.rows:
+            return np.zeros(0)
+        table = {column: [row[column] for row in rollout.rows] for column in TURN_COLUMNS}
+        return compute_advantages(table, self.config.estimator, **self.config.estimator_options)
+
+    def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        config = self.config
+        responder = make_responder(
+            self.policy,
+            GREEDY,
+            generator=None,
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_game_tokens,
+            keep_tokens=False,
+        )
+        return asyncio.run(
+            evaluate(
+                responder,
+                self.pairs,
+                episodes=config.eval_episodes,
+                options=self.options,
+                step=step,
+            )
+        )
+
+    # -- the update -----------------------------------------------------------------------------
+
+    def update(
+        self, samples: Sequence[TurnSample], advantages: np.ndarray, step: int
+    ) -> UpdateStats:
+        import torch
+
+        config = self.config
+        # A turn with advantage 0 adds no policy gradient; without a KL term it adds nothing.
+        chosen = [
+            i
+            for i, sample in enumerate(samples)
+            if sample.completion_ids and (config.kl_coef > 0 or advantages[i] != 0.0)
+        ]
+        stats = UpdateStats(sequences=len(chosen))
+        if not chosen:
+            return stats
+        batch_samples = [samples[i] for i in chosen]
+        batch_advantages = torch.tensor(advantages[chosen], dtype=torch.float32)
+        size = min(config.minibatch_turns, len(chosen))
+        minibatches_per_epoch = math.ceil(len(chosen) / size)
+        total_updates = config.ppo_epochs * minibatches_per_epoch
+        model = self.policy.model
+        temperature = config.temperature
+        # With a single update, the old policy is the current one: its log-probs are the detached
+        # ones of the same forward pass. Otherwise they are computed once, before any update.
+        old = self.sequence_log_probs(model, batch_samples) if total_updates > 1 else None
+        reference = (
+            self.sequence_log_probs(self.reference, batch_samples)
+            if self.reference is not None
+            else None
+        )
+        order_generator = _step_generator(config.seed, step, 1)
+        clipped_tokens = tokens = 0.0
+        for _ in range(config.ppo_epochs):
+            order = torch.randperm(len(chosen), generator=order_generator).tolist()
+            for start in range(0, len(order), size):
+                minibatch = order[start : start + size]
+                self.optimizer.zero_grad(set_to_none=True)
+                loss_sum = pg_sum = kl_sum = 0.0
+                for micro in _micro_batches(minibatch, batch_samples):
+                    packed = pack(
+                        [batch_samples[i].prompt_ids for i in micro],
+                        [batch_samples[i].completion_ids for i in micro],
+                        self.policy.pad_id,
+                    )
+                    log_probs = token_log_probs(model, packed, temperature)
+                    old_lp = (
+                        _aligned(old, micro, packed.keep) if old is not None else log_probs.detach()
+                    )
+                    ref_lp = (
+                        _aligned(reference, micro, packed.keep) if reference is not None else None
+                    )
+                    terms = ppo_loss(
+                        log_probs,
+                        old_lp,
+                        batch_advantages[micro],
+                        packed.mask,
+                        clip_ratio=config.clip_ratio,
+                        dual_clip=config.dual_clip,
+                        ref_log_probs=ref_lp,
+                        kl_coef=config.kl_coef,
+                        num_sequences=len(minibatch),
+                    )
+                    terms.loss.backward()
+                    loss_sum += float(terms.loss.detach())
+                    pg_sum += terms.pg_loss
+                    kl_sum += terms.kl
+                    clipped_tokens += terms.clip_frac_tokens
+                    tokens += terms.tokens
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                self.optimizer.step()
+                stats.loss += loss_sum
+                stats.pg_loss += pg_sum
+                stats.kl += kl_sum
+                stats.grad_norm += float(grad_norm)
+                stats.updates += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        stats.loss /= stats.updates
+        stats.pg_loss /= stats.updates
+        stats.kl /= stats.updates
+        stats.grad_norm /= stats.updates
+        stats.clip_frac = clipped_tokens / tokens if tokens else 0.0
+        return stats
+
+    def sequence_log_probs(self, model: Any, samples: Sequence[TurnSample]) -> list[torch.Tensor]:
+        """Per sample, the log-prob of each reply token under `model` (no gradient)."""
+        import torch
+
+        out: list[torch.Tensor] = [torch.empty(0)] * len(samples)
+        with torch.no_grad():
+            for micro in _micro_batches(list(range(len(samples))), samples):
+                packed = pack(
+                    [samples[i].prompt_ids for i in micro],
+                    [samples[i].completion_ids for i in micro],
+                    self.policy.pad_id,
+                )
+                values = token_log_probs(model, packed, self.config.temperature)
+                for row, index in enumerate(micro):
+                    length = len(samples[index].completion_ids)
+                    out[index] = values[row, packed.keep - length :].clone()
+        return out
+
+
+def _micro_batches(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
+    """Split `indices` (sorted by length, to pad little) into chunks under MICRO_BATCH_TOKENS."""
+    ordered = sorted(
+        indices, key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids)
+    )
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for index in ordered:
+        length = len(samples[index].prompt_ids) + len(samples[index].completion_ids)
+        if current and max(width, length) * (len(current) + 1) > MICRO_BATCH_TOKENS:
+            chunks.append(current)
+            current, width = [], 0
+        current.append(index)
+        width = max(width, length)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _aligned(values: list[torch.Tensor], rows: list[int], keep: int) -> torch.Tensor:
+    """Right-align per-sample token values into a [len(rows), keep] tensor (zeros elsewhere)."""
+    import torch
+
+    out = torch.zeros((len(rows), keep))
+    for row, index in enumerate(rows):
+        length = values[index].shape[0]
+        if length:
+            out[row, keep - length :] = values[index]
+    return out
+
+
+def step_metrics(
+    step: int, rollout: StepRollout, advantages: np.ndarray, stats: UpdateStats, *, lr: float
+) -> dict[str, Any]:
+    """One metrics.jsonl line (the eval fields are added by the trainer at eval steps)."""
+    rows, records = rollout.rows, rollout.records
+    turns = len(rows)
+    invalid_turns = sum(1 for row in rows if not row["legal"])
+    metrics: dict[str, Any] = {
+        "step": step,
+        "lr": lr,
+        "loss": stats.loss,
+        "pg_loss": stats.pg_loss,
+        "kl": stats.kl,
+        "clip_frac": stats.clip_frac,
+        "grad_norm": stats.grad_norm,
+        "optimizer_updates": stats.updates,
+        "trained_turns": stats.sequences,
+        "episodes": len(records),
+        "turns": turns,
+        "reward_mean": float(np.mean([row["reward"] for row in rows])) if rows else 0.0,
+        "advantage_mean": float(advantages.mean()) if advantages.size else 0.0,
+        "advantage_std": float(advantages.std()) if advantages.size else 0.0,
+        "invalid_rate": invalid_turns / turns if turns else 0.0,
+        "invalid_episode_rate": (
+            sum(1 for r in records if r["invalid_seat"] is not None) / len(records)
+            if records
+            else 0.0
+        ),
+        "completion_tokens_mean": (
+            float(np.mean([row["tokens"] for row in rows])) if rows else 0.0
+        ),
+        "generated_tokens": rollout.generated_tokens,
+        "generate_calls": rollout.generate_calls,
+        "rollout_s": round(rollout.seconds, 3),
+        "tokens_per_s": rollout.generated_tokens / rollout.seconds if rollout.seconds else 0.0,
+    }
+    games = sorted({r["game"] for r in records})
+    for game in games:
+        mine = [r for r in records if r["game"] == game]
+        for seat, seat_name in enumerate(SEAT_NAMES):
+            metrics[f"return_mean/{game}/{seat_name}"] = float(
+                np.mean([r["returns"][seat] for r in mine])
+            )
+            metrics[f"reward_mean/{game}/{seat_name}"] = float(
+                np.mean([r["rewards"][seat] for r in mine])
+            )
+    return metrics
+
+
+def progress_line(metrics: dict[str, Any], total_steps: int) -> str:
+    return (
+        f"step {metrics['step']}/{total_steps}  reward {metrics['reward_mean']:+.3f}  "
+        f"invalid {metrics['invalid_rate']:.3f}  loss {metrics['loss']:+.4f}  "
+        f"clip {metrics['clip_frac']:.3f}  {metrics['tokens_per_s']:.0f} tok/s  "
+        f"{metrics['seconds_per_step']:.1f} s"
+    )
+
+
+def train_local(
+    config: TrainConfig,
+    run: RunDir,
+    *,
+    command: list[str],
+    log: Callable[[str], None] = print,
+    policy: Policy | None = None,
+) -> dict[str, Any]:
+    """Train into `run` (resuming from its last checkpoint); marks the run interrupted on Ctrl-C.
+
+    `policy`: the model of `config.model`, already loaded (ignored when a checkpoint exists).
+    """
+    trainer = LocalTrainer(config, run, log=log)
+    trainer.load(policy)
+    run.start(
+        command=command,
+        config=config.model_dump(mode="json"),
+        model=trainer.model_source,
+        seeds={"seed": config.seed},
+    )
+    try:
+        summary = trainer.train()
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    run.finish("completed")
+    return summary

@@ -1,0 +1,190 @@
+"""From verl's sharded checkpoints to the run's Hugging Face checkpoints that `mars loop` watches.
+
+verl saves the actor under `<default_local_dir>/global_step_N/actor/` and then writes
+`latest_checkpointed_iteration.txt`, so every step up to the number in that file is complete. For
+each such step the publisher runs verl's merger into a hidden staging folder
+
+    python -m verl.model_merger merge --backend fsdp --local_dir .../global_step_N/actor \
+        --target_dir RUN/checkpoints/.step_N.tmp-PID
+
+writes `checkpoint.json` into it last, and renames it to `RUN/checkpoints/step_N/`: the layout of
+`train_backend.local.checkpoint` (the contract shared with `mars loop` and the dashboard), where a
+folder without `checkpoint.json` is never a checkpoint. Steps already published are skipped, so a
+resumed run publishes only what is new.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from train_backend.local.checkpoint import CHECKPOINT_FILE
+
+CHECKPOINT_SCHEMA_VERSION = 1
+LATEST_FILE = "latest_checkpointed_iteration.txt"
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+# (command, log file) -> exit code
+Runner = Callable[[list[str], Path], int]
+
+
+def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) -> list[str]:
+    return [
+        python or sys.executable,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        "fsdp",
+        "--local_dir",
+        str(actor_dir),
+        "--target_dir",
+        str(target_dir),
+    ]
+
+
+def run_logged(command: list[str], log_path: Path, env: dict[str, str] | None = None) -> int:
+    """Run `command` with its output in `log_path`; its exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        log.write(f"$ {' '.join(command)}\n".encode())
+        log.flush()
+        try:
+            return subprocess.run(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            ).returncode
+        except OSError as exc:
+            log.write(f"cannot start: {exc}\n".encode())
+            return 127
+
+
+def latest_saved_step(verl_checkpoints: Path) -> int | None:
+    try:
+        text = (verl_checkpoints / LATEST_FILE).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def saved_steps(verl_checkpoints: Path) -> list[int]:
+    """Steps whose actor checkpoint verl has finished writing, ascending."""
+    latest = latest_saved_step(verl_checkpoints)
+    if latest is None or not verl_checkpoints.is_dir():
+        return []
+    steps = []
+    for entry in verl_checkpoints.iterdir():
+        match = _STEP_DIR.match(entry.name)
+        if match and int(match.group(1)) <= latest and (entry / "actor").is_dir():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class CheckpointPublisher:
+    """Merges each finished verl step into `checkpoints/step_N/` and marks it done."""
+
+    def __init__(
+        self,
+        *,
+        run_dir: Path,
+        verl_checkpoints: Path,
+        checkpoints: Path,
+        logs: Path,
+        details: dict[str, Any] | None = None,
+        metrics_file: Path | None = None,
+        runner: Runner = run_logged,
+    ) -> None:
+        self.run_dir = run_dir
+        self.verl_checkpoints = verl_checkpoints
+        self.checkpoints = checkpoints
+        self.logs = logs
+        self.details = dict(details or {})  # e.g. the training config, the base model
+        self.metrics_file = metrics_file
+        self.runner = runner
+        self.failures: dict[int, str] = {}
+
+    def step_dir(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}"
+
+    def is_published(self, step: int) -> bool:
+        return (self.step_dir(step) / CHECKPOINT_FILE).is_file()
+
+    def publish_new(self) -> list[int]:
+        """Publish every finished step not yet published (failed ones are not retried)."""
+        done = []
+        for step in saved_steps(self.verl_checkpoints):
+            if self.is_published(step) or step in self.failures:
+                continue
+            if self.publish(step):
+                done.append(step)
+        return done
+
+    def publish(self, step: int) -> bool:
+        actor_dir = self.verl_checkpoints / f"global_step_{step}" / "actor"
+        final = self.step_dir(step)
+        staging = self.checkpoints / f".step_{step}.tmp-{os.getpid()}"
+        log_path = self.logs / f"merge-step_{step}.log"
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        code = self.runner(merge_command(actor_dir, staging), log_path)
+        if code != 0 or not (staging / "config.json").is_file():
+            shutil.rmtree(staging, ignore_errors=True)
+            why = f"exited with code {code}" if code != 0 else "wrote no model"
+            self.failures[step] = f"the merger {why} (log: {log_path})"
+            return False
+        record = {
+            "schema_version": CHECKPOINT_SCHEMA_VERSION,
+            "step": step,
+            "run_dir": str(self.run_dir),
+            "source": "verl",
+            "model_dir": str(final),
+            "verl_actor_dir": str(actor_dir),
+            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "metrics": self.logged_metrics(step),
+            **self.details,
+        }
+        _write_json_atomic(staging / CHECKPOINT_FILE, record)
+        if final.exists():  # a merge that died before its checkpoint.json: replace it
+            shutil.rmtree(final)
+        staging.rename(final)
+        return True
+
+    def logged_metrics(self, step: int) -> dict[str, Any]:
+        """What verl's file logger has recorded for `step` so far ({} if nothing yet)."""
+        if self.metrics_file is None:
+            return {}
+        try:
+            lines = self.metrics_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return {}
+        for line in reversed(lines):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("step") == step:
+                data = entry.get("data")
+                return data if isinstance(data, dict) else {}
+        return {}

@@ -1,0 +1,65 @@
+"""Check an override list against verl's installed config files, the way main_ppo will read it.
+
+`compose_verl_config` composes `ppo_trainer` from verl's own config directory with Hydra's compose
+API (the same files and grammar `python -m verl.trainer.main_ppo` uses), then runs verl's own
+`validate_config` on the result. Any failure becomes one MarsError line naming the cause.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from harness.errors import MarsError
+
+CONFIG_NAME = "ppo_trainer"
+
+
+def verl_config_dir() -> Path:
+    import verl
+
+    return Path(verl.__file__).resolve().parent / "trainer" / "config"
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines) or type(exc).__name__
+
+
+def compose_verl_config(overrides: list[str]):  # -> omegaconf.DictConfig
+    """verl's `ppo_trainer` config with `overrides` applied, validated as main_ppo validates it."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+            config = compose(config_name=CONFIG_NAME, overrides=overrides)
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        raise MarsError(f"verl rejects the overrides: {_one_line(exc)}") from exc
+    finally:
+        GlobalHydra.instance().clear()
+    _validate(config)
+    return config
+
+
+def _validate(config) -> None:  # config: omegaconf.DictConfig
+    from omegaconf.errors import OmegaConfBaseException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    try:
+        with warnings.catch_warnings():
+            # "Disabled critic as algorithm.adv_estimator != gae": intended, no critic here.
+            warnings.simplefilter("ignore", UserWarning)
+            validate_config(
+                config=config,
+                use_reference_policy=need_reference_policy(config),
+                use_critic=need_critic(config),
+            )
+        omega_conf_to_dataclass(config.algorithm)
+        omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
+        raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc

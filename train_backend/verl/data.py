@@ -1,0 +1,79 @@
+"""The dataset verl reads: one parquet row per game to play.
+
+verl's `RLHFDataset` turns the `prompt` column (chat messages) into `raw_prompt` and hands every
+column of the row to the agent loop named in `agent_name`. Our loop renders its own prompts per
+seat as the game goes; `prompt` holds the opening of the first seat's chat (system prompt, rules,
+seat), which verl shows in its logs and length checks.
+
+Rows are ordered so that every training batch holds the games in equal shares (round robin), and
+each game's seeds count up from `seed`: Kuhn and Leduc deals are picked by `seed mod deals`, so
+consecutive seeds cover every deal evenly (docs/games.md). verl reads the file in order
+(`data.shuffle=false`), one epoch of exactly `steps` batches.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from games.prompts import seat_description, system_prompt
+from games.spec import get_game
+from harness.errors import MarsError
+from train_backend.config import TrainConfig
+from train_backend.verl import names
+
+
+def prompts_per_step(config: TrainConfig) -> int:
+    """Dataset rows per training step: each row is played `group_size` times (verl's rollout.n)."""
+    if config.games_per_step % config.group_size:
+        raise MarsError(
+            f"games_per_step ({config.games_per_step}) must be a multiple of group_size "
+            f"({config.group_size}): each step plays games_per_step / group_size seeds"
+        )
+    return config.games_per_step // config.group_size
+
+
+def opening_messages(game: str) -> list[dict[str, str]]:
+    spec = get_game(game)
+    rules = f"# Game rules\n{spec.rules}\n\n# Your seat\n{seat_description(spec, 0)}"
+    return [
+        {"role": "system", "content": system_prompt(spec)},
+        {"role": "user", "content": rules},
+    ]
+
+
+def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
+    games = [get_game(name).name for name in config.games]
+    if len(set(games)) != len(games):
+        raise MarsError(f"games are listed twice: {', '.join(config.games)}")
+    openings = {game: opening_messages(game) for game in games}
+    rows = []
+    played = dict.fromkeys(games, 0)
+    for index in range(config.steps * prompts_per_step(config)):
+        game = games[index % len(games)]
+        seed = config.seed + played[game]
+        played[game] += 1
+        rows.append(
+            {
+                "data_source": f"mars/{game}",
+                "agent_name": names.AGENT_LOOP_NAME,
+                "prompt": openings[game],
+                "game": game,
+                "seed": seed,
+                "prompt_style": config.prompt_style,
+                "invalid": config.invalid,
+                "extra_info": {"index": index, "game": game, "seed": seed},
+            }
+        )
+    return rows
+
+
+def write_dataset(config: TrainConfig, path: Path) -> Path:
+    """Write the training games to `path` (parquet) and return it."""
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pd.DataFrame(game_rows(config)).to_parquet(tmp, index=False)
+    tmp.replace(path)
+    return path

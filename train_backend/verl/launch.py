@@ -1,0 +1,188 @@
+"""`mars train --backend verl`: prepare the run, check it against verl's config, launch, publish.
+
+    RUN/verl/data/games.parquet   the games to play (data.py)
+    RUN/verl/command.sh           the exact command, runnable by hand
+    RUN/verl/checkpoints/         verl's own checkpoints (resume state)
+    RUN/verl/metrics.jsonl        verl's metrics, one JSON line per step (its "file" logger);
+                                  a resumed run first moves the earlier file to metrics.attemptK
+    RUN/logs/verl.log             everything verl prints
+    RUN/logs/merge-step_N.log     each checkpoint merge
+    RUN/checkpoints/step_N/       Hugging Face model + checkpoint.json (checkpoints.py)
+
+With `dry_run` everything is prepared and checked and the command is printed; nothing runs.
+The caller (the CLI) owns run.json: `run_verl` neither starts nor finishes the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from harness.errors import MarsError
+from harness.runstore import RunDir
+from train_backend.config import TrainConfig
+from train_backend.verl.checkpoints import CheckpointPublisher
+from train_backend.verl.data import write_dataset
+from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
+
+POLL_SECONDS = 10.0
+STOP_GRACE_SECONDS = 30.0
+
+
+def require_verl() -> None:
+    if importlib.util.find_spec("verl") is None:
+        raise MarsError("verl is not installed; run `make setup-verl` (see docs/verl.md)")
+
+
+def main_ppo_command(overrides: Sequence[str], python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+
+def shell_line(command: Sequence[str], env: dict[str, str]) -> str:
+    assignments = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+    return " ".join([*assignments, shlex.join(command)])
+
+
+def launch_environment(paths: RunPaths) -> dict[str, str]:
+    """The driver's environment: the plugin, the metrics file, and this checkout importable."""
+    env = dict(os.environ)
+    env.update(worker_environment(paths))
+    source_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
+    require_verl()
+    paths = RunPaths(Path(run.path))
+    overrides = verl_overrides(config, paths)
+    write_dataset(config, paths.dataset)
+    check_overrides(overrides)
+    command = main_ppo_command(overrides)
+    line = shell_line(command, worker_environment(paths))
+    paths.command_file.write_text("#!/bin/sh\n" + line + "\n")
+    print(line)
+    if dry_run:
+        return
+    keep_earlier_metrics(paths.verl_metrics)
+    publisher = CheckpointPublisher(
+        run_dir=paths.root.resolve(),
+        verl_checkpoints=paths.verl_checkpoints,
+        checkpoints=paths.checkpoints,
+        logs=paths.logs,
+        details={"base_model": config.model, "config": config.model_dump(mode="json")},
+        metrics_file=paths.verl_metrics,
+    )
+    train(command, launch_environment(paths), paths, publisher)
+
+
+def keep_earlier_metrics(path: Path) -> Path | None:
+    """verl's file logger truncates its file; a resumed run keeps the earlier attempt's lines."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    attempt = 1
+    while (kept := path.with_name(f"{path.stem}.attempt{attempt}{path.suffix}")).exists():
+        attempt += 1
+    path.rename(kept)
+    return kept
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Compose and validate with verl's own config files; verl's chatter stays out of the way."""
+    from train_backend.verl.compose import compose_verl_config
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        compose_verl_config(overrides)
+
+
+def _tee(stream: IO[bytes], log_path: Path, echo: IO[str] | None) -> None:
+    with log_path.open("ab") as log:
+        for line in iter(stream.readline, b""):
+            log.write(line)
+            log.flush()
+            if echo is not None:
+                echo.write(line.decode(errors="replace"))
+                echo.flush()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+def _last_lines(path: Path, n: int = 5) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(line.strip() for line in lines[-n:] if line.strip()) or "(empty log)"
+
+
+def train(
+    command: Sequence[str],
+    env: dict[str, str],
+    paths: RunPaths,
+    publisher: CheckpointPublisher,
+    *,
+    poll_seconds: float = POLL_SECONDS,
+    echo: IO[str] | None = sys.stdout,
+) -> None:
+    """Run verl to the end, publishing each checkpoint as it lands; MarsError if anything failed."""
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    paths.verl_dir.mkdir(parents=True, exist_ok=True)
+    log_path = paths.logs / "verl.log"
+    with log_path.open("ab") as log:
+        log.write(f"$ {shlex.join(command)}\n".encode())
+    try:
+        process = subprocess.Popen(
+            list(command),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=paths.verl_dir,  # verl's relative outputs (traces, dumps) stay in the run
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise MarsError(f"cannot start verl ({command[0]}): {exc.strerror}") from exc
+    assert process.stdout is not None
+    tee = threading.Thread(target=_tee, args=(process.stdout, log_path, echo), daemon=True)
+    tee.start()
+    try:
+        while process.poll() is None:
+            publisher.publish_new()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(poll_seconds)
+    except BaseException:
+        _stop(process)
+        raise
+    finally:
+        tee.join(timeout=5)
+    publisher.publish_new()  # the last step is saved just before verl exits
+    if process.returncode != 0:
+        raise MarsError(
+            f"verl exited with code {process.returncode}; last lines of {log_path}: "
+            f"{_last_lines(log_path)}"
+        )
+    if publisher.failures:
+        failed = "; ".join(f"step {s}: {why}" for s, why in sorted(publisher.failures.items()))
+        raise MarsError(f"training finished but checkpoints were not published: {failed}")

@@ -1,0 +1,32 @@
+"""Names shared by the verl adapter's processes: registry keys and per-sample field names.
+
+Nothing here imports verl, so the launcher can build overrides without loading it.
+"""
+
+from __future__ import annotations
+
+# verl registries (agent loops, trainers, advantage estimators) are keyed by these names.
+AGENT_LOOP_NAME = "mars_selfplay"
+TRAINER_NAME = "mars"
+PLUGIN_MODULE = "train_backend.verl.plugin"
+
+# Our estimator name -> the name it is registered under in verl. verl already has a "grpo"
+# (one return per prompt group over the final output of each session), so ours gets a prefix.
+VERL_ESTIMATOR_NAMES: dict[str, str] = {
+    "marshal": "marshal",
+    "marshal_reference": "marshal_reference",
+    "no_turn_level": "no_turn_level",
+    "no_agent_norm": "no_agent_norm",
+    "grpo": "mars_grpo",
+}
+
+# Keys the agent loop writes into each output's `extra_fields` (one output per turn).
+GAME = "mars_game"
+SEED = "mars_seed"
+EPISODE = "mars_episode"  # unique per played game: the prompt uid and the rollout session
+GROUP = "mars_group"  # games replaying the same seed (the prompt uid): GRPO's group
+SEAT = "mars_seat"
+TURN = "mars_turn"  # index among the seat's own turns, from 0
+REWARD = "mars_reward"  # the turn's own shaped reward (verl's reward_score is overwritten)
+LEGAL = "mars_legal"
+ACTION = "mars_action"

@@ -1,0 +1,199 @@
+"""The Hydra overrides that turn verl's `ppo_trainer` config into a MARSHAL self-play run.
+
+`verl_overrides(config, paths)` maps each TrainConfig field to verl's key; the user's
+`verl.extra_overrides` come last, so they win. Nothing here imports verl: `compose.py` checks the
+result against verl's own config files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from games.engine import retries_allowed
+from harness.errors import MarsError
+from train_backend.config import TrainConfig
+from train_backend.verl import names
+from train_backend.verl.data import prompts_per_step
+
+# verl's dual clip bound must be > 1; a bound no ratio reaches turns it off.
+NO_DUAL_CLIP = 1.0e9
+SUPPORTED_OPTIONS = ("gamma", "scale")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where a verl run keeps its files inside the run directory."""
+
+    root: Path
+
+    @property
+    def verl_dir(self) -> Path:
+        return self.root / "verl"
+
+    @property
+    def dataset(self) -> Path:
+        return self.verl_dir / "data" / "games.parquet"
+
+    @property
+    def verl_checkpoints(self) -> Path:
+        return self.verl_dir / "checkpoints"
+
+    @property
+    def verl_metrics(self) -> Path:
+        return self.verl_dir / "metrics.jsonl"
+
+    @property
+    def command_file(self) -> Path:
+        return self.verl_dir / "command.sh"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+
+_BARE = re.compile(r"^[A-Za-z0-9_./:@+-]+$")
+
+
+def hydra_value(value: Any) -> str:
+    """A value in Hydra's override grammar; strings that need it are single-quoted."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    text = str(value)
+    if _BARE.match(text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def worker_environment(paths: RunPaths) -> dict[str, str]:
+    """Variables every verl process needs: the plugin to import, where metrics go."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": names.PLUGIN_MODULE,
+        "VERL_FILE_LOGGER_PATH": str(paths.verl_metrics.resolve()),
+    }
+
+
+def estimator_settings(config: TrainConfig) -> dict[str, Any]:
+    if config.estimator not in names.VERL_ESTIMATOR_NAMES:
+        raise MarsError(
+            f"unknown estimator {config.estimator!r} for the verl backend; choose one of: "
+            f"{', '.join(names.VERL_ESTIMATOR_NAMES)}"
+        )
+    options = dict(config.estimator_options)
+    unsupported = sorted(set(options) - set(SUPPORTED_OPTIONS))
+    if unsupported:
+        raise MarsError(
+            f"estimator option(s) {', '.join(unsupported)} cannot be passed through verl; "
+            f"the verl backend takes {', '.join(SUPPORTED_OPTIONS)}"
+        )
+    scale = options.get("scale", "mean_std")
+    if scale not in ("mean_std", "mean"):
+        raise MarsError(f"scale must be mean_std or mean, got {scale!r}")
+    return {
+        "algorithm.adv_estimator": names.VERL_ESTIMATOR_NAMES[config.estimator],
+        "algorithm.gamma": float(options.get("gamma", 1.0)),
+        "algorithm.norm_adv_by_std_in_grpo": scale == "mean_std",
+        "algorithm.use_kl_in_reward": False,
+    }
+
+
+def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
+    """Every key we set on verl's config, in a stable order (user extras excluded)."""
+    if config.model is None:
+        raise MarsError(
+            "the verl backend needs --model: a Hugging Face model folder or hub id "
+            "(the embedded tiny model is for the CPU trainer)"
+        )
+    retries_allowed(config.invalid)  # a bad --invalid fails here, not in a Ray worker
+    cluster = config.verl
+    prompts = prompts_per_step(config)
+    sequence_budget = config.max_game_tokens + config.max_new_tokens
+    dataset = str(paths.dataset.resolve())
+    rollout = "actor_rollout_ref.rollout"
+    actor = "actor_rollout_ref.actor"
+    settings: dict[str, Any] = {
+        **estimator_settings(config),
+        "data.train_files": dataset,
+        "data.val_files": dataset,
+        "data.train_batch_size": prompts,
+        "data.max_prompt_length": config.max_game_tokens,
+        "data.max_response_length": config.max_new_tokens,
+        "data.shuffle": False,
+        "data.seed": config.seed,
+        "actor_rollout_ref.model.path": config.model,
+        f"{actor}.optim.lr": config.learning_rate,
+        f"{actor}.optim.lr_warmup_steps": config.warmup_steps,
+        f"{actor}.optim.lr_scheduler_type": config.lr_schedule,
+        f"{actor}.optim.weight_decay": config.weight_decay,
+        f"{actor}.optim.clip_grad": config.grad_clip,
+        f"{actor}.grad_clip": config.grad_clip,
+        f"{actor}.clip_ratio": config.clip_ratio,
+        f"{actor}.clip_ratio_low": config.clip_ratio,
+        f"{actor}.clip_ratio_high": config.clip_ratio,
+        f"{actor}.clip_ratio_c": config.dual_clip if config.dual_clip is not None else NO_DUAL_CLIP,
+        f"{actor}.use_kl_loss": config.kl_coef > 0,
+        f"{actor}.kl_loss_coef": config.kl_coef,
+        f"{actor}.kl_loss_type": "low_var_kl",  # k3, as in the paper
+        f"{actor}.entropy_coeff": 0.0,
+        f"{actor}.loss_agg_mode": "seq-mean-token-mean",
+        f"{actor}.ppo_epochs": config.ppo_epochs,
+        # Rows are turns, not prompts: a mini-batch of `minibatch_turns` rows, at most one step.
+        f"{actor}.ppo_mini_batch_size": min(
+            prompts, max(1, config.minibatch_turns // config.group_size)
+        ),
+        f"{actor}.use_dynamic_bsz": True,
+        f"{actor}.ppo_max_token_len_per_gpu": sequence_budget,
+        f"{rollout}.name": cluster.rollout_engine,
+        f"{rollout}.n": config.group_size,
+        f"{rollout}.temperature": config.temperature,
+        f"{rollout}.top_p": config.top_p,
+        f"{rollout}.top_k": config.top_k if config.top_k > 0 else -1,
+        f"{rollout}.tensor_model_parallel_size": cluster.tensor_parallel_size,
+        f"{rollout}.gpu_memory_utilization": cluster.gpu_memory_utilization,
+        f"{rollout}.max_model_len": sequence_budget,
+        f"{rollout}.seed": config.seed,
+        f"{rollout}.agent.default_agent_loop": names.AGENT_LOOP_NAME,
+        # The agent loop scores every turn itself; verl's reward workers are never asked.
+        "reward.num_workers": 1,
+        "trainer.use_v1": True,
+        "trainer.v1.trainer_mode": names.TRAINER_NAME,
+        "trainer.total_epochs": 1,
+        "trainer.total_training_steps": config.steps,
+        "trainer.save_freq": config.save_every,
+        "trainer.test_freq": -1,
+        "trainer.val_before_train": False,
+        "trainer.n_gpus_per_node": cluster.n_gpus_per_node,
+        "trainer.nnodes": cluster.nnodes,
+        "trainer.default_local_dir": str(paths.verl_checkpoints.resolve()),
+        "trainer.project_name": "mars",
+        "trainer.experiment_name": paths.root.resolve().name,
+        "trainer.logger": ["console", "file"],
+        "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(paths),
+    }
+    if cluster.ray_address:
+        settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
+    return settings
+
+
+def verl_overrides(config: TrainConfig, paths: RunPaths) -> list[str]:
+    """The override list for `python -m verl.trainer.main_ppo`, user extras last."""
+    overrides = []
+    for key, value in verl_settings(config, paths).items():
+        if isinstance(value, dict):
+            inner = ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items())
+            overrides.append(f"{key}={{{inner}}}")
+        else:
+            overrides.append(f"{key}={hydra_value(value)}")
+    return overrides + list(config.verl.extra_overrides)
