@@ -45,7 +45,6 @@ SEATS = ("first", "second")
 TARGET_NON_LOSS = 0.9
 TARGET_MINUTES = 15.0
 REPO = Path(__file__).resolve().parents[1]
-CLI = "import harness.cli.train; from harness.cli.main import run; run()"
 
 
 def starting_model() -> tuple[str, str]:
@@ -67,7 +66,7 @@ def train_run(
     config_file = root / f"{estimator}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     command = [
-        sys.executable, "-c", CLI, "train",
+        sys.executable, "-m", "harness", "train",
         "--model", model,
         "--games", "tic_tac_toe",
         "--estimator", estimator,
@@ -218,7 +217,7 @@ def main() -> None:
     print(
         f"budget per run: {args.steps} steps x {args.games_per_step} games, lr {args.lr}, "
         f"warm-up {args.warmup}; seeds {seeds}; {args.eval_episodes} eval games per seat and "
-        f"opponent, greedy; {args.parallel} runs at a time, 1 thread each"
+        f"opponent, greedy and sampled; {args.parallel} runs at a time, 1 thread each"
     )
     start_dir = root / "start"
     start_dir.mkdir()

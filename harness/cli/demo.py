@@ -6,8 +6,10 @@ Each step prints what it does; the whole demo needs no download and no GPU.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -76,14 +78,21 @@ async def _chat_through_endpoint(base_url: str, model: str, identity: str) -> No
     )
 
 
+ARENA_FLAGS = ("--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
+               "--prompt-style", "compact", "--max-tokens", "48", "--temperature", "0")  # fmt: skip
+
+
 @app.command("demo")
 def demo(
-    out: Path = typer.Option(Path("runs/demo"), help="Where the demo's runs go."),
+    out: Path = typer.Option(None, help="Where the demo's runs go (default: runs/demo-TIME)."),
+    train_steps: int = typer.Option(12, help="Self-play training steps (updates)."),
+    arena_episodes: int = typer.Option(20, help="Arena episodes per seat for each model."),
 ) -> None:
-    """Build the tiny model, serve it on CPU, and talk to it through the endpoint layer."""
+    """The paper in miniature on CPU: serve, evaluate, pre-train, self-play train, re-evaluate."""
     from harness.servers import ModelServer
     from harness.tiny_model import ensure_tiny_model
 
+    out = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     _step("1. the embedded tiny model")
     model_dir = ensure_tiny_model()
     console.print(f"model: {model_dir}")
@@ -109,7 +118,74 @@ def demo(
         _mars("report", *eval_runs, "--save", str(out))
 
         _step("5. game arena: the tiny model against a random player")
-        _mars("arena", "--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
-              "--episodes", "10", "--prompt-style", "compact", "--max-tokens", "48",
-              "--run-dir", str(out / "arena-tic_tac_toe"), *target)  # fmt: skip
+        _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes),
+              "--run-dir", str(out / "arena-base"), *target)  # fmt: skip
     console.print("server stopped")
+
+    _step("6. format pre-training: answer <answer>ACTION</answer> with a legal move")
+    pretrained = _format_pretrained_model()
+    _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes), "--model", str(pretrained),
+          "--run-dir", str(out / "arena-pretrained"))  # fmt: skip
+
+    _step("7. self-play training on tic-tac-toe (turn-level, agent-normalised advantages)")
+    train_dir = out / "train"
+    _mars("train", "--backend", "local", "--model", str(pretrained), "--games", "tic_tac_toe",
+          "--estimator", "marshal", "--steps", str(train_steps), "--games-per-step", "32",
+          "--save-every", str(train_steps), "--eval-every", "0",
+          "--run-dir", str(train_dir))  # fmt: skip
+    trained = _latest_checkpoint(train_dir)
+
+    _step("8. serve the new checkpoint and evaluate it again")
+    _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes), "--model", str(trained),
+          "--run-dir", str(out / "arena-trained"))  # fmt: skip
+    _mars("eval", "--suite", "gsm8k,aqua", "--limit", "3", "--model", str(trained),
+          "--max-tokens", "64", "--run-dir", str(out / "eval-trained"), "--quiet")  # fmt: skip
+
+    _step("9. before / after")
+    _print_before_after(out)
+    console.print(f"all runs: {out}  (browse them with: mars dashboard --runs {out})")
+
+
+def _format_pretrained_model() -> Path:
+    """The format-pre-trained tiny model (cached after the first demo) and its legal-move rates."""
+    from train_backend.pretrain import ensure_pretrained_tiny_model, read_report
+
+    console.print("fine-tuning on transcripts of legal play (cached after the first run) ...")
+    folder = ensure_pretrained_tiny_model()
+    evaluation = read_report(folder).get("evaluation", {})
+    before, after = evaluation.get("legal_rate_before", {}), evaluation.get("legal_rate_after", {})
+    table = Table(title=f"legal-move rate on held-out positions ({folder})")
+    for column in ("game / prompt style", "before", "after"):
+        table.add_column(column)
+    for key in sorted(after):
+        table.add_row(key, f"{100 * before.get(key, 0):.0f}%", f"{100 * after[key]:.0f}%")
+    console.print(table)
+    return folder
+
+
+def _latest_checkpoint(train_dir: Path) -> Path:
+    from train_backend.local.checkpoint import latest_checkpoint
+
+    found = latest_checkpoint(train_dir)
+    if found is None:
+        raise MarsError(f"training wrote no checkpoint under {train_dir}")
+    return found[1]
+
+
+def _print_before_after(out: Path) -> None:
+    table = Table(title="tic-tac-toe vs random, greedy (first seat / second seat)")
+    for column in ("model", "win", "draw", "loss", "invalid moves", "normalised return"):
+        table.add_column(column)
+    for label, run in (("tiny model", "arena-base"), ("format pre-trained", "arena-pretrained"),
+                       ("self-play trained", "arena-trained")):  # fmt: skip
+        seats = json.loads((out / run / "summary.json").read_text())["seats"]
+        first, second = seats["first"], seats["second"]
+
+        def pair(key: str, scale: float = 100.0) -> str:
+            return f"{scale * first[key]:.0f} / {scale * second[key]:.0f}"  # noqa: B023
+
+        table.add_row(
+            label, pair("win"), pair("draw"), pair("loss"), pair("invalid_rate"),
+            pair("normalized_return", 1.0),
+        )  # fmt: skip
+    console.print(table)

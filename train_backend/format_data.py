@@ -1,0 +1,206 @@
+"""Synthetic transcripts of legal play, for teaching a small model the reply format.
+
+Positions come from whole games played by classic bots ("teachers": `random`, `mcts:SIMS` in
+perfect-information games, `cfr:ITERS` in poker). At every decision the seat to move gets the very
+prompt a model seat would get (`games.prompts.SeatPrompter`, `compact` or `full`), and the target
+reply names the teacher's move:
+
+    I choose <X(1,1)>.
+    <answer><X(1,1)></answer>
+
+A short phrase, then the answer tag; no `<think>` block (a ~1M model often fails to close one, and
+a server then files the whole reply under reasoning, leaving no answer). In the `full` style the
+seat's chat grows over the game and keeps these replies, as it would in the arena.
+
+Everything is drawn from seeded RNGs: a seed fixes the positions exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from games.actions import vocabulary
+from games.chance import ChanceSampler
+from games.players import PlayerContext, make_player
+from games.players.base import BotAgent, Player
+from games.prompts import PROMPT_STYLES, SeatPrompter
+from games.spec import GameSpec
+from harness.benchmarks.prompts import choice_prompt, math_prompt
+from harness.errors import MarsError
+
+Message = dict[str, str]
+# Bump when the text of positions or replies changes (cached pre-trained models are rebuilt).
+FORMAT_DATA_VERSION = 1
+MCTS_TEACHER = "mcts:50"
+CFR_TEACHER = "cfr:300"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One supervised example: the chat sent to the model and the reply it should give."""
+
+    kind: str  # a game name, or "arithmetic"
+    style: str  # "compact" | "full" for games; "boxed" for arithmetic
+    messages: tuple[Message, ...]
+    reply: str
+    legal: tuple[str, ...] = ()  # the legal labels at this position (games)
+    answer: str = ""  # the expected answer text (arithmetic)
+
+
+def game_reply(label: str) -> str:
+    return f"I choose {label}.\n<answer>{label}</answer>"
+
+
+def teachers_for(spec: GameSpec) -> list[str]:
+    """Bots whose moves make the positions: always random, plus a strong bot where one exists."""
+    if spec.perfect_information:
+        return ["random", MCTS_TEACHER]
+    if spec.deal_radices:  # the poker games: a solved tree exists
+        return ["random", CFR_TEACHER]
+    return ["random"]
+
+
+def build_teachers(spec: GameSpec, names: Sequence[str]) -> list[Player]:
+    context = PlayerContext(spec=spec)
+    return [make_player(name, context) for name in names]
+
+
+def _episode_positions(
+    spec: GameSpec,
+    style: str,
+    teachers: Sequence[Player],
+    episode_seed: int,
+    last_listed_share: float,
+) -> Iterator[Example]:
+    """Every decision of one game between two teachers, as the mover's prompt and reply.
+
+    The reply names the last action of the legal list with probability `last_listed_share`,
+    else the teacher's move. In the `compact` style every prompt stands alone, so the game keeps
+    following the teachers (varied positions); in the `full` style the seat's own earlier replies
+    stay in its chat, so the move named is the move played.
+    """
+    rng = random.Random(episode_seed)
+    seat_players = [teachers[rng.randrange(len(teachers))] for _ in range(2)]
+    agents = [seat_players[seat].agent(seat=seat, rng=rng, seed=episode_seed) for seat in range(2)]
+    prompters = [SeatPrompter(spec, seat, style) for seat in range(2)]  # type: ignore[arg-type]
+    vocab = vocabulary(spec)
+    chance = ChanceSampler(spec, episode_seed)
+    history: list[tuple[int, str]] = []
+    state = spec.game.new_initial_state()
+    while not state.is_terminal() and len(history) < spec.rewards.max_actions:
+        if state.is_chance_node():
+            state.apply_action(chance.sample(state))
+            continue
+        seat = state.current_player()
+        legal = vocab.legal_labels(state, seat)
+        messages, _ = prompters[seat].turn_messages(state, legal, history)
+        agent = agents[seat]
+        assert isinstance(agent, BotAgent)
+        action = agent.choose(state)
+        label = legal[-1] if rng.random() < last_listed_share else vocab.label(seat, action)
+        if style == "full":
+            action = vocab.action(seat, label)  # type: ignore[assignment]
+        reply = game_reply(label)
+        yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal))
+        prompters[seat].accept_reply(reply)
+        history.append((seat, vocab.label(seat, action)))
+        state.apply_action(action)
+
+
+def game_examples(
+    spec: GameSpec,
+    style: str,
+    *,
+    count: int,
+    first_seed: int,
+    teachers: Sequence[Player],
+    per_episode: int | None = None,
+    last_listed_share: float = 0.0,
+    balance: int = 1,
+) -> list[Example]:
+    """`count` positions from games with seeds first_seed, first_seed + 1, ...
+
+    `per_episode` keeps at most that many positions of each game (a random subset, in order), so
+    a small sample still spans many games rather than a few long ones. With `balance` > 1, a pool
+    of `balance * count` positions is drawn and the examples are taken from it evenly over the
+    move the reply names (round robin over the moves), so that no single move is right by
+    default: otherwise the last listed move in Tic-Tac-Toe is the corner <X(2,2)> in about two
+    positions of three, and a small model settles on always answering it instead of reading the
+    legal list.
+    """
+    if style not in PROMPT_STYLES:
+        raise MarsError(f"unknown prompt style {style!r}; choose from {', '.join(PROMPT_STYLES)}")
+    pool: list[Example] = []
+    episode_seed = first_seed
+    wanted = count * max(1, balance)
+    while len(pool) < wanted:
+        positions = list(_episode_positions(spec, style, teachers, episode_seed, last_listed_share))
+        if per_episode is not None and len(positions) > per_episode:
+            keep = sorted(random.Random(episode_seed).sample(range(len(positions)), per_episode))
+            positions = [positions[i] for i in keep]
+        pool.extend(positions[: wanted - len(pool)])
+        episode_seed += 1
+    if balance <= 1:
+        return pool
+    return _even_over_moves(pool, count)
+
+
+def _even_over_moves(pool: list[Example], count: int) -> list[Example]:
+    by_move: dict[str, list[Example]] = {}
+    for example in pool:
+        by_move.setdefault(example.reply, []).append(example)
+    queues = [list(reversed(group)) for _, group in sorted(by_move.items())]
+    out: list[Example] = []
+    while len(out) < count:
+        for queue in queues:
+            if queue and len(out) < count:
+                out.append(queue.pop())
+    return out
+
+
+_NAMES = ("Ana", "Bo", "Cyd", "Dev", "Eun", "Femi", "Gus", "Ines", "Jon", "Kai")
+_THINGS = ("pens", "eggs", "shells", "coins", "plums", "cards", "seeds", "beads")
+
+
+def arithmetic_example(rng: random.Random) -> Example:
+    """A one-step word problem or a lettered-option sum, answered in `\\boxed{}`."""
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    a, b = rng.randint(2, 50), rng.randint(2, 30)
+    if rng.random() < 0.25:
+        total = a + b
+        options = [total, total + rng.randint(1, 6), max(0, total - rng.randint(1, 6)), a * b]
+        options = list(dict.fromkeys(options))
+        rng.shuffle(options)
+        letter = "ABCDEFGHIJ"[options.index(total)]
+        prompt = choice_prompt(f"What is {a} + {b}?", [str(v) for v in options])
+        reply = f"{a} + {b} = {total}.\n\\boxed{{{letter}}}"
+        return Example(
+            "arithmetic", "boxed", ({"role": "user", "content": prompt},), reply, answer=letter
+        )
+    operation = rng.randrange(3)
+    if operation == 0:
+        question = f"{name} has {a} {thing} and gets {b} more. How many {thing} now?"
+        work, answer = f"{a} + {b} = {a + b}", a + b
+    elif operation == 1:
+        a, b = max(a, b), min(a, b)
+        question = f"{name} has {a} {thing} and gives {b} away. How many {thing} are left?"
+        work, answer = f"{a} - {b} = {a - b}", a - b
+    else:
+        a, b = a % 9 + 2, b % 9 + 2
+        question = f"{name} has {a} bags with {b} {thing} in each. How many {thing} in all?"
+        work, answer = f"{a} * {b} = {a * b}", a * b
+    prompt = math_prompt(question)
+    return Example(
+        "arithmetic",
+        "boxed",
+        ({"role": "user", "content": prompt},),
+        f"{work}.\n\\boxed{{{answer}}}",
+        answer=str(answer),
+    )
+
+
+def arithmetic_examples(count: int, seed: int) -> list[Example]:
+    rng = random.Random(seed)
+    return [arithmetic_example(rng) for _ in range(count)]

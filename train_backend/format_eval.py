@@ -1,0 +1,116 @@
+"""How often a model in this process answers with a legal move (and, for arithmetic, a box).
+
+Replies are generated greedily (temperature 0, as `mars arena` asks by default) from the prompts of
+held-out positions, decoded, and read by `games.parsing.parse_move` against the position's legal
+labels: exactly the rule the arena applies to a served model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from games.parsing import parse_move
+from harness.benchmarks.extraction import last_boxed
+from train_backend.format_data import Example
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+EVAL_MAX_NEW_TOKENS = 32
+EVAL_BATCH = 32
+
+
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]]) -> list[int]:
+    """Token ids of the chat as the model's chat template renders it, ending with the reply cue."""
+    text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> list[int]:
+    ids = model.generation_config.eos_token_id
+    found = list(ids) if isinstance(ids, list) else ([ids] if ids is not None else [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in found:
+        found.append(tokenizer.eos_token_id)
+    return found
+
+
+def generate_replies(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    chats: Sequence[Sequence[dict[str, str]]],
+    *,
+    max_new_tokens: int = EVAL_MAX_NEW_TOKENS,
+    batch_size: int = EVAL_BATCH,
+) -> list[str]:
+    """Greedy replies, in the order of `chats`; batched by prompt length to waste little padding."""
+    import torch
+    from transformers import GenerationConfig
+
+    encoded = [prompt_ids(tokenizer, chat) for chat in chats]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    stops = stop_token_ids(tokenizer, model)
+    config = GenerationConfig(
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=stops,
+        pad_token_id=pad_id,
+    )
+    replies: list[str] = [""] * len(encoded)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                width = max(len(encoded[i]) for i in rows)
+                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+                attention = torch.zeros((len(rows), width), dtype=torch.long)
+                for r, i in enumerate(rows):  # left padding: every reply starts at column `width`
+                    ids = encoded[i]
+                    input_ids[r, width - len(ids) :] = torch.tensor(ids)
+                    attention[r, width - len(ids) :] = 1
+                output = model.generate(
+                    input_ids=input_ids, attention_mask=attention, generation_config=config
+                )
+                for r, i in enumerate(rows):
+                    replies[i] = tokenizer.decode(output[r, width:], skip_special_tokens=True)
+    finally:
+        model.train(was_training)
+    return replies
+
+
+def score_reply(example: Example, reply: str) -> bool:
+    """A legal move for games; a box holding the expected answer for arithmetic."""
+    if example.kind == "arithmetic":
+        return (last_boxed(reply) or "").strip() == example.answer
+    return parse_move(reply, list(example.legal)).ok
+
+
+def reply_rates(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[Example],
+    *,
+    seen_prompts: set[str] | None = None,
+    samples_per_group: int = 2,
+) -> dict[str, dict[str, Any]]:
+    """Per "kind/style": n, ok, rate, the share of prompts also in training, sample replies."""
+    replies = generate_replies(model, tokenizer, [e.messages for e in examples])
+    groups: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"n": 0, "ok": 0, "seen_in_training": 0, "samples": []}
+    )
+    for example, reply in zip(examples, replies, strict=True):
+        group = groups[f"{example.kind}/{example.style}"]
+        ok = score_reply(example, reply)
+        group["n"] += 1
+        group["ok"] += int(ok)
+        if seen_prompts is not None and example.messages[-1]["content"] in seen_prompts:
+            group["seen_in_training"] += 1
+        if len(group["samples"]) < samples_per_group:
+            group["samples"].append({"reply": reply, "ok": ok})
+    for group in groups.values():
+        group["rate"] = round(group["ok"] / group["n"], 4) if group["n"] else 0.0
+    return dict(sorted(groups.items()))
