@@ -305,7 +305,7 @@ def pretrain(
     try:
         for step in range(steps):
             rows = order[step * PRETRAIN_BATCH : (step + 1) * PRETRAIN_BATCH]
-            input_ids, labels, attention = _pad_batch([examples[i] for i in rows], pad_id)
+            input_ids, labels, attention = pad_reply_batch([examples[i] for i in rows], pad_id)
             loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -334,7 +334,11 @@ def _reply_examples(
     return [(p + r, len(p)) for p, r in zip(kept, reply_ids, strict=True)]
 
 
-def _pad_batch(examples: list[tuple[list[int], int]], pad_id: int) -> tuple[Any, Any, Any]:
+def pad_reply_batch(examples: list[tuple[list[int], int]], pad_id: int) -> tuple[Any, Any, Any]:
+    """Right-padded (input_ids, labels, attention); labels are -100 outside each reply.
+
+    Each example is (token ids, prompt length): the loss falls on the reply tokens only.
+    """
     import torch
 
     width = max(len(ids) for ids, _ in examples)

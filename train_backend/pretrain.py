@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
+from harness.tiny_model import pad_reply_batch
 from train_backend.format_data import (
     FORMAT_DATA_VERSION,
     Example,
@@ -258,16 +259,7 @@ def encode_examples(
 
 def _batch_tensors(rows: Sequence[Row], pad_id: int) -> tuple[Any, Any, Any]:
     """Right-padded ids, attention mask, and labels that are -100 outside the replies."""
-    import torch
-
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, (ids, prompt_len) in enumerate(rows):
-        input_ids[r, : len(ids)] = torch.tensor(ids)
-        labels[r, prompt_len : len(ids)] = torch.tensor(ids[prompt_len:])
-        attention[r, : len(ids)] = 1
+    input_ids, labels, attention = pad_reply_batch(list(rows), pad_id)
     return input_ids, attention, labels
 
 
