@@ -3,14 +3,23 @@
 Positions come from whole games played by classic bots ("teachers": `random`, `mcts:SIMS` in
 perfect-information games, `cfr:ITERS` in poker). At every decision the seat to move gets the very
 prompt a model seat would get (`games.prompts.SeatPrompter`, `compact` or `full`), and the target
-reply names the teacher's move:
+reply is a short phrase, then the answer tag:
 
-    I choose <X(1,1)>.
-    <answer><X(1,1)></answer>
+    I choose <X(2,2)>.
+    <answer><X(2,2)></answer>
 
-A short phrase, then the answer tag; no `<think>` block (a ~1M model often fails to close one, and
-a server then files the whole reply under reasoning, leaving no answer). In the `full` style the
-seat's chat grows over the game and keeps these replies, as it would in the arena.
+No `<think>` block: a ~1M model often fails to close one, and a server then files the whole reply
+under reasoning, leaving no answer.
+
+Which move the reply names. In poker and Hanabi the teacher's move: some actions are legal in
+every position there, and a small model learns a legal reply from teacher moves within a few dozen
+steps. In perfect-information games (the legal list changes every turn) the reply can name the
+last action of the legal list instead (`last_listed_share`): that label always sits at the same
+distance before the end of the prompt, which a ~1M model learns to copy within ~150 steps, while
+with random or MCTS targets it settles on "always the centre/corner" at 60-70% legal moves and
+reads the list only after several times as many steps (measured on Tic-Tac-Toe, greedy replies).
+The teachers still choose the positions (and, in the `compact` style, the moves actually played),
+so the positions are as varied as random and MCTS play makes them.
 
 Everything is drawn from seeded RNGs: a seed fixes the positions exactly.
 """
@@ -73,6 +82,7 @@ def _episode_positions(
     teachers: Sequence[Player],
     episode_seed: int,
     last_listed_share: float,
+    max_seat_turns: int | None = None,
 ) -> Iterator[Example]:
     """Every decision of one game between two teachers, as the mover's prompt and reply.
 
@@ -88,8 +98,11 @@ def _episode_positions(
     vocab = vocabulary(spec)
     chance = ChanceSampler(spec, episode_seed)
     history: list[tuple[int, str]] = []
+    turns = [0, 0]
     state = spec.game.new_initial_state()
     while not state.is_terminal() and len(history) < spec.rewards.max_actions:
+        if max_seat_turns is not None and min(turns) >= max_seat_turns:
+            return
         if state.is_chance_node():
             state.apply_action(chance.sample(state))
             continue
@@ -103,7 +116,9 @@ def _episode_positions(
         if style == "full":
             action = vocab.action(seat, label)  # type: ignore[assignment]
         reply = game_reply(label)
-        yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal))
+        if max_seat_turns is None or turns[seat] < max_seat_turns:
+            yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal))
+        turns[seat] += 1
         prompters[seat].accept_reply(reply)
         history.append((seat, vocab.label(seat, action)))
         state.apply_action(action)
@@ -119,11 +134,13 @@ def game_examples(
     per_episode: int | None = None,
     last_listed_share: float = 0.0,
     balance: int = 1,
+    max_seat_turns: int | None = None,
 ) -> list[Example]:
     """`count` positions from games with seeds first_seed, first_seed + 1, ...
 
     `per_episode` keeps at most that many positions of each game (a random subset, in order), so
-    a small sample still spans many games rather than a few long ones. With `balance` > 1, a pool
+    a small sample still spans many games rather than a few long ones; `max_seat_turns` keeps
+    only each seat's first turns (the shortest `full` prompts). With `balance` > 1, a pool
     of `balance * count` positions is drawn and the examples are taken from it evenly over the
     move the reply names (round robin over the moves), so that no single move is right by
     default: otherwise the last listed move in Tic-Tac-Toe is the corner <X(2,2)> in about two

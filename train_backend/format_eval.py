@@ -7,6 +7,7 @@ labels: exactly the rule the arena applies to a served model.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,21 +47,24 @@ def generate_replies(
 ) -> list[str]:
     """Greedy replies, in the order of `chats`; batched by prompt length to waste little padding."""
     import torch
-    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
 
     encoded = [prompt_ids(tokenizer, chat) for chat in chats]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     stops = stop_token_ids(tokenizer, model)
-    config = GenerationConfig(
-        do_sample=False,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=stops,
-        pad_token_id=pad_id,
-    )
+    # The model's own defaults minus its sampling settings (which greedy decoding rejects).
+    config = copy.deepcopy(model.generation_config)
+    config.do_sample, config.temperature, config.top_p, config.top_k = False, None, None, None
+    config.max_new_tokens = max_new_tokens
+    config.eos_token_id, config.pad_token_id = stops, pad_id
     replies: list[str] = [""] * len(encoded)
     was_training = model.training
     model.eval()
+    verbosity = hf_logging.get_verbosity()
+    # transformers fills unset fields from the model's sampling defaults and then warns that
+    # they do not apply to greedy decoding.
+    hf_logging.set_verbosity_error()
     try:
         with torch.no_grad():
             for start in range(0, len(order), batch_size):
@@ -78,15 +82,19 @@ def generate_replies(
                 for r, i in enumerate(rows):
                     replies[i] = tokenizer.decode(output[r, width:], skip_special_tokens=True)
     finally:
+        hf_logging.set_verbosity(verbosity)
         model.train(was_training)
     return replies
 
 
-def score_reply(example: Example, reply: str) -> bool:
-    """A legal move for games; a box holding the expected answer for arithmetic."""
+def score_reply(example: Example, reply: str) -> tuple[bool, bool]:
+    """(format ok, answer right). Games: a legal move, for both. Arithmetic: a `\\boxed{}`
+    answer at all, and whether it holds the right number or letter."""
     if example.kind == "arithmetic":
-        return (last_boxed(reply) or "").strip() == example.answer
-    return parse_move(reply, list(example.legal)).ok
+        boxed = last_boxed(reply)
+        return boxed is not None, (boxed or "").strip() == example.answer
+    legal = parse_move(reply, list(example.legal)).ok
+    return legal, legal
 
 
 def reply_rates(
@@ -97,20 +105,27 @@ def reply_rates(
     seen_prompts: set[str] | None = None,
     samples_per_group: int = 2,
 ) -> dict[str, dict[str, Any]]:
-    """Per "kind/style": n, ok, rate, the share of prompts also in training, sample replies."""
+    """Per "kind/style": n, ok, rate (legal moves; boxed answers), correct, the number of
+    prompts also seen in training, and a few sample replies."""
     replies = generate_replies(model, tokenizer, [e.messages for e in examples])
     groups: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"n": 0, "ok": 0, "seen_in_training": 0, "samples": []}
+        lambda: {"n": 0, "ok": 0, "correct": 0, "seen_in_training": 0, "samples": []}
     )
     for example, reply in zip(examples, replies, strict=True):
         group = groups[f"{example.kind}/{example.style}"]
-        ok = score_reply(example, reply)
+        ok, correct = score_reply(example, reply)
         group["n"] += 1
         group["ok"] += int(ok)
-        if seen_prompts is not None and example.messages[-1]["content"] in seen_prompts:
+        group["correct"] += int(correct)
+        if seen_prompts is not None and prompt_key(example) in seen_prompts:
             group["seen_in_training"] += 1
         if len(group["samples"]) < samples_per_group:
             group["samples"].append({"reply": reply, "ok": ok})
     for group in groups.values():
         group["rate"] = round(group["ok"] / group["n"], 4) if group["n"] else 0.0
     return dict(sorted(groups.items()))
+
+
+def prompt_key(example: Example) -> str:
+    """The whole chat as one string: equal keys mean the model saw exactly this prompt."""
+    return "\x00".join(m["content"] for m in example.messages)

@@ -41,7 +41,7 @@ from train_backend.format_data import (
     game_examples,
     teachers_for,
 )
-from train_backend.format_eval import prompt_ids, reply_rates
+from train_backend.format_eval import prompt_ids, prompt_key, reply_rates
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -58,28 +58,36 @@ class PretrainSettings(BaseModel):
     """What decides the result (besides the base model): the recipe of a format pre-training."""
 
     games: list[str] = Field(default_factory=lambda: list(DEFAULT_GAMES))
-    examples: int = Field(4800, ge=1)  # training examples in all (games and arithmetic)
+    examples: int = Field(6000, ge=1)  # training examples in all (games and arithmetic)
     steps: int = Field(300, ge=0)  # optimizer steps
     batch_size: int = Field(16, ge=1)
     learning_rate: float = Field(2e-3, gt=0)
     warmup_steps: int = Field(10, ge=0)
     decay_share: float = Field(0.2, ge=0, le=1)  # the last steps, where the rate falls to 5%
     weight_decay: float = Field(0.01, ge=0)
-    full_share: float = Field(0.1, ge=0, le=1)  # share of game examples in the `full` style
-    full_prompt_tokens: int = Field(192, ge=16)  # full-style prompts keep this many last tokens
-    compact_prompt_tokens: int = Field(0, ge=0)  # the same for compact prompts (0: whole)
+    full_share: float = Field(0.04, ge=0, le=1)  # share of game examples in the `full` style
+    full_seat_turns: int = Field(1, ge=1)  # full-style examples: each seat's first turns only
+    full_prompt_tokens: int = Field(800, ge=16)  # ...and only prompts up to this length
     arithmetic_share: float = Field(0.05, ge=0, lt=1)  # `\boxed{}` answers to small sums
     per_episode: int = Field(4, ge=1)  # positions kept per teacher game (spread over many games)
     # Perfect-information games: replies name the last legal action listed with this
     # probability, else the teacher's move (see train_backend.format_data for why).
-    last_listed_share: float = Field(0.8, ge=0, le=1)
-    # Perfect-information games get this many times the examples of the others: their legal
-    # lists change every turn, while poker and Hanabi lists barely vary and are learnt at once.
-    board_game_weight: float = Field(2.0, gt=0)
+    last_listed_share: float = Field(1.0, ge=0, le=1)
+    # Examples per game are split in proportion to these weights (1 for games not named): the
+    # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the
+    # information tokens; Kuhn's never changes (both its actions are always legal).
+    game_weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            "tic_tac_toe": 4.0,
+            "connect_four": 4.0,
+            "mini_hanabi": 2.0,
+            "simple_hanabi": 2.0,
+        }
+    )
     # Draw this many times the positions needed and keep them evenly over the move named.
     balance: int = Field(3, ge=1)
     eval_positions: int = Field(48, ge=0)  # held-out positions per game and style (0: no eval)
-    eval_full_positions: int = Field(16, ge=0)  # fewer for `full`: its prompts are long
+    eval_full_positions: int = Field(8, ge=0)  # fewer for `full`: its prompts are long
     seed: int = 0
     threads: int = Field(1, ge=1)  # 1 = the same bytes on any machine
 
@@ -168,12 +176,13 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     arithmetic = round(settings.examples * settings.arithmetic_share)
     game_total = settings.examples - arithmetic
     full_total = round(game_total * settings.full_share)
-    weights = [settings.board_game_weight if s.perfect_information else 1.0 for s in specs]
+    weights = [settings.game_weights.get(spec.name, 1.0) for spec in specs]
     compact_counts = _split(game_total - full_total, weights)
     full_counts = _split(full_total, weights)
     examples: list[Example] = []
     for index, spec in enumerate(specs):
         teachers = build_teachers(spec, teachers_for(spec))
+        last_listed = settings.last_listed_share if spec.perfect_information else 0.0
         for style, count, stream in (
             ("compact", compact_counts[index], 0),
             ("full", full_counts[index], 1),
@@ -187,10 +196,9 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     first_seed=first_seed,
                     teachers=teachers,
                     per_episode=settings.per_episode,
-                    last_listed_share=(
-                        settings.last_listed_share if spec.perfect_information else 0.0
-                    ),
-                    balance=settings.balance,
+                    last_listed_share=last_listed,
+                    balance=settings.balance if last_listed else 1,
+                    max_seat_turns=settings.full_seat_turns if style == "full" else None,
                 )
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
     random.Random(settings.seed).shuffle(examples)
@@ -221,37 +229,24 @@ def held_out_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     return examples
 
 
-def _prompt_key(example: Example) -> str:
-    return "\x00".join(m["content"] for m in example.messages)
-
-
 Row = tuple[list[int], int]  # token ids (prompt + reply), prompt length
-
-
-HEAD_TOKENS = 3  # `<|im_start|>user\n`: the chat's opening, kept when a prompt is cut
-
-
-def _cut(prompt: list[int], keep: int) -> list[int]:
-    """The opening tokens and the last `keep` ones. Keeping the opening matters: a model trained
-    on windows that start mid-text answers whole prompts far worse (it reads its first token as
-    a landmark)."""
-    if len(prompt) <= keep + HEAD_TOKENS:
-        return prompt
-    return prompt[:HEAD_TOKENS] + prompt[-keep:]
 
 
 def encode_examples(
     tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example], settings: PretrainSettings
 ) -> list[Row]:
-    """Prompt ids by the chat template, then the reply and the end-of-turn token."""
+    """Prompt ids by the chat template, then the reply and the end-of-turn token.
+
+    Full-style prompts longer than `full_prompt_tokens` are left out, not cut: a model trained on
+    windows cut from longer prompts learnt nothing that carried over to whole prompts (measured:
+    compact prompts cut to their last 72 tokens gave 2-35% legal moves on whole prompts).
+    """
     rows: list[Row] = []
     eos = tokenizer.eos_token
     for example in examples:
         prompt = prompt_ids(tokenizer, example.messages)
-        if example.style == "full":
-            prompt = _cut(prompt, settings.full_prompt_tokens)
-        elif example.style == "compact" and settings.compact_prompt_tokens:
-            prompt = _cut(prompt, settings.compact_prompt_tokens)
+        if example.style == "full" and len(prompt) > settings.full_prompt_tokens:
+            continue
         reply = tokenizer(example.reply + eos, add_special_tokens=False)["input_ids"]
         rows.append((prompt + list(reply), len(prompt)))
     return rows
@@ -281,27 +276,28 @@ def _reply_loss(model: PreTrainedModel, input_ids: Any, attention: Any, labels: 
     return torch.nn.functional.cross_entropy(logits.float(), targets[picked])
 
 
-BUCKET_BATCHES = 8
+LONG_ROW_TOKENS = 320
 
 
-def _length_bucketed_batches(
-    rows: Sequence[Row], batch_size: int, generator: Any
-) -> Iterator[list[int]]:
-    """Endless seeded shuffled passes over the rows, in batches of rows of similar length.
+def _batches(rows: Sequence[Row], batch_size: int, generator: Any) -> Iterator[list[int]]:
+    """Endless seeded shuffled passes over the rows, in batches.
 
-    Each pass is cut into chunks of `BUCKET_BATCHES` batches; a chunk is sorted by length before
-    it is split, and the batches of a pass are shuffled again. A 300-token full-style row then
-    no longer pads fifteen 120-token compact rows to its width.
+    Long rows (the full-style prompts) are batched among themselves, so that one of them does not
+    pad fifteen short rows to its width; short rows are batched at random (batches sorted by
+    length learnt the Tic-Tac-Toe lookup no faster in our runs, and a batch of alike positions
+    is a narrower sample).
     """
     import torch
 
-    chunk = batch_size * BUCKET_BATCHES
     while True:
         order = torch.randperm(len(rows), generator=generator).tolist()
-        batches: list[list[int]] = []
-        for start in range(0, len(order), chunk):
-            part = sorted(order[start : start + chunk], key=lambda i: len(rows[i][0]))
-            batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+        short = [i for i in order if len(rows[i][0]) <= LONG_ROW_TOKENS]
+        long = [i for i in order if len(rows[i][0]) > LONG_ROW_TOKENS]
+        batches = [
+            group[i : i + batch_size]
+            for group in (short, long)
+            for i in range(0, len(group), batch_size)
+        ]
         for index in torch.randperm(len(batches), generator=generator).tolist():
             yield batches[index]
 
@@ -337,7 +333,7 @@ def train_on_replies(
         return max(0.05, (steps - step) / max(1, steps - decay_from))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-    batches = _length_bucketed_batches(rows, settings.batch_size, generator)
+    batches = _batches(rows, settings.batch_size, generator)
     losses: list[float] = []
     model.train()
     try:
@@ -417,7 +413,6 @@ def pretrain_tiny_model(
     eval_positions: int | None = None,
     settings: PretrainSettings | None = None,
     on_step: Callable[[int, float], None] | None = None,
-    extra_report: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `base_dir` (default: the embedded tiny model) into `out_dir`; return the report.
 
@@ -453,7 +448,7 @@ def pretrain_tiny_model(
 
     import torch
 
-    with _torch_threads(settings.threads), torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
         model, tokenizer = _load(base_dir)
         data_started = time.perf_counter()
@@ -461,14 +456,17 @@ def pretrain_tiny_model(
         held_out = held_out_examples(specs, settings)
         rows = encode_examples(tokenizer, train, settings)
         data_s = time.perf_counter() - data_started
-        seen = {_prompt_key(e) for e in train}
+        seen = {prompt_key(e) for e in train}
 
         eval_started = time.perf_counter()
         before = reply_rates(model, tokenizer, held_out, seen_prompts=seen) if held_out else {}
         eval_s = time.perf_counter() - eval_started
         train_started = time.perf_counter()
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        losses = train_on_replies(model, rows, settings, pad_id, on_step)
+        # Training on `threads` threads (1: the same bytes on any machine); evaluation is greedy
+        # and keeps torch's default threads.
+        with _torch_threads(settings.threads):
+            losses = train_on_replies(model, rows, settings, pad_id, on_step)
         train_s = time.perf_counter() - train_started
         eval_started = time.perf_counter()
         after = reply_rates(model, tokenizer, held_out, seen_prompts=seen) if held_out else {}
@@ -477,6 +475,7 @@ def pretrain_tiny_model(
         report: dict[str, Any] = {
             "version": PRETRAIN_VERSION,
             "base_model": str(base_dir),
+            "base_recipe": _base_recipe(base_dir),
             "recipe": settings.recipe(),
             "parameters": sum(p.numel() for p in model.parameters()),
             "training": {
@@ -499,7 +498,6 @@ def pretrain_tiny_model(
                 "after": after,
             },
             "seconds": {},
-            **(extra_report or {}),
         }
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
@@ -546,33 +544,45 @@ def default_pretrained_dir() -> Path:
     return tiny.with_name(f"{tiny.name}-format")
 
 
-def default_recipe() -> dict[str, Any]:
-    """The cached model's recipe: the pre-training's and the tiny model's own (base changes too)."""
-    from harness.tiny_model import PRETRAIN_STEPS, build_recipe
+def _base_recipe(base_dir: Path) -> dict[str, Any] | None:
+    """The embedded tiny model's build recipe, when the base is one (else None)."""
+    from harness.tiny_model import read_build_info
 
-    return {"format": PretrainSettings().recipe(), "base": build_recipe(PRETRAIN_STEPS)}
+    try:
+        return read_build_info(base_dir).get("recipe")
+    except MarsError:
+        return None
 
 
 def ensure_pretrained_tiny_model() -> Path:
     """The format-pre-trained tiny model, built on first use and rebuilt when its recipe changes.
 
+    It lives beside the tiny model (`default_pretrained_dir()`). Its recipe is the default
+    `PretrainSettings` plus the tiny model's own build recipe, so a change to either rebuilds it.
     Built like `ensure_tiny_model`: into a temporary sibling renamed into place, so concurrent
-    callers either see the whole folder or build their own and keep whichever landed first.
+    callers see the whole folder or nothing, and whichever build lands first is kept.
     """
-    target = default_pretrained_dir()
-    recipe = default_recipe()
-    report = target / REPORT_FILE
-    if report.is_file():
-        try:
-            if json.loads(report.read_text()).get("cache_recipe") == recipe:
-                return target
-        except (OSError, json.JSONDecodeError):
-            pass
-    elif target.exists() and any(target.iterdir()):
-        raise MarsError(f"{target} exists but is not a pre-trained tiny model; remove it and retry")
     from harness.tiny_model import ensure_tiny_model
 
     base = ensure_tiny_model()
+    target = default_pretrained_dir()
+    if is_current_default_build(target, base):
+        return target
+    if target.exists() and any(target.iterdir()) and not (target / REPORT_FILE).is_file():
+        raise MarsError(f"{target} exists but is not a pre-trained tiny model; remove it and retry")
     with contextlib.suppress(FileExistsError):
-        pretrain_tiny_model(base, target, overwrite=True, extra_report={"cache_recipe": recipe})
+        pretrain_tiny_model(base, target, overwrite=True)
     return target
+
+
+def is_current_default_build(folder: Path, base: Path) -> bool:
+    """Whether `folder` holds the default recipe's pre-training of the current tiny model."""
+    try:
+        report = json.loads((folder / REPORT_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (
+        report.get("recipe") == PretrainSettings().recipe()
+        and report.get("base_recipe") is not None
+        and report.get("base_recipe") == _base_recipe(base)
+    )

@@ -42,6 +42,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "arena",
     "train",
+    "loop",
     "failures",
     "dashboard",
     "demo",

@@ -1,4 +1,5 @@
-"""`mars tiny-model build`: make the embedded tiny Qwen3 checkpoint (no download)."""
+"""`mars tiny-model build | pretrain`: make the embedded tiny Qwen3 checkpoint (no download), and
+teach it the game reply format (`train_backend.pretrain`, imported inside the command)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,100 @@ def build(
     info = tiny_model.read_build_info(folder)
     typer.echo(str(folder))
     typer.echo(f"parameters: {info['parameters']:,}")
+
+
+_PRETRAIN_OUT_HELP = (
+    "Folder to write (default: the cached format-pre-trained tiny model beside the tiny model "
+    "when --model is not given, else MODEL-format beside --model)."
+)
+
+
+@tiny_app.command("pretrain")
+def pretrain(
+    model: Annotated[
+        Path | None, typer.Option("--model", help="Base model folder (default: the tiny model).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help=_PRETRAIN_OUT_HELP)] = None,
+    games: Annotated[
+        str, typer.Option(help="Comma-separated games to make positions from.")
+    ] = "tic_tac_toe,kuhn_poker,mini_hanabi",
+    examples: Annotated[
+        int | None, typer.Option(min=1, help="Training examples in all (default 6000).")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=0, help="Optimizer steps, batch 16 (default 300).")
+    ] = None,
+    eval_positions: Annotated[
+        int | None,
+        typer.Option(min=0, help="Held-out compact positions per game for the legal-move rate."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for positions, batches and weights.")] = 0,
+    threads: Annotated[
+        int, typer.Option(min=1, help="torch threads; 1 gives the same bytes on any machine.")
+    ] = 1,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing output folder.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+) -> None:
+    """Fine-tune on synthetic games so the model answers <answer>LEGAL MOVE</answer>; report the
+    legal-move rate before and after on held-out positions (greedy replies)."""
+    from train_backend.pretrain import (
+        PretrainSettings,
+        default_pretrained_dir,
+        pretrain_tiny_model,
+    )
+
+    names = [name.strip() for name in games.split(",") if name.strip()]
+    if out is None:
+        if model is None:
+            out, overwrite = default_pretrained_dir(), True  # the cache: always rebuilt in place
+        else:
+            out = (
+                model.expanduser()
+                .resolve()
+                .with_name(f"{model.expanduser().resolve().name}-format")
+            )
+
+    def progress(step: int, loss: float) -> None:
+        if not quiet and (step % 50 == 0 or step == total_steps):
+            typer.echo(f"step {step}/{total_steps}  loss {loss:.3f}")
+
+    total_steps = steps if steps is not None else PretrainSettings().steps
+    report = pretrain_tiny_model(
+        model,
+        out,
+        games=names,
+        examples=examples,
+        steps=steps,
+        seed=seed,
+        overwrite=overwrite,
+        eval_positions=eval_positions,
+        settings=PretrainSettings(threads=threads),
+        on_step=progress,
+    )
+    _print_pretrain_report(report)
+
+
+def _print_pretrain_report(report: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    evaluation = report["evaluation"]
+    assert isinstance(evaluation, dict)
+    before, after = evaluation["before"], evaluation["after"]
+    table = Table(title="legal-move rate on held-out positions (greedy replies)")
+    for column in ("game/style", "n", "before", "after"):
+        table.add_column(column)
+    for key, group in after.items():
+        label = "boxed answers" if key.startswith("arithmetic/") else key
+        table.add_row(label, str(group["n"]), f"{before[key]['rate']:.3f}", f"{group['rate']:.3f}")
+    Console().print(table)
+    seconds = report["seconds"]
+    assert isinstance(seconds, dict)
+    typer.echo(
+        f"time: {seconds['total']:.0f}s (data {seconds['data']:.0f}s, training "
+        f"{seconds['train']:.0f}s, evaluation {seconds['eval']:.0f}s)"
+    )
+    typer.echo(str(report["out_dir"]))
 
 
 app.add_typer(tiny_app, name="tiny-model")

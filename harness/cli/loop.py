@@ -1,0 +1,140 @@
+"""`mars loop`: evaluate each new training checkpoint and keep a learning curve.
+
+The work is in `train_backend.loop` (imported inside the command: harness does not import
+train_backend at module level). See docs/loop.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli import options
+from harness.cli.main import app
+from harness.errors import MarsError
+
+EVAL_HELP = (
+    "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
+    "arena:GAME:OPPONENT:EPISODES (e.g. arena:tic_tac_toe:mcts:100:20) and "
+    "eval:SUITE[:MAS[:LIMIT]] (e.g. eval:gsm8k:single:5)."
+)
+
+
+def _describe(row: dict[str, Any]) -> str:
+    parts = [f"step {row['step']}:"]
+    if row.get("error") and not row.get("evals"):
+        return f"step {row['step']}: ERROR {row['error']}"
+    for key, entry in row["evals"].items():
+        if entry.get("error"):
+            parts.append(f"{key} ERROR")
+        elif entry["kind"] == "arena":
+            seats = " ".join(
+                f"{seat} W/D/L {s['win']:.2f}/{s['draw']:.2f}/{s['loss']:.2f}"
+                f" norm {s['normalized_return']:.1f}"
+                for seat, s in entry["seats"].items()
+            )
+            parts.append(f"{key} [{seats}]")
+        else:
+            parts.append(f"{key} acc {entry['accuracy']:.3f} (n={entry['n']})")
+    return "  ".join(parts)
+
+
+@app.command("loop")
+def loop_command(
+    watch: Path = typer.Option(
+        ..., "--watch", help="Folder of step_N/ checkpoints (or a training run holding one)."
+    ),
+    eval_spec: str = typer.Option(..., "--eval", help=EVAL_HELP),
+    once: bool = typer.Option(False, "--once", help="Evaluate what is there now and exit."),
+    poll: float = typer.Option(30.0, "--poll", min=0.1, help="Seconds between looks."),
+    timeout: float = typer.Option(
+        86_400.0, "--timeout", min=0.0, help="Stop polling after this many seconds."
+    ),
+    prompt_style: str = typer.Option(
+        None, "--prompt-style", help="Arena prompts: full | compact (default: the checkpoint's)."
+    ),
+    max_tokens: int = typer.Option(
+        None, "--max-tokens", min=1, help="New tokens per reply (default: the checkpoint's)."
+    ),
+    temperature: float = typer.Option(None, "--temperature", min=0.0, help="Default 0."),
+    concurrency: int = typer.Option(None, "--concurrency", min=1, help="Default 16."),
+    data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files for eval."),
+    backend: str = options.BACKEND,
+    out: Path = options.OUT,
+    run_dir: Path = options.RUN_DIR,
+) -> None:
+    """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
+    from harness.runstore import RunDir
+    from train_backend.loop import check_spec, parse_spec, run_loop, write_curve
+
+    spec = parse_spec(
+        eval_spec,
+        prompt_style=prompt_style,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        concurrency=concurrency,
+        data_dir=str(data_dir) if data_dir is not None else None,
+    )
+    check_spec(spec)
+    _check_mas_names(spec)
+    watch = watch.expanduser().resolve()
+    if once and not watch.is_dir():
+        raise MarsError(f"--watch {watch} is not a folder")
+    run = RunDir.resolve(out=out, run_dir=run_dir, kind="loop", slug=watch.name)
+    run.start(
+        command=["mars", *sys.argv[1:]],
+        config={
+            "watch": str(watch),
+            "spec": spec.model_dump(),
+            "once": once,
+            "poll_s": poll,
+            "timeout_s": timeout,
+            "backend": backend,
+        },
+    )
+    typer.echo(f"watching {watch}; learning curve in {run.path}")
+    try:
+        outcome = run_loop(
+            watch,
+            spec,
+            run,
+            once=once,
+            poll_s=poll,
+            timeout_s=timeout,
+            backend=backend,
+            on_row=lambda row: typer.echo(_describe(row)),
+            on_wait=typer.echo,
+        )
+    except KeyboardInterrupt:
+        write_curve(run)
+        run.finish("interrupted")
+        raise
+    rows = write_curve(run)
+    errors = sum(1 for row in rows if row.get("error"))
+    run.write_summary(
+        {
+            "steps": [row["step"] for row in rows],
+            "evaluated_now": outcome.evaluated,
+            "skipped": outcome.skipped,
+            "error_steps": [row["step"] for row in rows if row.get("error")],
+            "stop_reason": outcome.stop_reason,
+        }
+    )
+    run.finish("completed" if errors == 0 else "completed_with_errors")
+    typer.echo(
+        f"{len(outcome.evaluated)} checkpoints evaluated, {len(outcome.skipped)} already done, "
+        f"{errors} with errors ({outcome.stop_reason})"
+    )
+    typer.echo(f"run dir: {run.path}")
+
+
+def _check_mas_names(spec: Any) -> None:
+    from mas.base import get_mas
+    from train_backend.loop import SuiteItem
+
+    for item in spec.evals:
+        if isinstance(item, SuiteItem):
+            get_mas(item.mas)

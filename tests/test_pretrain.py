@@ -1,0 +1,173 @@
+"""Format pre-training of the tiny model: data, a small real run, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_mars
+
+from games.parsing import parse_move
+from games.spec import get_game
+from harness.errors import MarsError
+from train_backend.format_data import build_teachers, game_examples, teachers_for
+from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir() -> Path:
+    from harness.tiny_model import ensure_tiny_model
+
+    return ensure_tiny_model()
+
+
+@pytest.mark.parametrize("style", ["compact", "full"])
+def test_every_synthetic_reply_is_a_legal_move_for_its_prompt(style: str) -> None:
+    for name in ("tic_tac_toe", "kuhn_poker", "mini_hanabi"):
+        spec = get_game(name)
+        teachers = build_teachers(spec, teachers_for(spec))
+        for share in (0.0, 1.0):
+            examples = game_examples(
+                spec, style, count=40, first_seed=3, teachers=teachers, last_listed_share=share
+            )
+            assert len(examples) == 40
+            for example in examples:
+                move = parse_move(example.reply, list(example.legal))
+                assert move.ok, (example.reply, example.legal)
+                assert "<think>" not in example.reply
+                assert (
+                    example.messages[-1]["content"]
+                    .rstrip()
+                    .endswith(("Reply <answer>ACTION</answer>.", example.legal[-1]))
+                )
+                if share == 1.0:
+                    assert move.label == example.legal[-1]
+
+
+def test_full_style_chats_carry_the_seats_earlier_replies() -> None:
+    spec = get_game("tic_tac_toe")
+    examples = game_examples(
+        spec, "full", count=30, first_seed=0, teachers=build_teachers(spec, ["random"])
+    )
+    later = [e for e in examples if len(e.messages) > 2]
+    assert later, "some positions are past the seat's first turn"
+    for example in later:
+        replies = [m["content"] for m in example.messages if m["role"] == "assistant"]
+        assert all(parse_move(r, [r.split("<answer>")[1][:-9]]).ok for r in replies)
+
+
+def test_balancing_spreads_the_named_moves() -> None:
+    spec = get_game("tic_tac_toe")
+    teachers = build_teachers(spec, ["random"])
+
+    def top_share(balance: int) -> float:
+        examples = game_examples(
+            spec,
+            "compact",
+            count=180,
+            first_seed=0,
+            teachers=teachers,
+            last_listed_share=1.0,
+            balance=balance,
+        )
+        counts: dict[str, int] = {}
+        for example in examples:
+            counts[example.reply] = counts.get(example.reply, 0) + 1
+        return max(counts.values()) / len(examples)
+
+    unbalanced, balanced = top_share(1), top_share(3)
+    assert unbalanced > 0.25  # <X(2,2)>/<O(2,2)> dominate unbalanced
+    assert balanced < unbalanced / 2
+
+
+SMALL = PretrainSettings(
+    games=["kuhn_poker"],
+    examples=160,
+    steps=30,
+    full_share=0.0,
+    arithmetic_share=0.0,
+    eval_positions=16,
+    eval_full_positions=0,
+    warmup_steps=3,
+)
+
+
+def test_a_short_pretraining_raises_the_legal_move_rate_and_saves_a_loadable_model(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path / "pretrained"
+    report = pretrain_tiny_model(tiny_model_dir, out, games=SMALL.games, seed=0, settings=SMALL)
+    before = report["evaluation"]["legal_rate_before"]["kuhn_poker/compact"]
+    after = report["evaluation"]["legal_rate_after"]["kuhn_poker/compact"]
+    assert after > before
+    assert after >= 0.9
+    assert report["training"]["last_loss"] < report["training"]["first_loss"]
+    written = json.loads((out / REPORT_FILE).read_text())
+    assert written["evaluation"]["legal_rate_after"] == report["evaluation"]["legal_rate_after"]
+    assert written["recipe"]["games"] == ["kuhn_poker"] and written["recipe"]["steps"] == 30
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (out / name).is_file()
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert model.num_parameters() == report["parameters"]
+    assert tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    ).endswith("assistant\n")
+    with pytest.raises(MarsError, match="already exists"):
+        pretrain_tiny_model(tiny_model_dir, out, settings=SMALL, games=SMALL.games)
+
+
+def test_the_same_seed_gives_the_same_weights(tiny_model_dir: Path, tmp_path: Path) -> None:
+    tiny = SMALL.model_copy(update={"steps": 4, "examples": 40, "eval_positions": 0})
+    paths = []
+    for run, seed in (("a", 5), ("b", 5), ("c", 6)):
+        out = tmp_path / run
+        pretrain_tiny_model(tiny_model_dir, out, games=tiny.games, seed=seed, settings=tiny)
+        paths.append(out / "model.safetensors")
+    a, b, c = (p.read_bytes() for p in paths)
+    assert a == b
+    assert a != c
+
+
+def test_bad_input_is_one_clear_error(tiny_model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(MarsError, match="unknown game"):
+        pretrain_tiny_model(tiny_model_dir, tmp_path / "x", games=["chess"], settings=SMALL)
+    with pytest.raises(MarsError, match="not found"):
+        pretrain_tiny_model(tmp_path / "missing", tmp_path / "x", settings=SMALL)
+    (tmp_path / "no-config").mkdir()
+    with pytest.raises(MarsError, match=r"config\.json"):
+        pretrain_tiny_model(tmp_path / "no-config", tmp_path / "x", settings=SMALL)
+    with pytest.raises(MarsError, match="steps"):
+        pretrain_tiny_model(tiny_model_dir, tmp_path / "x", steps=-1, settings=SMALL)
+    with pytest.raises(MarsError, match="must differ"):
+        pretrain_tiny_model(tiny_model_dir, tiny_model_dir, settings=SMALL)
+    assert not (tmp_path / "x").exists()
+
+
+def test_pretrain_command_prints_the_rates_and_writes_the_model(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "cli-pretrained"
+    result = run_mars(
+        "tiny-model", "pretrain", "--model", str(tiny_model_dir), "--out", str(out),
+        "--games", "kuhn_poker", "--examples", "160", "--steps", "30", "--eval-positions", "16",
+        "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / REPORT_FILE).read_text())
+    after = report["evaluation"]["after"]["kuhn_poker/compact"]
+    assert after["n"] == 16 and after["rate"] >= 0.9
+    assert f"{after['rate']:.3f}" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == str(out)
+
+    again = run_mars(
+        "tiny-model", "pretrain", "--model", str(tiny_model_dir), "--out", str(out), "--quiet"
+    )
+    assert again.returncode != 0
+    assert "already exists" in again.stderr and "Traceback" not in again.stderr
+    unknown = run_mars("tiny-model", "pretrain", "--games", "chess", "--out", str(tmp_path / "c"))
+    assert unknown.returncode != 0 and "unknown game" in unknown.stderr
+    assert "Traceback" not in unknown.stderr and not (tmp_path / "c").exists()

@@ -1,0 +1,627 @@
+"""The train -> evaluate loop: every new checkpoint is served, evaluated, and added to a curve.
+
+Contract with the trainers (the CPU trainer and the verl adapter both write it):
+
+    CHECKPOINT_DIR/step_N/            N an integer (the number of updates made)
+        config.json, model.safetensors, tokenizer files ...   a Hugging Face model folder
+        checkpoint.json               written last: the folder is complete once it exists
+
+For each complete checkpoint not yet evaluated, `run_loop` serves the folder once
+(`harness.model_access.model_endpoint`: `transformers serve` on a CPU, vLLM on a GPU), runs every
+evaluation of the spec as the real command in a subprocess against that server
+(`python -m harness arena|eval ... --base-url URL --model NAME --run-dir ...`, so each sub-run is
+an ordinary run directory), stops the server, and appends one row to the loop's run directory.
+A checkpoint that cannot be served gives an error row; the loop goes on.
+
+The loop's run directory:
+
+    run.json                 the loop's command, spec and watch folder
+    records.jsonl            one row per checkpoint, appended as each finishes (resume reads it)
+    learning_curve.jsonl     the same rows, one per step, sorted by step (rewritten each time)
+    learning_curve.csv       one line per step, the figures flattened into columns
+    step_N-<eval name>/      each evaluation's own run directory
+    logs/step_N/             the server's log and each sub-command's output
+
+Resume is by checkpoint step: a rerun into the same `--run-dir` skips steps that have a good row
+and retries steps whose row has an error (as every `mars` command redoes errored records).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from harness.errors import MarsError
+from harness.runstore import RUN_FILE, RunDir
+
+CHECKPOINT_FILE = "checkpoint.json"
+CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
+ROW_SCHEMA_VERSION = 1
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+_FINISHED = {"completed", "completed_with_errors", "interrupted", "failed"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluation spec
+
+
+class ArenaItem(BaseModel):
+    kind: Literal["arena"] = "arena"
+    game: str
+    opponent: str
+    episodes: int = Field(ge=1)  # per seat
+    seats: Literal["both", "first", "second"] = "both"
+    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    invalid: str = "penalty"
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or _slug(f"arena-{self.game}-{self.opponent}")
+
+
+class SuiteItem(BaseModel):
+    kind: Literal["eval"] = "eval"
+    suite: str
+    mas: str = "single"
+    limit: int | None = Field(None, ge=1)
+    epochs: int = Field(1, ge=1)
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or _slug(f"eval-{self.suite}-{self.mas}")
+
+
+EvalItem = Annotated[ArenaItem | SuiteItem, Field(discriminator="kind")]
+
+
+class LoopSpec(BaseModel):
+    """What to run on every checkpoint. Generation settings apply to every evaluation: one
+    server per checkpoint, and `transformers serve` keeps the temperature of its first request."""
+
+    evals: list[EvalItem] = Field(min_length=1)
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)  # None: the checkpoint's max_new_tokens, or 1024
+    prompt_style: Literal["full", "compact"] | None = None  # None: the checkpoint's, or full
+    concurrency: int = Field(16, ge=1)
+    data_dir: str | None = None  # passed to `mars eval --data-dir`
+    eval_timeout_s: float = Field(3600.0, gt=0)  # per sub-command
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> LoopSpec:
+        keys = [item.key for item in self.evals]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"two evaluations share the name {repeated[0]!r}; give one a name")
+        return self
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "", text.replace(":", "")) or "eval"
+
+
+def parse_item(text: str) -> dict[str, Any]:
+    """One inline item: `arena:GAME:OPPONENT:EPISODES` or `eval:SUITE[:MAS[:LIMIT]]`.
+
+    The opponent may hold a colon itself (`mcts:100`), so in an arena item the last field is
+    always the episode count: `arena:tic_tac_toe:mcts:100:20` is 20 episodes per seat against
+    `mcts:100`.
+    """
+    parts = [p.strip() for p in text.strip().split(":")]
+    kind = parts[0].lower()
+    if kind == "arena":
+        if len(parts) < 4 or not parts[-1].isdigit():
+            raise MarsError(
+                f"arena item {text!r}: write arena:GAME:OPPONENT:EPISODES "
+                "(e.g. arena:tic_tac_toe:mcts:100:20)"
+            )
+        return {
+            "kind": "arena",
+            "game": parts[1],
+            "opponent": ":".join(parts[2:-1]),
+            "episodes": int(parts[-1]),
+        }
+    if kind == "eval":
+        if not 2 <= len(parts) <= 4 or not parts[1]:
+            raise MarsError(f"eval item {text!r}: write eval:SUITE[:MAS[:LIMIT]]")
+        item: dict[str, Any] = {"kind": "eval", "suite": parts[1]}
+        if len(parts) >= 3 and parts[2]:
+            item["mas"] = parts[2]
+        if len(parts) == 4:
+            if not parts[3].isdigit():
+                raise MarsError(f"eval item {text!r}: LIMIT must be a whole number")
+            item["limit"] = int(parts[3])
+        return item
+    raise MarsError(f"evaluation {text!r} must start with arena: or eval:")
+
+
+def parse_spec(text: str, **overrides: Any) -> LoopSpec:
+    """A YAML/JSON file (a mapping with `evals`, or a bare list), or an inline comma list.
+
+    In a file, each evaluation is an inline string or a mapping of the item's fields. Overrides
+    (CLI flags) are applied on top when not None.
+    """
+    text = text.strip()
+    if not text:
+        raise MarsError("--eval needs at least one evaluation")
+    path = Path(text).expanduser()
+    data: Any
+    if path.suffix.lower() in (".yaml", ".yml", ".json") or path.is_file():
+        try:
+            data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+        except OSError as exc:
+            raise MarsError(f"cannot read the eval spec {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise MarsError(f"eval spec {path} is not valid YAML/JSON: {exc}") from exc
+        if isinstance(data, list):
+            data = {"evals": data}
+        if not isinstance(data, dict):
+            raise MarsError(f"eval spec {path} must be a mapping with 'evals' or a list")
+    else:
+        data = {"evals": [part for part in text.split(",") if part.strip()]}
+    evals = data.get("evals")
+    if not isinstance(evals, list) or not evals:
+        raise MarsError("the eval spec needs a non-empty list of evaluations under 'evals'")
+    data["evals"] = [parse_item(e) if isinstance(e, str) else e for e in evals]
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return LoopSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise MarsError(f"bad eval spec at {where}: {first['msg']}") from exc
+
+
+def check_spec(spec: LoopSpec) -> None:
+    """Fail before anything is served: unknown games, opponents and suites."""
+    from games.players import PlayerContext, known_players, make_player, needs_model
+    from games.spec import get_game
+    from harness.benchmarks import get_suite
+
+    for item in spec.evals:
+        if isinstance(item, ArenaItem):
+            game = get_game(item.game)
+            if needs_model(item.opponent):
+                if item.opponent.split(":")[0].strip().lower() not in known_players():
+                    raise MarsError(f"unknown opponent {item.opponent!r}")
+            else:
+                make_player(item.opponent, PlayerContext(spec=game))
+        else:
+            get_suite(item.suite)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+
+    def info(self) -> dict[str, Any]:
+        """checkpoint.json as a dict ({} if unreadable: the row then says so)."""
+        try:
+            data = json.loads((self.path / CHECKPOINT_FILE).read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def checkpoints_folder(watch: Path) -> Path:
+    """The folder holding `step_N/`: `watch` itself, or `watch/checkpoints` (a training run)."""
+    nested = watch / "checkpoints"
+    if nested.is_dir() and not any(_STEP_DIR.match(p.name) for p in watch.iterdir()):
+        return nested
+    return watch
+
+
+def complete_checkpoints(folder: Path) -> list[Checkpoint]:
+    """`step_N/` folders holding checkpoint.json, by step."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for child in folder.iterdir():
+        match = _STEP_DIR.match(child.name)
+        if match and child.is_dir() and (child / CHECKPOINT_FILE).is_file():
+            found.append(Checkpoint(int(match.group(1)), child))
+    return sorted(found, key=lambda c: c.step)
+
+
+def training_finished(folder: Path) -> bool:
+    """Whether the training run that writes `folder` says it has stopped (its run.json).
+
+    Only known when the checkpoints sit in a run directory (`RUN/checkpoints/`); otherwise False
+    and the loop runs until --timeout.
+    """
+    for candidate in (folder, folder.parent):
+        if (candidate / RUN_FILE).is_file():
+            try:
+                status = json.loads((candidate / RUN_FILE).read_text()).get("status")
+            except (OSError, json.JSONDecodeError):
+                return False
+            return status in _FINISHED
+    return False
+
+
+def checkpoint_defaults(checkpoint: Checkpoint) -> dict[str, Any]:
+    """Prompt style and reply length the checkpoint was trained with, when it says so."""
+    config = checkpoint.info().get("config")
+    if not isinstance(config, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if config.get("prompt_style") in ("full", "compact"):
+        out["prompt_style"] = config["prompt_style"]
+    if isinstance(config.get("max_new_tokens"), int) and config["max_new_tokens"] > 0:
+        out["max_tokens"] = config["max_new_tokens"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one checkpoint's evaluations
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one checkpoint's evaluations run with, after the checkpoint's own defaults."""
+
+    prompt_style: str
+    max_tokens: int
+    temperature: float
+    top_p: float
+    concurrency: int
+
+
+def resolve_settings(spec: LoopSpec, checkpoint: Checkpoint) -> Settings:
+    defaults = checkpoint_defaults(checkpoint)
+    return Settings(
+        prompt_style=spec.prompt_style or defaults.get("prompt_style", "full"),
+        max_tokens=spec.max_tokens or defaults.get("max_tokens", 1024),
+        temperature=spec.temperature,
+        top_p=spec.top_p,
+        concurrency=spec.concurrency,
+    )
+
+
+def sub_command(
+    item: ArenaItem | SuiteItem,
+    spec: LoopSpec,
+    settings: Settings,
+    *,
+    base_url: str,
+    model: str,
+    run_dir: Path,
+) -> list[str]:
+    """The `mars` command line of one evaluation against the served checkpoint."""
+    common = [
+        "--base-url",
+        base_url,
+        "--model",
+        model,
+        "--run-dir",
+        str(run_dir),
+        "--concurrency",
+        str(settings.concurrency),
+        "--max-tokens",
+        str(settings.max_tokens),
+        "--temperature",
+        repr(settings.temperature),
+        "--top-p",
+        repr(settings.top_p),
+        "--quiet",
+    ]
+    mars = [sys.executable, "-m", "harness"]
+    if isinstance(item, ArenaItem):
+        return [
+            *mars,
+            "arena",
+            "--game",
+            item.game,
+            "--player",
+            "llm",
+            "--opponent",
+            item.opponent,
+            "--episodes",
+            str(item.episodes),
+            "--seats",
+            item.seats,
+            "--invalid",
+            item.invalid,
+            "--prompt-style",
+            item.prompt_style or settings.prompt_style,
+            *common,
+        ]
+    command = [*mars, "eval", "--suite", item.suite, "--mas", item.mas]
+    command += ["--epochs", str(item.epochs)]
+    if item.limit is not None:
+        command += ["--limit", str(item.limit)]
+    if spec.data_dir:
+        command += ["--data-dir", spec.data_dir]
+    return command + common
+
+
+def arena_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """Per seat: n, win/draw/loss, normalized return with its interval, invalid rate, errors."""
+    seats = {}
+    for seat, stats in summary.get("seats", {}).items():
+        seats[seat] = {
+            key: stats.get(key)
+            for key in (
+                "n",
+                "win",
+                "draw",
+                "loss",
+                "normalized_return",
+                "normalized_return_ci",
+                "mean_return",
+                "invalid_rate",
+                "errors",
+            )
+        }
+    return {"seats": seats}
+
+
+def suite_figures(summary: dict[str, Any], suite: str) -> dict[str, Any]:
+    stats = summary.get("suites", {}).get(suite, {})
+    return {
+        key: stats.get(key)
+        for key in ("n", "correct", "accuracy", "ci95", "extraction_failure_rate", "errors")
+    }
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_item(
+    item: ArenaItem | SuiteItem,
+    spec: LoopSpec,
+    settings: Settings,
+    *,
+    base_url: str,
+    model: str,
+    run_dir: Path,
+    log_path: Path,
+) -> dict[str, Any]:
+    """Run one evaluation as a subprocess; its figures, or the error that stopped it."""
+    command = sub_command(item, spec, settings, base_url=base_url, model=model, run_dir=run_dir)
+    entry: dict[str, Any] = {**item.model_dump(exclude={"name"}), "run_dir": run_dir.name}
+    if isinstance(item, ArenaItem):
+        entry["prompt_style"] = item.prompt_style or settings.prompt_style
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=spec.eval_timeout_s,
+            env=env,
+            check=False,
+        )
+        output, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output, code = f"{exc.stdout or ''}{exc.stderr or ''}", None
+    log_path.write_text(f"$ {' '.join(command)}\n{output}")
+    entry["wall_s"] = round(time.perf_counter() - started, 2)
+    summary_path = run_dir / "summary.json"
+    if code != 0 or not summary_path.is_file():
+        reason = "timed out" if code is None else f"exit code {code}"
+        entry["error"] = f"{item.kind} failed ({reason}): {_last_line(output)}"
+        return entry
+    summary = json.loads(summary_path.read_text())
+    if isinstance(item, ArenaItem):
+        entry.update(arena_figures(summary))
+    else:
+        entry.update(suite_figures(summary, item.suite))
+    entry["error"] = None
+    return entry
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def evaluate_checkpoint(
+    checkpoint: Checkpoint, spec: LoopSpec, loop_dir: Path, *, backend: str = "auto"
+) -> dict[str, Any]:
+    """Serve the checkpoint once, run every evaluation against it, and return its curve row."""
+    from harness.endpoint import GenerationConfig
+    from harness.model_access import model_endpoint
+
+    started = time.perf_counter()
+    settings = resolve_settings(spec, checkpoint)
+    info = checkpoint.info()
+    metrics = info.get("metrics")
+    row: dict[str, Any] = {
+        "schema_version": ROW_SCHEMA_VERSION,
+        "step": checkpoint.step,
+        "checkpoint": str(checkpoint.path.resolve()),
+        "evaluated_at": _now(),
+        "settings": settings.__dict__,
+        "train_metrics": metrics if isinstance(metrics, dict) else None,
+        "evals": {},
+        "error": None,
+    }
+    log_dir = loop_dir / "logs" / f"step_{checkpoint.step}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    gen = GenerationConfig(temperature=settings.temperature, top_p=settings.top_p)
+    try:
+        with model_endpoint(
+            model=str(checkpoint.path.resolve()),
+            base_url=None,
+            backend=backend,
+            log_dir=log_dir,
+            gen=gen,
+        ) as endpoint:
+            for item in spec.evals:
+                row["evals"][item.key] = run_item(
+                    item,
+                    spec,
+                    settings,
+                    base_url=endpoint.base_url,
+                    model=endpoint.model,
+                    run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}",
+                    log_path=log_dir / f"{item.key}.log",
+                )
+    except MarsError as exc:  # could not be served (bad folder, server died, warm-up failed)
+        row["error"] = f"serving failed: {exc}"
+    failed = [key for key, entry in row["evals"].items() if entry.get("error")]
+    if row["error"] is None and failed:
+        row["error"] = f"{len(failed)} of {len(spec.evals)} evaluations failed: {', '.join(failed)}"
+    row["wall_s"] = round(time.perf_counter() - started, 2)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# The learning curve
+
+
+def curve_rows(run: RunDir) -> list[dict[str, Any]]:
+    """One row per step (the last one recorded), sorted by step."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for record in run.records():
+        if isinstance(record.get("step"), int):
+            by_step[record["step"]] = record
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One CSV line: step, checkpoint, error, then `EVAL/...` figures per evaluation."""
+    flat: dict[str, Any] = {
+        "step": row.get("step"),
+        "checkpoint": row.get("checkpoint"),
+        "error": row.get("error") or "",
+        "wall_s": row.get("wall_s"),
+    }
+    for key, entry in (row.get("evals") or {}).items():
+        if entry.get("kind") == "arena":
+            for seat, stats in (entry.get("seats") or {}).items():
+                for field in ("win", "draw", "loss", "normalized_return", "invalid_rate", "n"):
+                    flat[f"{key}/{seat}/{field}"] = stats.get(field)
+                low, high = stats.get("normalized_return_ci") or (None, None)
+                flat[f"{key}/{seat}/normalized_return_ci_low"] = low
+                flat[f"{key}/{seat}/normalized_return_ci_high"] = high
+        else:
+            flat[f"{key}/accuracy"] = entry.get("accuracy")
+            low, high = entry.get("ci95") or (None, None)
+            flat[f"{key}/ci95_low"] = low
+            flat[f"{key}/ci95_high"] = high
+            flat[f"{key}/n"] = entry.get("n")
+        flat[f"{key}/run_dir"] = entry.get("run_dir")
+        flat[f"{key}/error"] = entry.get("error") or ""
+    return flat
+
+
+def write_curve(run: RunDir) -> list[dict[str, Any]]:
+    """Rewrite learning_curve.jsonl and learning_curve.csv from the records (atomically)."""
+    rows = curve_rows(run)
+    lines = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+    _write_atomic(run.path / CURVE_JSONL, lines)
+    flat = [flatten_row(row) for row in rows]
+    columns: list[str] = []
+    for line in flat:
+        columns += [c for c in line if c not in columns]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    _write_atomic(run.path / CURVE_CSV, buffer.getvalue())
+    return rows
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+def step_key(record: dict[str, Any]) -> tuple[int]:
+    return (int(record["step"]),)
+
+
+@dataclass
+class LoopOutcome:
+    evaluated: list[int]  # steps evaluated by this call (errors included)
+    skipped: list[int]  # complete steps already in the curve when found
+    stop_reason: str
+
+
+def run_loop(
+    watch: Path,
+    spec: LoopSpec,
+    run: RunDir,
+    *,
+    once: bool = False,
+    poll_s: float = 30.0,
+    timeout_s: float = 86_400.0,
+    backend: str = "auto",
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> LoopOutcome:
+    """Evaluate every complete checkpoint under `watch` that has no good row yet.
+
+    With `once`, what is there now and return. Otherwise poll every `poll_s` seconds until
+    `timeout_s` has passed, or the training run that writes the checkpoints has finished (its
+    run.json) and all its checkpoints are evaluated. A step whose evaluation gave an error row is
+    not retried within the same call (a rerun retries it).
+    """
+    done = {key[0] for key in run.prepare_resume(step_key)}
+    write_curve(run)
+    deadline = time.monotonic() + timeout_s
+    attempted: set[int] = set()
+    skipped: list[int] = []
+    evaluated: list[int] = []
+    announced_missing = False
+    while True:
+        folder = checkpoints_folder(watch)
+        if not folder.is_dir() and once:
+            raise MarsError(f"--watch {watch} is not a folder")
+        if not folder.is_dir() and not announced_missing and on_wait is not None:
+            on_wait(f"waiting for {watch} to appear")
+            announced_missing = True
+        for checkpoint in complete_checkpoints(folder):
+            if checkpoint.step in attempted:
+                continue
+            if checkpoint.step in done:
+                attempted.add(checkpoint.step)
+                skipped.append(checkpoint.step)
+                continue
+            attempted.add(checkpoint.step)
+            row = evaluate_checkpoint(checkpoint, spec, run.path, backend=backend)
+            run.append(row)
+            write_curve(run)
+            evaluated.append(checkpoint.step)
+            if on_row is not None:
+                on_row(row)
+        if once:
+            return LoopOutcome(evaluated, skipped, "once")
+        pending = [c for c in complete_checkpoints(folder) if c.step not in attempted]
+        if not pending and training_finished(folder):
+            return LoopOutcome(evaluated, skipped, "training finished")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return LoopOutcome(evaluated, skipped, "timeout")
+        sleep(min(poll_s, remaining))
