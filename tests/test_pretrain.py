@@ -171,3 +171,35 @@ def test_pretrain_command_prints_the_rates_and_writes_the_model(
     unknown = run_mars("tiny-model", "pretrain", "--games", "chess", "--out", str(tmp_path / "c"))
     assert unknown.returncode != 0 and "unknown game" in unknown.stderr
     assert "Traceback" not in unknown.stderr and not (tmp_path / "c").exists()
+
+
+def test_a_reply_teacher_names_its_own_moves_in_the_replies() -> None:
+    from games.players.minimax import best_actions
+    from train_backend.format_data import reply_teacher_for
+
+    spec = get_game("tic_tac_toe")
+    teacher = reply_teacher_for(spec, "minimax:last")
+    assert teacher is not None
+    assert reply_teacher_for(get_game("connect_four"), "minimax:last") is None  # too large
+    assert reply_teacher_for(get_game("kuhn_poker"), "minimax:last") is None
+    examples = game_examples(
+        spec, "compact", count=40, first_seed=1, teachers=build_teachers(spec, ["random"]),
+        reply_teacher=teacher,
+    )  # fmt: skip
+    for example in examples:
+        state = _board_state(spec, example.messages[-1]["content"])
+        move = parse_move(example.reply, list(example.legal))
+        row, col = (int(c) for c in move.label.split("(")[1].rstrip(")>").split(","))
+        assert row * 3 + col == best_actions(spec.game, state)[-1]
+
+
+def _board_state(spec, prompt: str):  # type: ignore[no-untyped-def]
+    """The Tic-Tac-Toe state a compact prompt shows (any move order gives the same board)."""
+    lines = prompt.split("State:\n")[1].splitlines()[:3]
+    cells = "".join(lines)
+    xs = [i for i, c in enumerate(cells) if c == "x"]
+    os_ = [i for i, c in enumerate(cells) if c == "o"]
+    state = spec.game.new_initial_state()
+    for index in range(len(xs) + len(os_)):
+        state.apply_action(xs[index // 2] if index % 2 == 0 else os_[index // 2])
+    return state

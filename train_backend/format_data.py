@@ -76,6 +76,17 @@ def build_teachers(spec: GameSpec, names: Sequence[str]) -> list[Player]:
     return [make_player(name, context) for name in names]
 
 
+def reply_teacher_for(spec: GameSpec, name: str | None) -> Player | None:
+    """The bot whose moves the replies name in `spec`, when it can play it (`minimax` solves
+    Tic-Tac-Toe but refuses Connect Four and the imperfect-information games)."""
+    if name is None or not spec.perfect_information:
+        return None
+    try:
+        return make_player(name, PlayerContext(spec=spec))
+    except MarsError:
+        return None
+
+
 def _episode_positions(
     spec: GameSpec,
     style: str,
@@ -83,17 +94,24 @@ def _episode_positions(
     episode_seed: int,
     last_listed_share: float,
     max_seat_turns: int | None = None,
+    reply_teacher: Player | None = None,
 ) -> Iterator[Example]:
     """Every decision of one game between two teachers, as the mover's prompt and reply.
 
     The reply names the last action of the legal list with probability `last_listed_share`,
-    else the teacher's move. In the `compact` style every prompt stands alone, so the game keeps
-    following the teachers (varied positions); in the `full` style the seat's own earlier replies
-    stay in its chat, so the move named is the move played.
+    else the move of `reply_teacher` when one is given, else the moving teacher's move. In the
+    `compact` style every prompt stands alone, so the game keeps following the teachers (varied
+    positions); in the `full` style the seat's own earlier replies stay in its chat, so the move
+    named is the move played.
     """
     rng = random.Random(episode_seed)
     seat_players = [teachers[rng.randrange(len(teachers))] for _ in range(2)]
     agents = [seat_players[seat].agent(seat=seat, rng=rng, seed=episode_seed) for seat in range(2)]
+    namers = (
+        agents
+        if reply_teacher is None
+        else [reply_teacher.agent(seat=seat, rng=rng, seed=episode_seed) for seat in range(2)]
+    )
     prompters = [SeatPrompter(spec, seat, style) for seat in range(2)]  # type: ignore[arg-type]
     vocab = vocabulary(spec)
     chance = ChanceSampler(spec, episode_seed)
@@ -112,7 +130,12 @@ def _episode_positions(
         agent = agents[seat]
         assert isinstance(agent, BotAgent)
         action = agent.choose(state)
-        label = legal[-1] if rng.random() < last_listed_share else vocab.label(seat, action)
+        if rng.random() < last_listed_share:
+            label = legal[-1]
+        else:
+            namer = namers[seat]
+            assert isinstance(namer, BotAgent)
+            label = vocab.label(seat, action if namer is agent else namer.choose(state))
         if style == "full":
             action = vocab.action(seat, label)  # type: ignore[assignment]
         reply = game_reply(label)
@@ -135,6 +158,7 @@ def game_examples(
     last_listed_share: float = 0.0,
     balance: int = 1,
     max_seat_turns: int | None = None,
+    reply_teacher: Player | None = None,
 ) -> list[Example]:
     """`count` positions from games with seeds first_seed, first_seed + 1, ...
 
@@ -153,7 +177,17 @@ def game_examples(
     episode_seed = first_seed
     wanted = count * max(1, balance)
     while len(pool) < wanted:
-        positions = list(_episode_positions(spec, style, teachers, episode_seed, last_listed_share))
+        positions = list(
+            _episode_positions(
+                spec,
+                style,
+                teachers,
+                episode_seed,
+                last_listed_share,
+                max_seat_turns=max_seat_turns,
+                reply_teacher=reply_teacher,
+            )
+        )
         if per_episode is not None and len(positions) > per_episode:
             keep = sorted(random.Random(episode_seed).sample(range(len(positions)), per_episode))
             positions = [positions[i] for i in keep]

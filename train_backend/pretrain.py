@@ -39,6 +39,7 @@ from train_backend.format_data import (
     arithmetic_examples,
     build_teachers,
     game_examples,
+    reply_teacher_for,
     teachers_for,
 )
 from train_backend.format_eval import prompt_ids, prompt_key, reply_rates
@@ -70,8 +71,11 @@ class PretrainSettings(BaseModel):
     full_prompt_tokens: int = Field(800, ge=16)  # ...and only prompts up to this length
     arithmetic_share: float = Field(0.05, ge=0, lt=1)  # `\boxed{}` answers to small sums
     per_episode: int = Field(4, ge=1)  # positions kept per teacher game (spread over many games)
-    # Perfect-information games: replies name the last legal action listed with this
-    # probability, else the teacher's move (see train_backend.format_data for why).
+    # Perfect-information games this player can play (`minimax:last` solves Tic-Tac-Toe): the
+    # replies name its moves, and it joins the bots whose games make the positions. In the
+    # others the replies name the last legal action listed with probability
+    # `last_listed_share`, else the teacher's move (see train_backend.format_data for why).
+    reply_teacher: str | None = None
     last_listed_share: float = Field(1.0, ge=0, le=1)
     # Examples per game are split in proportion to these weights (1 for games not named): the
     # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the
@@ -182,7 +186,14 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     examples: list[Example] = []
     for index, spec in enumerate(specs):
         teachers = build_teachers(spec, teachers_for(spec))
-        last_listed = settings.last_listed_share if spec.perfect_information else 0.0
+        reply_teacher = reply_teacher_for(spec, settings.reply_teacher)
+        if reply_teacher is not None:
+            teachers.append(reply_teacher)
+        last_listed = (
+            settings.last_listed_share
+            if spec.perfect_information and reply_teacher is None
+            else 0.0
+        )
         for style, count, stream in (
             ("compact", compact_counts[index], 0),
             ("full", full_counts[index], 1),
@@ -197,7 +208,8 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     teachers=teachers,
                     per_episode=settings.per_episode,
                     last_listed_share=last_listed,
-                    balance=settings.balance if last_listed else 1,
+                    reply_teacher=reply_teacher,
+                    balance=settings.balance if spec.perfect_information else 1,
                     max_seat_turns=settings.full_seat_turns if style == "full" else None,
                 )
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
