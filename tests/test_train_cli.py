@@ -190,6 +190,18 @@ def test_bad_estimator_and_game_are_one_line_errors(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # nothing was created for bad input
 
 
+def test_a_misspelt_config_setting_is_refused(tmp_path: Path) -> None:
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text("learning_rte: 0.001\n")
+    _, _, error = _invoke("--config", str(config_file), "--out", str(tmp_path / "runs"))
+    assert isinstance(error, MarsError)
+    assert str(error) == "unknown training setting 'learning_rte'"
+    config_file.write_text("verl: {n_gpu_per_node: 4}\n")
+    _, _, error = _invoke("--config", str(config_file), "--out", str(tmp_path / "runs"))
+    assert isinstance(error, MarsError) and "verl.n_gpu_per_node" in str(error)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_folder_that_is_not_a_causal_lm(tmp_path: Path) -> None:
     not_a_model = tmp_path / "folder"
     not_a_model.mkdir()

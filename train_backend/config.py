@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import MarsError
 
 
 class VerlSettings(BaseModel):
     """Cluster-only knobs passed to verl (ignored by the CPU trainer)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     n_gpus_per_node: int = 8
     nnodes: int = 1
@@ -29,6 +31,8 @@ class VerlSettings(BaseModel):
 
 
 class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
+
     model: str | None = None  # a Hugging Face causal-LM folder or hub id; None = the tiny model
     games: list[str] = Field(default_factory=lambda: ["tic_tac_toe"])
     estimator: str = "marshal"
@@ -115,4 +119,6 @@ def load_train_config(path: Path | None, overrides: dict[str, Any], *, local: bo
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise MarsError(f"unknown training setting {where!r}") from exc
         raise MarsError(f"bad training setting {where}: {first['msg']}") from exc
