@@ -696,31 +696,41 @@ def _ci_bounds(value: Any) -> tuple[float | None, float | None]:
     return None, None
 
 
+def _win_interval(row: pd.Series, prefix: str) -> tuple[float | None, float | None]:
+    """A win rate's 95% interval: `<prefix>/ci95` as [low, high], `<prefix>/ci95_low` and
+    `/ci95_high` (as `mars train` writes them), or `/win_ci_low` and `/win_ci_high`."""
+    low, high = _ci_bounds(row.get(f"{prefix}/ci95"))
+    for low_name, high_name in (("ci95_low", "ci95_high"), ("win_ci_low", "win_ci_high")):
+        if low is None:
+            low = _as_float(row.get(f"{prefix}/{low_name}"))
+            high = _as_float(row.get(f"{prefix}/{high_name}"))
+    return low, high
+
+
 def win_rate_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every `eval/<opponent>/<seat>/win` point with its interval (`.../ci95` as [low, high],
-    or `.../win_ci_low` and `.../win_ci_high`)."""
+    """Every in-training win rate with its interval: `eval/<game>/<opponent>/<seat>/win` (the CPU
+    trainer's metrics) or `eval/<opponent>/<seat>/win` (game "-")."""
     rows = []
-    columns = ["step", "opponent", "seat", "win", "ci_low", "ci_high"]
+    columns = ["step", "game", "opponent", "seat", "win", "ci_low", "ci_high"]
     if frame.empty:
         return pd.DataFrame(rows, columns=columns)
     for column in frame.columns:
         parts = column.split("/")
-        if len(parts) != 4 or parts[0] != "eval" or parts[3] != "win":
+        if len(parts) not in (4, 5) or parts[0] != "eval" or parts[-1] != "win":
             continue
-        prefix = "/".join(parts[:3])
+        game = parts[1] if len(parts) == 5 else "-"
+        prefix = "/".join(parts[:-1])
         for _, row in frame.iterrows():
             win = _as_float(row[column])
             if win is None:
                 continue
-            low, high = _ci_bounds(row.get(f"{prefix}/ci95"))
-            if low is None:
-                low = _as_float(row.get(f"{prefix}/win_ci_low"))
-                high = _as_float(row.get(f"{prefix}/win_ci_high"))
+            low, high = _win_interval(row, prefix)
             rows.append(
                 {
                     "step": row["step"],
-                    "opponent": parts[1],
-                    "seat": parts[2],
+                    "game": game,
+                    "opponent": parts[-3],
+                    "seat": parts[-2],
                     "win": win,
                     "ci_low": low,
                     "ci_high": high,
@@ -730,7 +740,11 @@ def win_rate_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def learning_curve(path: Path) -> JsonlData:
-    return read_csv_rows(path) if path.suffix == ".csv" else read_jsonl(path)
+    """A loop's learning curve; nested JSON objects flattened with "/" as in the CSV."""
+    if path.suffix == ".csv":
+        return read_csv_rows(path)
+    loaded = read_jsonl(path)
+    return JsonlData(rows=[_flatten(row) for row in loaded.rows], malformed=loaded.malformed)
 
 
 def summary_of(path: Path) -> dict[str, Any] | None:

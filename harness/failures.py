@@ -331,10 +331,13 @@ class FailuresFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # Malformed lines met by this command: those `prepare_resume` dropped from the file
+        # (e.g. a line cut short by a kill) plus those the latest `records()` skipped.
         self.malformed_lines = 0
+        self._dropped_malformed = 0
 
     def records(self) -> list[dict[str, Any]]:
-        self.malformed_lines = 0
+        self.malformed_lines = self._dropped_malformed
         if not self.path.exists():
             return []
         out: list[dict[str, Any]] = []
@@ -364,6 +367,7 @@ class FailuresFile:
         for verdict in self.records():
             if keep(verdict):
                 kept.setdefault(record_key(verdict), verdict)
+        self._dropped_malformed = self.malformed_lines
         if self.path.exists():
             tmp = self.path.with_suffix(".jsonl.tmp")
             with tmp.open("w", encoding="utf-8") as handle:

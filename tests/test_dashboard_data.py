@@ -145,6 +145,32 @@ def test_metrics_frame_flattens_and_reads_win_rates() -> None:
     assert wins.iloc[1]["ci_low"] == 0.5 and pd.isna(wins.iloc[0]["ci_low"])
 
 
+def test_win_rates_in_the_cpu_trainers_format() -> None:
+    cell = {"n": 4, "win": 0.25, "ci95_low": 0.05, "ci95_high": 0.7, "normalized_return": 40.0}
+    frame = data.metrics_frame([{"step": 3, "eval": {"tic_tac_toe": {"random": {"first": cell}}}}])
+    wins = data.win_rate_table(frame)
+    assert wins.to_dict("records") == [
+        {
+            "step": 3,
+            "game": "tic_tac_toe",
+            "opponent": "random",
+            "seat": "first",
+            "win": 0.25,
+            "ci_low": 0.05,
+            "ci_high": 0.7,
+        }
+    ]
+
+
+def test_learning_curve_jsonl_is_flattened_like_the_csv(tmp_path: Path) -> None:
+    path = tmp_path / "learning_curve.jsonl"
+    row = {"step": 2, "evals": {"gsm8k": {"accuracy": 0.5, "ci95": [0.2, 0.8]}}}
+    path.write_text(json.dumps(row) + "\n[1, 2]\n")
+    loaded = data.learning_curve(path)
+    assert loaded.rows == [{"step": 2, "evals/gsm8k/accuracy": 0.5, "evals/gsm8k/ci95": [0.2, 0.8]}]
+    assert loaded.malformed == 1
+
+
 def test_learning_curve_csv_counts_ragged_rows(tmp_path: Path) -> None:
     path = tmp_path / "learning_curve.csv"
     path.write_text("step,gsm8k,checkpoint\n0,0.5,base\n10,0.625,ckpt-10\n20,0.7,x,extra\n")

@@ -18,6 +18,7 @@ from harness.failures import (
     TruncationLimits,
     compare_failures,
     judge_messages,
+    load_failures,
     parse_verdict,
     render_transcript,
     select_records,
@@ -301,6 +302,31 @@ def test_mars_failures_judges_failed_transcripts_and_resumes(tmp_path: Path, cli
         assert len(server.seen) == 6 + 15
         summary = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
         assert summary["selection"] == "all" and summary["n_verdicts"] == 20
+
+
+def test_a_cut_short_verdict_line_is_counted_and_dropped_on_resume(
+    tmp_path: Path, cli: Any
+) -> None:
+    run = _eval_run(tmp_path / "eval-killed")
+    with ScriptedServer(_judge_script, model="judge") as server:
+        args = [str(run), "--base-url", server.base_url, "--judge-model", "judge", "--quiet"]
+        assert cli(*args).exit_code == 0
+        first = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
+        assert first["malformed_lines"] == 0
+        # A kill mid-write leaves half a line; a stray non-object line counts too.
+        with (run / FAILURES_FILE).open("a") as handle:
+            handle.write('{"suite": "gsm8k", "sample_id": "gsm8k-0", "mod\n[1, 2]\n')
+        assert load_failures(run)[1] == 2
+        result = cli(*args)
+        assert result.exit_code == 0, result.output
+        assert len(server.seen) == 5  # nothing judged again
+    summary = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
+    assert summary["malformed_lines"] == 2
+    assert "2 malformed lines skipped" in result.output
+    for field in ("n_judged", "parse_failures", "any_failure", "categories", "modes"):
+        assert summary[field] == first[field]
+    assert len(_lines(run / FAILURES_FILE)) == 5  # the file is clean again
+    assert load_failures(run)[1] == 0
 
 
 def test_failed_judge_calls_are_recorded_and_redone(tmp_path: Path, cli: Any) -> None:

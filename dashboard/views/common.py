@@ -18,8 +18,8 @@ HINTS = {
     "eval": "mars eval --suite gsm8k --limit 5",
     "failures": "mars failures RUNS/<eval run dir>",
     "arena": "mars arena --game tic_tac_toe --opponent mcts:100 --episodes 10",
-    "train": "mars train --game tic_tac_toe --steps 10",
-    "loop": "mars loop ...",
+    "train": "mars train --games tic_tac_toe --steps 10",
+    "loop": "mars loop --watch RUNS/<train run> --eval arena:tic_tac_toe:random:20 --once",
 }
 
 
@@ -49,6 +49,16 @@ def pct(value: Any) -> float | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return round(100 * float(value), 1)
+
+
+def round_or_none(value: Any, digits: int = 1) -> float | None:
+    """A number rounded for display, or None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        return round(float(value), digits)
+    except (TypeError, ValueError):
+        return None
 
 
 def ci_text(low: Any, high: Any) -> str:

@@ -31,7 +31,11 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         empty_state("no failure analysis yet", "failures")
         return
     names = [r.name for r in analysed]
-    chosen = st.multiselect("runs", names, default=names[:2], key="failures_runs")
+    # The two latest runs, older first: B minus A then reads "after minus before".
+    latest = sorted(analysed[:2], key=lambda r: (r.started_at or "", r.name))
+    chosen = st.multiselect(
+        "runs (A, B)", names, default=[r.name for r in latest], key="failures_runs"
+    )
     by_name = {r.name: r for r in analysed}
     selected = [by_name[name] for name in chosen if name in by_name]  # A, B in the order picked
     if not selected:

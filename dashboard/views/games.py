@@ -45,7 +45,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     summaries = data.arena_summaries(cache.summary(root, run.path))
     if summaries:
         seats = data.seat_table({run.name: summaries})
-        st.caption("normalised return per seat (from summary.json)")
+        st.caption("normalised return per seat, 0-100 (from summary.json)")
         st.dataframe(
             seats[["game", "opponent", "seat", "n", "normalized_return", "mean_return"]],
             hide_index=True,
@@ -78,10 +78,9 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
 
 def _replay(record: dict[str, Any]) -> None:
-    players = record.get("players") or []
-    returns = record.get("returns") or []
-    outcomes = record.get("outcomes") or []
-    rewards = record.get("rewards") or []
+    players, returns, outcomes, rewards = (
+        _listed(record.get(name)) for name in ("players", "returns", "outcomes", "rewards")
+    )
     result = pd.DataFrame(
         [
             {
@@ -130,6 +129,11 @@ def _replay(record: dict[str, Any]) -> None:
     if len(turns) > 1:
         position = st.slider("turn", 0, len(turns) - 1, 0, key="games_turn")
     _turn(turns[position])
+
+
+def _listed(value: Any) -> list[Any]:
+    """A per-seat field as a list ([] when a damaged record has something else there)."""
+    return value if isinstance(value, list) else []
 
 
 def _turn(turn: data.TurnView) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, data
-from dashboard.views.common import ci_text, empty_state, malformed_note, pct
+from dashboard.views.common import ci_text, empty_state, malformed_note, pct, round_or_none
 from harness.runstore import RECORDS_FILE
 
 ARENA_KINDS = ("arena", "selfplay")
@@ -59,10 +59,12 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         st.info("no arena summary.json yet (the run may still be going); see the Games page")
         return
     shown = seats.copy()
-    for column in ("win", "draw", "loss", "normalized_return", "invalid_rate"):
+    for column in ("win", "draw", "loss", "invalid_rate"):
         shown[column + " %"] = shown[column].map(pct)
+    # games.arena puts the normalised return on a 0-100 scale already.
+    shown["normalized_return (0-100)"] = shown["normalized_return"].map(round_or_none)
     columns = ["run", "game", "player", "opponent", "seat", "n", "win %", "draw %", "loss %"]
-    columns += ["mean_return", "normalized_return %", "invalid_rate %"]
+    columns += ["mean_return", "normalized_return (0-100)", "invalid_rate %"]
     st.dataframe(shown[columns], hide_index=True, key="seat_table")
 
 

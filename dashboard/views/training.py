@@ -13,6 +13,7 @@ from dashboard.views.common import empty_state, malformed_note
 
 DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate")
 CURVE_X = ("step", "iteration", "round", "checkpoint_step", "checkpoint")
+STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -73,7 +74,7 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
             alt.Chart(long)
             .mark_line(point=len(long) < 60)
             .encode(
-                x="step:Q",
+                x=STEP_AXIS,
                 y=alt.Y("value:Q", title=metric),
                 color=alt.Color("run:N", title=None),
             )
@@ -87,15 +88,17 @@ def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
     tables = [data.win_rate_table(f).assign(run=name) for name, f in frames.items()]
     wins = pd.concat(tables) if tables else pd.DataFrame()
     if wins.empty:
-        st.caption("no `eval/<opponent>/<seat>/win` columns in these runs' metrics")
+        st.caption("no in-training evaluation (`eval/.../win`) in these runs' metrics")
         return
     st.subheader("Win rate against each opponent")
-    wins = wins.assign(series=wins["run"] + " · " + wins["opponent"] + " · " + wins["seat"])
+    wins = wins.assign(
+        series=wins["run"] + " · " + wins["game"] + " · " + wins["opponent"] + " · " + wins["seat"]
+    )
     line = (
         alt.Chart(wins)
         .mark_line(point=True)
         .encode(
-            x="step:Q",
+            x=STEP_AXIS,
             y=alt.Y("win:Q", title="win rate", scale=alt.Scale(domain=[0, 1])),
             color="series:N",
         )
@@ -103,12 +106,15 @@ def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
     band = (
         alt.Chart(wins.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
-        .encode(x="step:Q", y=alt.Y("ci_low:Q", title="win rate"), y2="ci_high:Q", color="series:N")
+        .encode(
+            x=STEP_AXIS, y=alt.Y("ci_low:Q", title="win rate"), y2="ci_high:Q", color="series:N"
+        )
     )
     st.altair_chart((band + line).properties(height=260))
-    last = wins.sort_values("step").groupby(["run", "opponent", "seat"], as_index=False).last()
+    keys = ["run", "game", "opponent", "seat"]
+    last = wins.sort_values("step").groupby(keys, as_index=False).last()
     st.dataframe(
-        last[["run", "opponent", "seat", "step", "win", "ci_low", "ci_high"]],
+        last[[*keys, "step", "win", "ci_low", "ci_high"]],
         hide_index=True,
         key="train_wins",
     )

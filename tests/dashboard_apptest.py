@@ -1,0 +1,99 @@
+"""Helpers for the dashboard's AppTest tests: open a page on a runs root, find tables and values."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from streamlit.testing.v1 import AppTest
+
+from dashboard.paths import RUNS_ROOT_ENV
+from harness.stats import wilson_ci
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+PAGE_SLUGS = {
+    "Runs": "runs",
+    "Samples": "samples",
+    "Failure modes": "failure-modes",
+    "Games": "games",
+    "Training": "training",
+}
+
+OpenPage = Callable[..., AppTest]
+
+
+@contextmanager
+def page_opener(default_root: Path) -> Iterator[OpenPage]:
+    """`open_page(page, runs_root=None, via="sidebar"|"url", **query)`: the page rendered.
+
+    `via="url"` selects the page with `?page=<slug>` as a link would; `via="sidebar"` clicks it.
+    """
+    previous = os.environ.get(RUNS_ROOT_ENV)
+
+    def open_page(
+        page: str, runs_root: Path | None = None, via: str = "sidebar", **query: str
+    ) -> AppTest:
+        os.environ[RUNS_ROOT_ENV] = str(runs_root or default_root)
+        test = AppTest.from_file(APP, default_timeout=60)
+        if via == "url":
+            query = {"page": PAGE_SLUGS[page], **query}
+        test.query_params.update(query)
+        test.run()
+        if via == "sidebar" and page != "Runs":
+            test.sidebar.radio(key="page").set_value(page).run()
+        assert not test.exception, [e.value for e in test.exception]
+        assert test.sidebar.radio(key="page").value == page
+        return test
+
+    try:
+        yield open_page
+    finally:
+        if previous is None:
+            os.environ.pop(RUNS_ROOT_ENV, None)
+        else:
+            os.environ[RUNS_ROOT_ENV] = previous
+
+
+def ci_text(successes: int, n: int) -> str:
+    low, high = wilson_ci(successes, n)
+    return f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def interval_text(interval: list[float]) -> str:
+    return f"[{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
+
+
+def table_with(test: AppTest, *columns: str) -> pd.DataFrame:
+    for element in test.dataframe:
+        frame = element.value
+        if all(c in frame.columns for c in columns):
+            return frame
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def row_where(frame: pd.DataFrame, **match: Any) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for column, value in match.items():
+        mask &= frame[column] == value
+    rows = frame[mask]
+    assert len(rows) == 1, f"{match}: {len(rows)} rows in\n{frame}"
+    return rows.iloc[0]
+
+
+def texts(elements: Any) -> list[str]:
+    return [str(e.value) for e in elements]
+
+
+def metric(test: AppTest, label: str) -> str:
+    for element in test.metric:
+        if element.label == label:
+            return str(element.value)
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in test.metric]}")
+
+
+def pct(rate: float) -> float:
+    return round(100 * rate, 1)

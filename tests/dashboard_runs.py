@@ -1,0 +1,230 @@
+"""Run directories for the dashboard tests, made by the real commands.
+
+`build_runs(root)` runs, as subprocesses of `python -m harness`:
+- `mars eval` twice (a "base" and a "trained" run of the `debate` MAS, 2 agents answering and then
+  revising once, on gsm8k and aqua) against a `ScriptedServer` whose answer key decides which
+  samples are right, wrong, unreadable (extraction failure) or refused (HTTP 400: an error);
+- `mars failures` on both eval runs against a scripted judge (one reply is not JSON);
+- `mars arena`: an `llm` player (the scripted server, one invalid reply) vs `random` at
+  tic-tac-toe;
+- `mars train --backend local` on the embedded tiny model: 2 steps of 2 games, eval every step.
+
+Then it appends one malformed line to each of the files the pages read, as a killed writer would
+leave it. The tests compare what the pages show with the commands' own summaries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conftest import DATA_DIR, run_mars
+
+from harness.benchmarks import get_suite
+from harness.testing.scripted_server import Reply, ScriptedServer
+
+SUITES = ("gsm8k", "aqua")
+LIMIT = 6  # samples per suite
+# What the scripted model answers per (suite, position): right, wrong, unreadable, or refused.
+BASE_PLAN = {
+    "gsm8k": ["right", "right", "wrong", "wrong", "unreadable", "refused"],
+    "aqua": ["right", "right", "wrong", "wrong", "right", "right"],
+}
+TRAINED_PLAN = {
+    "gsm8k": ["right", "right", "right", "right", "wrong", "right"],
+    "aqua": ["right", "right", "right", "wrong", "right", "right"],
+}
+# The judge's reply per (suite, position) of a failed transcript; anything else: no failure.
+JUDGE_BASE = {
+    ("gsm8k", 2): '```json\n{"failure_modes": [{"id": "FM-2.5", "evidence": "ignored agent_2"},'
+    ' {"id": "FM-3.2", "evidence": "nobody checked"}]}\n```',
+    ("gsm8k", 3): 'Verdict: {"failure_modes": ["FM-1.3"], "summary": "went in circles"}',
+    ("gsm8k", 4): "The agents derailed, I believe.",  # no JSON: a parse failure
+    ("aqua", 2): '{"failure_modes": []}',
+    ("aqua", 3): '{"FM-2.3": true, "FM-3.1": "stopped early", "FM-1.1": false}',
+}
+JUDGE_TRAINED = {
+    ("gsm8k", 4): '{"failure_modes": [{"id": "FM-2.5", "evidence": "talked past each other"}]}',
+    ("aqua", 3): '{"failure_modes": []}',
+}
+MALFORMED = '{"suite": "gsm8k", "sample_id": "cut sh'  # a line a kill cut short
+
+
+@dataclass
+class RealRuns:
+    root: Path
+    eval_base: Path
+    eval_trained: Path
+    arena: Path
+    train: Path
+    samples: dict[str, list[Any]]  # suite -> the benchmark samples, in order
+    timings: dict[str, float]
+
+
+def _samples() -> dict[str, list[Any]]:
+    return {
+        suite: get_suite(suite).load(data_dir=DATA_DIR, limit=LIMIT).samples for suite in SUITES
+    }
+
+
+def _wrong(sample: Any) -> str:
+    if sample.choices:
+        return "A" if sample.gold != "A" else "B"
+    return str(int(float(sample.gold)) + 1)
+
+
+def _locate(samples: dict[str, list[Any]], request: dict[str, Any]) -> tuple[str, int]:
+    text = "\n".join(str(m.get("content") or "") for m in request["messages"])
+    for suite, items in samples.items():
+        for position, sample in enumerate(items):
+            if sample.question[:80] in text:
+                return suite, position
+    raise AssertionError(f"no benchmark question in the request: {text[:200]!r}")
+
+
+def model_script(samples: dict[str, list[Any]], plan: dict[str, list[str]]) -> Any:
+    def script(request: dict[str, Any]) -> Reply:
+        suite, position = _locate(samples, request)
+        sample = samples[suite][position]
+        what = plan[suite][position]
+        thought = f"thinking about {suite} question {position}: try a few cases"
+        if what == "refused":
+            return Reply(status=400, text="refused by the scripted server")
+        if what == "unreadable":
+            return Reply(text="I am not sure what the answer is.", reasoning=thought)
+        answer = sample.gold if what == "right" else _wrong(sample)
+        return Reply(text=f"Step by step.\nThe answer is \\boxed{{{answer}}}.", reasoning=thought)
+
+    return script
+
+
+def judge_script(samples: dict[str, list[Any]], replies: dict[tuple[str, int], str]) -> Any:
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply(text=replies.get(_locate(samples, request), '{"failure_modes": []}'))
+
+    return script
+
+
+def game_script() -> Any:
+    """The first legal action with a line of reasoning; the fifth request gets an illegal one."""
+    from games.prompts import legal_actions_in
+
+    count = {"n": 0}
+    lock = threading.Lock()
+
+    def script(request: dict[str, Any]) -> Reply:
+        with lock:
+            count["n"] += 1
+            n = count["n"]
+        legal = legal_actions_in(request["messages"][-1]["content"])
+        if n == 5 or not legal:
+            return Reply(text="<answer><X(9,9)></answer>", reasoning="a bold move")
+        return Reply(text=f"<answer>{legal[0]}</answer>", reasoning=f"I take {legal[0]}")
+
+    return script
+
+
+def _mars(*args: str, timeout: float = 600) -> str:
+    result = run_mars(*args, timeout=timeout)
+    assert result.returncode == 0, f"mars {' '.join(args)}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def _eval(server: ScriptedServer, run_dir: Path) -> None:
+    _mars(
+        "eval", "--suite", ",".join(SUITES), "--limit", str(LIMIT),
+        "--mas", "debate", "--mas-option", "agents=2", "--mas-option", "rounds=1",
+        "--base-url", server.base_url, "--model", "scripted", "--data-dir", str(DATA_DIR),
+        "--run-dir", str(run_dir), "--timeout", "5", "--max-retries", "0", "--quiet",
+    )  # fmt: skip
+
+
+def build_runs(root: Path) -> RealRuns:
+    samples = _samples()
+    timings: dict[str, float] = {}
+    runs = RealRuns(
+        root=root,
+        eval_base=root / "eval-base",
+        eval_trained=root / "eval-trained",
+        arena=root / "arena-ttt",
+        train=root / "train-ttt",
+        samples=samples,
+        timings=timings,
+    )
+    start = time.perf_counter()
+    for run_dir, plan in ((runs.eval_base, BASE_PLAN), (runs.eval_trained, TRAINED_PLAN)):
+        with ScriptedServer(model_script(samples, plan)) as server:
+            _eval(server, run_dir)
+    timings["mars eval x2"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    for run_dir, replies in ((runs.eval_base, JUDGE_BASE), (runs.eval_trained, JUDGE_TRAINED)):
+        with ScriptedServer(judge_script(samples, replies), model="judge") as server:
+            _mars(
+                "failures", str(run_dir), "--base-url", server.base_url,
+                "--judge-model", "judge", "--quiet",
+            )  # fmt: skip
+    timings["mars failures x2"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    with ScriptedServer(game_script()) as server:
+        _mars(
+            "arena", "--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
+            "--episodes", "3", "--prompt-style", "compact", "--base-url", server.base_url,
+            "--model", "scripted", "--run-dir", str(runs.arena), "--quiet",
+        )  # fmt: skip
+    timings["mars arena"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    config = root.parent / "train.yaml"
+    config.write_text(
+        json.dumps({"eval_episodes": 2, "eval_opponents": {"tic_tac_toe": ["random"]}})
+    )
+    _mars(
+        "train", "--backend", "local", "--config", str(config), "--games", "tic_tac_toe",
+        "--steps", "2", "--games-per-step", "2", "--max-new-tokens", "8", "--eval-every", "1",
+        "--save-every", "2", "--run-dir", str(runs.train), "--quiet",
+    )  # fmt: skip
+    timings["mars train"] = time.perf_counter() - start
+
+    for path in (
+        runs.eval_base / "records.jsonl",
+        runs.eval_base / "failures.jsonl",
+        runs.arena / "records.jsonl",
+        runs.train / "metrics.jsonl",
+    ):
+        with path.open("a") as handle:
+            handle.write(MALFORMED + "\n")
+    return runs
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The well-formed lines (the tests' own reading, independent of the dashboard's)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+_BUILT: dict[str, RealRuns] = {}
+
+
+def shared_runs(tmp_path_factory: Any) -> RealRuns:
+    """The runs, built once per test session (the AppTest and the browser tests share them).
+
+    Tests must not change them; a test that corrupts files works on a copy.
+    """
+    if "runs" not in _BUILT:
+        _BUILT["runs"] = build_runs(tmp_path_factory.mktemp("dashboard-real") / "runs")
+    return _BUILT["runs"]
