@@ -25,7 +25,9 @@ from harness.runstore import RECORDS_FILE, SUMMARY_FILE, list_runs
 from harness.stats import wilson_ci
 
 METRICS_FILE = "metrics.jsonl"
-CURVE_FILES = ("learning_curve.jsonl", "learning_curve.csv")
+# `mars loop` writes both; its CSV is the curated table (figures per evaluation and seat), its
+# JSONL the full rows (settings, training metrics, nested evaluations).
+CURVE_FILES = ("learning_curve.csv", "learning_curve.jsonl")
 SEATS = ("first", "second")
 
 

@@ -152,3 +152,14 @@ def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path
         assert set(row["train_metrics"]) >= {"reward_mean", "loss"}
         seats = row["evals"][KEY]["seats"]
         assert seats["first"]["n"] == seats["second"]["n"] == 2
+
+    # The dashboard's Training page shows this real loop's curve, one row per step.
+    from dashboard_apptest import page_opener, table_with
+
+    with page_opener(tmp_path) as open_page:
+        page = open_page("Training")
+    curve = table_with(page, "step", f"{KEY}/first/win")
+    assert curve["step"].tolist() == [1, 2]
+    assert curve[f"{KEY}/first/win"].tolist() == pytest.approx(
+        [row["evals"][KEY]["seats"]["first"]["win"] for row in rows]
+    )
