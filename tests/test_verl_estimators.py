@@ -107,7 +107,9 @@ def fake_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTransferQueue:
     return fake
 
 
-@pytest.mark.parametrize("estimator", ["marshal", "no_turn_level", "no_agent_norm", "grpo"])
+@pytest.mark.parametrize(
+    "estimator", ["marshal", "no_turn_level", "no_agent_norm", "marshal_reference", "grpo"]
+)
 async def test_trainer_advantages_match_compute_advantages(estimator, fake_tq, tmp_path):
     table = await play_batch(fake_tq)
     batch = fake_tq.batch()
@@ -200,3 +202,55 @@ def test_registry_names_and_trainer():
             "train_backend.verl.estimators"
         )
     assert get_trainer_cls(names.TRAINER_NAME) is MarshalPPOTrainer
+
+
+# What runs in a fresh verl process: only `import verl`, then look at verl's registries.
+REGISTRIES_AFTER_IMPORTING_VERL = """
+import json, sys
+import verl
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+from verl.trainer.ppo.v1 import get_trainer_cls
+print(json.dumps({
+    "plugin_loaded": "train_backend.verl.plugin" in sys.modules,
+    "estimators": sorted(n for n, f in ADV_ESTIMATOR_REGISTRY.items()
+                         if f.__module__ == "train_backend.verl.estimators"),
+    "agent_loop": "mars_selfplay" in _agent_loop_registry,
+    "trainer": get_trainer_cls("mars").__name__,
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        # what the launcher sets for the driver and, through Ray's runtime env, every worker
+        {"VERL_USE_EXTERNAL_MODULES": names.PLUGIN_MODULE, "VERL_USE_EXTERNAL_PLUGINS": "none"},
+        # the `verl.plugins` entry point of pyproject.toml, which verl loads on import
+        {"VERL_USE_EXTERNAL_PLUGINS": "mars"},
+    ],
+    ids=["external-modules", "entry-point"],
+)
+def test_importing_verl_registers_everything_in_a_fresh_process(route):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_USE_EXTERNAL")}
+    result = subprocess.run(
+        [sys.executable, "-c", REGISTRIES_AFTER_IMPORTING_VERL],
+        capture_output=True,
+        text=True,
+        env={**env, **route},
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {
+        "plugin_loaded": True,
+        "estimators": sorted(names.VERL_ESTIMATOR_NAMES.values()),
+        "agent_loop": True,
+        "trainer": "MarshalPPOTrainer",
+    }

@@ -7,7 +7,8 @@ import json
 import os
 import re
 import shlex
-import shutil
+import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -50,6 +51,32 @@ def test_missing_verl_is_one_clear_line(monkeypatch, tmp_path):
     )
     with pytest.raises(MarsError, match="make setup-verl"):
         launch.run_verl(small_config(), RunDir(tmp_path, "train"), dry_run=True)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "gpus", "message"),
+    [
+        (VerlSettings(), 0, r"no GPU on this machine.*--backend local"),
+        (VerlSettings(n_gpus_per_node=8), 4, r"n_gpus_per_node is 8 but this machine has 4"),
+        (VerlSettings(nnodes=2), 8, r"nnodes is 2, but without verl.ray_address"),
+    ],
+)
+def test_a_real_launch_needs_the_gpus_it_asks_for(monkeypatch, cluster, gpus, message):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(MarsError, match=message):
+        launch.require_gpus(small_config(verl=cluster), gpu_count=lambda: gpus)
+
+
+def test_gpus_are_not_counted_here_when_attaching_to_a_ray_cluster(monkeypatch):
+    def no_local_count() -> int:
+        raise AssertionError("the head node's GPUs are not the cluster's")
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    attach = VerlSettings(nnodes=4, ray_address="10.0.0.1:6379")
+    launch.require_gpus(small_config(verl=attach), gpu_count=no_local_count)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # Ray's own variable, read by ray.init
+    launch.require_gpus(small_config(verl=VerlSettings(nnodes=4)), gpu_count=no_local_count)
+    launch.require_gpus(small_config(), gpu_count=lambda: 8)  # enough GPUs here: fine
 
 
 def test_dry_run_composes_verls_config_and_prints_the_command(tmp_path, capsys):
@@ -286,7 +313,47 @@ def test_a_failing_verl_run_is_one_clear_error_with_its_last_lines(tmp_path):
     assert (paths.checkpoints / "step_4" / CHECKPOINT_FILE).is_file()
 
 
-def test_verls_real_merger_turns_an_fsdp_actor_into_a_hugging_face_model(tmp_path):
+# verl's own FSDP checkpoint code, run on the CPU: one rank, gloo, the tiny model (whose layer-0
+# `down_proj` "training" moved by +0.25) sharded by verl's own `apply_fsdp2` over a mesh named as
+# verl's FSDP workers name it. What the trainer's actor saves each step.
+SAVE_WITH_VERL = textwrap.dedent(
+    """
+    import os, sys
+    import torch, torch.distributed as dist
+    from omegaconf import OmegaConf
+    from torch.distributed.device_mesh import init_device_mesh
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+    from verl.utils.fsdp_utils import apply_fsdp2
+
+    source, actor_dir = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    model = AutoModelForCausalLM.from_pretrained(source)
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight += 0.25
+    mesh = init_device_mesh("cpu", mesh_shape=(1,), mesh_dim_names=("fsdp",))
+    apply_fsdp2(model, {"mesh": mesh}, {})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    contents = ["model", "optimizer", "extra"]
+    manager = FSDPCheckpointManager(
+        model=model,
+        optimizer=optimizer,
+        processing_class=AutoTokenizer.from_pretrained(source),
+        checkpoint_config=OmegaConf.create({"save_contents": contents, "load_contents": contents}),
+    )
+    manager.save_checkpoint(actor_dir, global_step=3)
+    dist.destroy_process_group()
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_verls_real_merger_turns_verls_own_fsdp_checkpoint_into_a_hugging_face_model(tmp_path):
     pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
     import torch
     from transformers import AutoModelForCausalLM
@@ -294,27 +361,35 @@ def test_verls_real_merger_turns_an_fsdp_actor_into_a_hugging_face_model(tmp_pat
     from harness.tiny_model import ensure_tiny_model
 
     source = ensure_tiny_model()
-    model = AutoModelForCausalLM.from_pretrained(source)
-    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    trained = next(name for name in state if name.endswith("mlp.down_proj.weight"))
-    state[trained] += 0.25  # "training" changed this weight; the merge must carry it
     paths = RunPaths(tmp_path)
-    actor = save_verl_step(paths.verl_checkpoints, 3)
-    # verl's single-rank FSDP layout: the rank's state dict, the world size, and the HF config
-    # and tokenizer (no weights) under huggingface/.
-    torch.save(state, actor / "model_world_size_1_rank_0.pt")
-    (actor / "fsdp_config.json").write_text(json.dumps({"world_size": 1}))
-    shutil.copytree(source, actor / "huggingface", ignore=shutil.ignore_patterns("*.safetensors"))
+    actor = paths.verl_checkpoints / "global_step_3" / "actor"
+    # The merger and the saver need no verl plugin; skipping them (ours loads Ray) saves seconds.
+    env = {
+        **os.environ,
+        "VERL_USE_EXTERNAL_PLUGINS": "none",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "OMP_NUM_THREADS": "1",
+    }
+    saved = subprocess.run(
+        [sys.executable, "-c", SAVE_WITH_VERL, str(source), str(actor)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    assert json.loads((actor / "fsdp_config.json").read_text())["world_size"] == 1
+    assert (actor / "model_world_size_1_rank_0.pt").is_file()
+    (paths.verl_checkpoints / LATEST_FILE).write_text("3")  # verl's trainer writes it last
 
-    # The merger needs no verl plugin; skipping them (ours loads Ray) saves seconds of start-up.
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"}
     publisher = publisher_for(tmp_path, lambda command, log: run_logged(command, log, env))
     assert publisher.publish_new() == [3], publisher.failures
     step_dir = paths.checkpoints / "step_3"
     merged = AutoModelForCausalLM.from_pretrained(step_dir).state_dict()
-    assert torch.allclose(
-        merged[trained].float(), state[trained].to(torch.bfloat16).float(), atol=0, rtol=0
-    )
+    original = AutoModelForCausalLM.from_pretrained(source).state_dict()
+    trained = "model.layers.0.mlp.down_proj.weight"
+    for name, tensor in original.items():
+        expected = tensor + 0.25 if name == trained else tensor
+        # the merger writes the weights in bfloat16
+        assert torch.equal(merged[name].float(), expected.to(torch.bfloat16).float()), name
     assert (step_dir / "tokenizer_config.json").is_file()
     assert json.loads((step_dir / CHECKPOINT_FILE).read_text())["step"] == 3
     assert merge_command(actor, step_dir)[3:6] == ["merge", "--backend", "fsdp"]

@@ -1,4 +1,5 @@
-"""Fakes for the verl adapter's tests: a scripted rollout server and an in-memory TransferQueue.
+"""Servers and fakes for the verl adapter's tests: a scripted rollout server, a rollout server
+that generates with a real model in process, and an in-memory TransferQueue.
 
 As in verl's own CPU tests, the server manager is a small object whose `generate` returns a
 `TokenOutput`. Importing this module needs verl: test modules import it after
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
+import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -73,6 +77,83 @@ class ScriptedServer:
         )
 
 
+@dataclass
+class Generation:
+    """One call to `ModelServer.generate`: what came in and what the model produced."""
+
+    request_id: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    log_probs: list[float]
+    sampling_params: dict[str, Any]
+
+
+class ModelServer:
+    """A rollout server backed by a real causal LM in this process (`model.generate`, sampling).
+
+    Seeded per request: the seed of a call is derived from `seed`, the request id and how many
+    calls that request id made before, so a game replays exactly. Log-probs are those of the
+    sampled tokens under the temperature-scaled distribution, as vLLM reports them.
+    """
+
+    def __init__(self, model_dir: Path, *, seed: int = 0, max_new_tokens: int = 48) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        self.seed = seed
+        self.max_new_tokens = max_new_tokens
+        self.calls: dict[str, int] = {}
+        self.generations: list[Generation] = []
+
+    def call_seed(self, request_id: str, call: int) -> int:
+        return zlib.crc32(f"{self.seed}/{request_id}/{call}".encode())
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> TokenOutput:
+        call = self.calls.get(request_id, 0)
+        self.calls[request_id] = call + 1
+        temperature = float(sampling_params.get("temperature", 1.0))
+        torch.manual_seed(self.call_seed(request_id, call))
+        inputs = torch.tensor([prompt_ids])
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a 1M-parameter model: more threads only contend
+        try:
+            out = self._generate(inputs, temperature, float(sampling_params.get("top_p", 1.0)))
+        finally:
+            torch.set_num_threads(threads)
+        token_ids = out.sequences[0, len(prompt_ids) :].tolist()
+        logits = torch.stack(out.logits, dim=1)[0].float() / temperature
+        chosen = torch.tensor(token_ids).unsqueeze(1)
+        log_probs = torch.log_softmax(logits, dim=-1).gather(1, chosen).squeeze(1).tolist()
+        self.generations.append(
+            Generation(request_id, list(prompt_ids), token_ids, log_probs, dict(sampling_params))
+        )
+        stop = "completed" if token_ids[-1] in _eos_ids(self.model) else "length"
+        return TokenOutput(token_ids=token_ids, log_probs=log_probs, stop_reason=stop)
+
+    def _generate(self, inputs: torch.Tensor, temperature: float, top_p: float) -> Any:
+        with torch.no_grad():
+            return self.model.generate(
+                inputs,
+                attention_mask=torch.ones_like(inputs),
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=top_p,
+                max_new_tokens=self.max_new_tokens,
+                output_logits=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+
+
+def _eos_ids(model: Any) -> set[int]:
+    eos = model.generation_config.eos_token_id
+    return set(eos) if isinstance(eos, list) else {eos}
+
+
 def loop_config(prompt_length: int = 4096, response_length: int = 128) -> DictConfig:
     return OmegaConf.create(
         {
@@ -84,12 +165,16 @@ def loop_config(prompt_length: int = 4096, response_length: int = 128) -> DictCo
     )
 
 
-def make_loop(server: ScriptedServer, config: DictConfig | None = None) -> SelfPlayAgentLoop:
+def make_loop(
+    server: ScriptedServer | ModelServer,
+    config: DictConfig | None = None,
+    tokenizer: Any = None,
+) -> SelfPlayAgentLoop:
     config = config if config is not None else loop_config()
     return SelfPlayAgentLoop(
         trainer_config=DictConfigWrap(config),
         server_manager=server,
-        tokenizer=tiny_tokenizer(),
+        tokenizer=tokenizer if tokenizer is not None else tiny_tokenizer(),
         processor=None,
         dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data),

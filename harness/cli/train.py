@@ -114,6 +114,9 @@ def train_command(
         False, "--dry-run", help="Check and print the resolved config; train nothing."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="verl: attach to this running Ray cluster (e.g. HEAD:6379)."
+    ),
 ) -> None:
     """Self-play training (MARSHAL): both seats share the policy; checkpoints in RUN/checkpoints."""
     if backend not in BACKENDS:
@@ -134,6 +137,12 @@ def train_command(
         "seed": seed,
     }
     config = resolve_config(config_file, flags, _stored_config(run_path), local=backend == "local")
+    if ray_address is not None:
+        if backend != "verl":
+            raise MarsError("--ray-address is for --backend verl")
+        config = config.model_copy(
+            update={"verl": config.verl.model_copy(update={"ray_address": ray_address})}
+        )
     command = ["mars", *sys.argv[1:]]
     if backend == "verl":
         _train_verl(config, out=out, run_path=run_path, dry_run=dry_run, command=command)
@@ -198,9 +207,10 @@ def _train_verl(
 
     check_games_and_estimator(config)
     try:
-        from train_backend.verl.launch import run_verl
+        from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:
         raise MarsError("verl backend not installed: make setup-verl") from exc
+    preflight(config, dry_run=dry_run)  # fails before any run directory is made
     run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=_slug(config))
     run.start(
         command=command,

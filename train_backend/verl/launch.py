@@ -10,7 +10,10 @@
     RUN/checkpoints/step_N/       Hugging Face model + checkpoint.json (checkpoints.py)
 
 With `dry_run` everything is prepared and checked and the command is printed; nothing runs.
-The caller (the CLI) owns run.json: `run_verl` neither starts nor finishes the run.
+The caller (the CLI) starts the run in run.json and finishes it when `run_verl` returns or is
+interrupted. A `MarsError` raised inside (a failed check, verl exiting non-zero, checkpoints not
+published) marks the run `failed` before it propagates, so `mars loop` watching the run stops
+waiting for more checkpoints.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -41,7 +44,45 @@ STOP_GRACE_SECONDS = 30.0
 
 def require_verl() -> None:
     if importlib.util.find_spec("verl") is None:
-        raise MarsError("verl is not installed; run `make setup-verl` (see docs/verl.md)")
+        raise MarsError(
+            "verl is not installed: run `make setup-verl` (it installs this project's `verl` "
+            "extra, then verl 0.9.1 with --no-deps so torch stays; see docs/verl.md)"
+        )
+
+
+def local_gpu_count() -> int:
+    """CUDA (or ROCm) devices torch sees on this machine."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def require_gpus(config: TrainConfig, gpu_count: Callable[[], int] = local_gpu_count) -> None:
+    """A real launch without a Ray address trains on this machine: it must have the GPUs.
+
+    With `verl.ray_address` (or Ray's own `RAY_ADDRESS`) the GPUs are the Ray cluster's, which
+    Ray places; this machine may be a CPU-only head node, so nothing is checked here.
+    """
+    cluster = config.verl
+    if cluster.ray_address or os.environ.get("RAY_ADDRESS"):
+        return
+    if cluster.nnodes > 1:
+        raise MarsError(
+            f"verl.nnodes is {cluster.nnodes}, but without verl.ray_address verl starts a Ray "
+            "cluster of this machine only; start Ray on every node and set verl.ray_address"
+        )
+    found = gpu_count()
+    if found == 0:
+        raise MarsError(
+            "no GPU on this machine: the verl backend trains on CUDA GPUs (or a Ray cluster "
+            "given by verl.ray_address); on a CPU use `mars train --backend local`, or check "
+            "the setup with --dry-run"
+        )
+    if found < cluster.n_gpus_per_node:
+        raise MarsError(
+            f"verl.n_gpus_per_node is {cluster.n_gpus_per_node} but this machine has {found} "
+            f"GPU(s); set verl.n_gpus_per_node: {found} in the --config file"
+        )
 
 
 def main_ppo_command(overrides: Sequence[str], python: str | None = None) -> list[str]:
@@ -63,8 +104,24 @@ def launch_environment(paths: RunPaths) -> dict[str, str]:
     return env
 
 
-def run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
+def preflight(config: TrainConfig, *, dry_run: bool) -> None:
+    """What must hold before anything is written: verl importable, and GPUs for a real launch."""
     require_verl()
+    if not dry_run:
+        require_gpus(config)
+
+
+def run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
+    try:
+        _run_verl(config, run, dry_run=dry_run)
+    except MarsError:
+        if run.info_path.is_file():  # started by the caller
+            run.finish("failed")
+        raise
+
+
+def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
+    preflight(config, dry_run=dry_run)
     paths = RunPaths(Path(run.path))
     overrides = verl_overrides(config, paths)
     write_dataset(config, paths.dataset)

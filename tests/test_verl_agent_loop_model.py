@@ -1,0 +1,276 @@
+"""The self-play agent loop against a rollout server that generates with the real tiny model.
+
+verl's own CPU tests fake `server_manager.generate`; here it is `model.generate` of the project's
+tiny model in this process (sampling, seeded per request). Each game is then replayed through the
+arena's episode engine with the same reply texts, and every output is checked against it: the
+prompt token ids are the tokenizer's chat-template encoding of the seat's chat the arena renders,
+the response ids are what the model generated and decode to the reply, and the rewards, legality,
+seats, turns and episode fields are the arena's. The base tiny model mostly answers with
+something that is not a legal move, which exercises the invalid-move rules; the format-pretrained
+tiny model (when its cached build is there) plays whole games with legal moves.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+
+from verl_testkit import Generation, ModelServer, loop_config, make_loop
+
+from games.engine import EpisodeOptions, play_episode
+from games.episode import EpisodeResult
+from games.players.llm import FunctionPlayer
+from games.spec import get_game
+from harness.endpoint import Completion
+from harness.reasoning import split_reasoning
+from harness.tiny_model import ensure_tiny_model
+from train_backend.verl import names
+
+RESPONSE_LENGTH = 40  # the server may generate more; the loop keeps this many tokens
+PENALTY = {"tic_tac_toe": -11.0, "kuhn_poker": -11.0}  # -1 - 10 (board), -ante - 10 (Kuhn)
+
+
+@pytest.fixture(scope="module")
+def base_server() -> ModelServer:
+    return ModelServer(ensure_tiny_model(), seed=7, max_new_tokens=RESPONSE_LENGTH + 8)
+
+
+@pytest.fixture(scope="module")
+def format_server(tmp_path_factory: pytest.TempPathFactory) -> ModelServer:
+    """The format-pretrained tiny model, copied first: another process may be rebuilding it."""
+    from train_backend.pretrain import REPORT_FILE, default_pretrained_dir
+
+    source = default_pretrained_dir()
+    copy = tmp_path_factory.mktemp("format-model") / "model"
+    try:
+        shutil.copytree(source, copy)
+        if not (copy / REPORT_FILE).is_file():
+            raise OSError("no pretrain.json: not a finished build")
+        return ModelServer(copy, seed=3, max_new_tokens=RESPONSE_LENGTH)
+    except (OSError, ValueError) as exc:
+        pytest.skip(f"no finished format-pretrained tiny model at {source} ({exc})")
+
+
+async def play(
+    server: ModelServer,
+    game: str,
+    seed: int,
+    *,
+    style: str = "full",
+    invalid: str = "penalty",
+    temperature: float = 1.0,
+) -> tuple[list[Any], list[Generation], dict[str, float]]:
+    loop = make_loop(
+        server, loop_config(response_length=RESPONSE_LENGTH), tokenizer=server.tokenizer
+    )
+    start = len(server.generations)
+    sampling = {"temperature": temperature, "top_p": 1.0}
+    outputs = await loop.run(
+        dict(sampling),
+        game=game,
+        seed=seed,
+        prompt_style=style,
+        invalid=invalid,
+        uid=f"u{seed}",
+        session_id=2,
+    )
+    return outputs, server.generations[start:], sampling
+
+
+async def arena_replay(
+    game: str, seed: int, style: str, invalid: str, texts: dict[int, list[str]]
+) -> EpisodeResult:
+    """The arena's episode engine, each seat answering with the texts the model generated."""
+    calls: dict[int, int] = defaultdict(int)
+
+    async def respond(messages: list[dict[str, str]], seat: int, _seed: int) -> Completion:
+        text = texts[seat][calls[seat]]
+        calls[seat] += 1
+        answer, reasoning = split_reasoning(text)
+        return Completion(text=answer, reasoning=reasoning)
+
+    player = FunctionPlayer(respond, name="replay")
+    return await play_episode(
+        get_game(game), [player, player], seed, EpisodeOptions(style, invalid=invalid)
+    )
+
+
+def chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    return list(ids)
+
+
+async def check_against_arena(
+    server: ModelServer,
+    outputs: list[Any],
+    generations: list[Generation],
+    *,
+    game: str,
+    seed: int,
+    style: str,
+    invalid: str,
+    sampling: dict[str, float],
+) -> EpisodeResult:
+    tokenizer = server.tokenizer
+    assert outputs, "the game was dropped"
+    assert len(outputs) == len(generations)  # one output per model call, in play order
+    texts: dict[int, list[str]] = defaultdict(list)
+    for output in outputs:
+        reply = tokenizer.decode(output.response_ids, skip_special_tokens=True)
+        texts[output.extra_fields[names.SEAT]].append(reply)
+    arena = await arena_replay(game, seed, style, invalid, texts)
+    assert arena.error is None
+    assert len(arena.turns) == len(outputs)
+
+    episode = f"u{seed}_2"
+    for output, generation, turn in zip(outputs, generations, arena.turns, strict=True):
+        fields = output.extra_fields
+        seat = turn["seat"]
+        # what the server was sent: the seat's chat, rendered by the model's chat template
+        assert generation.request_id == f"{episode}-seat{seat}"
+        assert output.prompt_ids == generation.prompt_ids
+        assert output.prompt_ids == chat_ids(tokenizer, turn["messages"])
+        assert generation.sampling_params == sampling
+        # what it generated, cut to the response length; the mask covers every kept token
+        kept = generation.token_ids[:RESPONSE_LENGTH]
+        assert output.response_ids == kept and 0 < len(kept) <= RESPONSE_LENGTH
+        assert output.response_mask == [1] * len(kept)
+        assert output.response_logprobs == pytest.approx(generation.log_probs[: len(kept)])
+        assert all(lp <= 0 for lp in output.response_logprobs)
+        reply = tokenizer.decode(kept, skip_special_tokens=True)
+        assert split_reasoning(reply)[0] == turn["reply"]
+        # the turn as the arena scores it
+        assert (fields[names.SEAT], fields[names.TURN]) == (seat, turn["turn"])
+        assert (fields[names.ACTION], fields[names.LEGAL]) == (turn["action"], turn["legal"])
+        assert fields[names.REWARD] == pytest.approx(turn["reward"])
+        assert output.reward_score == pytest.approx(turn["reward"])
+        assert (fields[names.GAME], fields[names.SEED]) == (game, seed)
+        assert (fields[names.EPISODE], fields[names.GROUP]) == (episode, f"u{seed}")
+    for seat in (0, 1):
+        seat_outputs = [o for o in outputs if o.extra_fields[names.SEAT] == seat]
+        assert [o.extra_fields[names.TURN] for o in seat_outputs] == list(range(len(seat_outputs)))
+        total = sum(o.extra_fields[names.REWARD] for o in seat_outputs)
+        assert total == pytest.approx(arena.rewards[seat])
+    return arena
+
+
+def check_invalid_rule(outputs: list[Any], arena: EpisodeResult, game: str, invalid: str) -> None:
+    """Invalid replies: with `penalty` the game ends at the first one, the offender gets the
+    penalty and nobody wins; with `retry:K` the seat is re-asked up to K times for 0 reward."""
+    legal = [o.extra_fields[names.LEGAL] for o in outputs]
+    rewards = [o.extra_fields[names.REWARD] for o in outputs]
+    retries = int(invalid.split(":")[1]) if invalid.startswith("retry:") else 0
+    if arena.invalid_seat is None:
+        assert all(legal) or retries > 0
+        return
+    last = outputs[-1].extra_fields
+    assert last[names.SEAT] == arena.invalid_seat and last[names.LEGAL] is False
+    assert last[names.ACTION] is None
+    assert rewards[-1] == pytest.approx(PENALTY[game])
+    # the failed asks before it, for the same move of the same seat, were re-asks worth 0
+    streak = 0
+    for output in reversed(outputs[:-1]):
+        fields = output.extra_fields
+        if fields[names.LEGAL] or fields[names.SEAT] != arena.invalid_seat:
+            break
+        assert fields[names.REWARD] == 0.0
+        streak += 1
+    assert streak == retries
+    other = 1 - arena.invalid_seat
+    for output in outputs:  # the other seat got its format bonuses only: no win for a forfeit
+        if output.extra_fields[names.SEAT] == other:
+            bonus = 0.05 if output.extra_fields[names.LEGAL] else 0.0  # 0: a re-asked reply
+            assert output.extra_fields[names.REWARD] == pytest.approx(bonus)
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "kuhn_poker"])
+@pytest.mark.parametrize("invalid", ["penalty", "retry:2"])
+async def test_games_with_the_tiny_model_generating_match_the_arena(
+    base_server: ModelServer, game: str, invalid: str
+):
+    for seed in (0, 1):
+        outputs, generations, sampling = await play(base_server, game, seed, invalid=invalid)
+        arena = await check_against_arena(
+            base_server, outputs, generations,
+            game=game, seed=seed, style="full", invalid=invalid, sampling=sampling,
+        )  # fmt: skip
+        check_invalid_rule(outputs, arena, game, invalid)
+
+
+async def test_the_same_seed_replays_the_same_game():
+    def server() -> ModelServer:
+        return ModelServer(ensure_tiny_model(), seed=7, max_new_tokens=RESPONSE_LENGTH)
+
+    first, *_ = await play(server(), "kuhn_poker", 4, invalid="retry:1")
+    again, *_ = await play(server(), "kuhn_poker", 4, invalid="retry:1")
+    assert [o.response_ids for o in first] == [o.response_ids for o in again]
+    assert [o.prompt_ids for o in first] == [o.prompt_ids for o in again]
+
+
+def first_re_ask(outputs: list[Any]) -> tuple[Any, Any] | None:
+    """An invalid reply and the seat's next ask, if the game has one."""
+    for index, output in enumerate(outputs[:-1]):
+        if not output.extra_fields[names.LEGAL]:
+            following = outputs[index + 1]
+            assert following.extra_fields[names.SEAT] == output.extra_fields[names.SEAT]
+            return output, following
+    return None
+
+
+async def test_a_re_ask_shows_the_model_its_own_invalid_reply(base_server: ModelServer):
+    pairs = [
+        first_re_ask((await play(base_server, "tic_tac_toe", seed, invalid="retry:1"))[0])
+        for seed in range(3)
+    ]
+    found = [pair for pair in pairs if pair is not None]
+    assert found, "the base tiny model made no invalid reply in three games"
+    first, second = found[0]
+    assert second.extra_fields[names.TURN] == first.extra_fields[names.TURN] + 1
+    tokenizer = base_server.tokenizer
+    answer, _ = split_reasoning(tokenizer.decode(first.response_ids, skip_special_tokens=True))
+    chat = tokenizer.decode(second.prompt_ids, skip_special_tokens=False)
+    assert chat.startswith(tokenizer.decode(first.prompt_ids, skip_special_tokens=False))
+    assert f"<|im_start|>assistant\n{answer}<|im_end|>" in chat
+    assert "That reply is not a valid move" in chat
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "kuhn_poker"])
+async def test_whole_games_with_the_format_pretrained_model(format_server: ModelServer, game):
+    finished = 0
+    for seed in range(3):
+        outputs, generations, sampling = await play(
+            format_server, game, seed, style="compact", temperature=0.6
+        )
+        arena = await check_against_arena(
+            format_server, outputs, generations,
+            game=game, seed=seed, style="compact", invalid="penalty", sampling=sampling,
+        )  # fmt: skip
+        check_invalid_rule(outputs, arena, game, "penalty")
+        if arena.invalid_seat is None:
+            finished += 1
+            assert arena.outcomes is not None and len(outputs) >= 2
+            seats = {o.extra_fields[names.SEAT] for o in outputs}
+            assert seats == {0, 1}  # both seats played the policy
+            # the outcome sits on each seat's last turn; earlier turns carry the format bonus
+            for seat in seats:
+                seat_rewards = [
+                    o.extra_fields[names.REWARD]
+                    for o in outputs
+                    if o.extra_fields[names.SEAT] == seat
+                ]
+                assert seat_rewards[:-1] == pytest.approx([0.05] * (len(seat_rewards) - 1))
+                assert seat_rewards[-1] == pytest.approx(0.05 + outcome(arena, seat))
+    assert finished >= 1, "the format-pretrained model finished no game with legal moves"
+
+
+def outcome(arena: EpisodeResult, seat: int) -> float:
+    """The game-end reward of a seat: its return, a draw worth +0.1 (facts.md)."""
+    value = arena.returns[seat]
+    return 0.1 if value == 0 else value
