@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from games.engine import EpisodeOptions, play_episode
+from games.engine import EpisodeOptions, bots_only, play_bot_episode, play_episode
 from games.episode import SEAT_NAMES, EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
@@ -36,7 +36,7 @@ class ArenaConfig:
     first_seed: int = 0  # episode seeds are first_seed .. first_seed + episodes - 1, per seat
     concurrency: int = 16  # episodes in flight
     options: EpisodeOptions = field(default_factory=EpisodeOptions)
-    flush_every: int = 256  # records per sink call...
+    flush_every: int = 32  # records per sink call (few held at once: less GC work)...
     flush_seconds: float = 1.0  # ...or at least this often
 
     def __post_init__(self) -> None:
@@ -94,7 +94,7 @@ async def run_episodes(
     options: EpisodeOptions,
     concurrency: int,
     sink: Sink | None,
-    flush_every: int = 256,
+    flush_every: int = 32,
     flush_seconds: float = 1.0,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
@@ -110,7 +110,10 @@ async def run_episodes(
     async def worker() -> None:
         nonlocal played
         for seed, seat_players, to_record in pending:
-            result = await play_episode(spec, seat_players, seed, options)
+            if bots_only(seat_players):  # synchronous: no coroutine per episode
+                result = play_bot_episode(spec, seat_players, seed)
+            else:
+                result = await play_episode(spec, seat_players, seed, options)
             record = to_record(result)
             played += 1
             batcher.add(record)

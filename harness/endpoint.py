@@ -12,6 +12,7 @@ bodies. Any other 4xx fails at once. It never returns None: it returns a `Comple
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import sys
@@ -19,11 +20,12 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+import httpx2
 import openai
 from pydantic import BaseModel, Field
 
 from harness.errors import EndpointError
-from harness.http_transport import lean_async_client
+from harness.http_transport import JSONPoster, LeanHTTPTransport, lean_async_client
 from harness.reasoning import split_reasoning
 from harness.response_cache import ResponseCache, cache_key
 from harness.usage import UsageLedger
@@ -101,10 +103,42 @@ class _Retryable(Exception):
 
 def _retry_after_s(exc: openai.APIStatusError) -> float | None:
     value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    return _parse_retry_after(value)
+
+
+def _parse_retry_after(value: str | bytes | None) -> float | None:
     try:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _status_message(status: int, content: bytes) -> str:
+    """openai's APIStatusError message: "Error code: N", plus the body's error message if any."""
+    message = f"Error code: {status}"
+    try:
+        body = json.loads(content.decode("utf-8", "replace").strip())
+    except ValueError:
+        return message
+    error = body.get("error", body) if isinstance(body, dict) else None
+    detail = error.get("message") if isinstance(error, dict) else None
+    return f"{message} - {detail}" if isinstance(detail, str) and detail else message
+
+
+def _lean_poster(client: openai.AsyncOpenAI, transport: LeanHTTPTransport) -> JSONPoster | None:
+    """For a plain-http base URL, a poster with the client's auth; None for https."""
+    url = f"{str(client.base_url).rstrip('/')}/chat/completions"
+    if not url.startswith("http://"):
+        return None
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {client.api_key}"}
+    return JSONPoster(url, headers, transport)
 
 
 class Endpoint:
@@ -113,13 +147,15 @@ class Endpoint:
         self.ledger = UsageLedger()
         self._rng = rng or random.Random()
         self._semaphore = asyncio.Semaphore(config.concurrency)
+        transport = LeanHTTPTransport()
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=os.environ.get(config.api_key_env) or "EMPTY",
             max_retries=0,
             timeout=config.timeout_s,
-            http_client=lean_async_client(config.timeout_s),
+            http_client=lean_async_client(config.timeout_s, transport),
         )
+        self._poster = _lean_poster(self._client, transport)
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
 
     @property
@@ -192,6 +228,49 @@ class Endpoint:
 
     async def _request_once(self, messages: list[Message], gen: GenerationConfig) -> Completion:
         body = {"model": self.config.model, "messages": messages, **gen.request_fields()}
+        if self._poster is not None:
+            return await self._request_lean(self._poster, body)
+        return await self._request_sdk(body)
+
+    async def _request_lean(self, poster: JSONPoster, body: dict[str, Any]) -> Completion:
+        """The SDK path's exchange and outcomes (errors, retries, messages), minus its CPU."""
+        try:
+            status, headers, content = await poster.post(json.dumps(body).encode())
+        except httpx2.TimeoutException as exc:  # as the SDK maps transport errors
+            raise _Retryable("APITimeoutError: Request timed out.") from exc
+        except Exception as exc:
+            raise _Retryable("APIConnectionError: Connection error.") from exc
+        if 300 <= status < 400:  # a redirect: let the SDK's client follow it
+            return await self._request_sdk(body)
+        if status >= 400:
+            raise self._status_error(status, headers, content)
+        content_type = _header(headers, b"content-type") or b"*"
+        if not content_type.split(b";")[0].strip().endswith(b"json"):
+            # The SDK hands back the text, which is not a chat-completion body.
+            return _to_completion(content.decode("utf-8", "replace"))
+        try:
+            response = json.loads(content)
+        except ValueError as exc:
+            raise _Retryable(f"malformed response: {_short(str(exc))}") from exc
+        return _to_completion(response)
+
+    def _status_error(
+        self, status: int, headers: list[tuple[bytes, bytes]], content: bytes
+    ) -> Exception:
+        """What the SDK path raises for this status (same text as openai's APIStatusError)."""
+        if status == 429 or status >= 500:
+            wait = _parse_retry_after(_header(headers, b"retry-after")) if status == 429 else None
+            return _Retryable(
+                f"HTTP {status} from {self.config.base_url}", status=status, wait_s=wait
+            )
+        message = _status_message(status, content)
+        return EndpointError(
+            f"HTTP {status} from {self.config.base_url}: {_short(message)}",
+            retries=0,
+            status=status,
+        )
+
+    async def _request_sdk(self, body: dict[str, Any]) -> Completion:
         try:
             # A plain POST through the client: same auth, base URL and errors as
             # `chat.completions.create`, without its request transform and response models, which

@@ -30,10 +30,18 @@ class LeanHTTPTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         address = (request.url.host, request.url.port or 80)
+        data = _encode_request(request, await request.aread())
+        status, headers, body = await self.exchange(address, data, request.method)
+        return httpx2.Response(status, headers=headers, content=body, request=request)
+
+    async def exchange(
+        self, address: tuple[str, int], data: bytes, method: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send one encoded request on a pooled connection; (status, headers, body)."""
         reader, writer = await self._connection(address)
         try:
-            writer.write(_encode_request(request, await request.aread()))
-            status, headers, body, keep_alive = await _read_response(reader, request.method)
+            writer.write(data)
+            status, headers, body, keep_alive = await _read_response(reader, method)
         except BaseException:  # cancelled by a deadline, or broken: never reuse this connection
             _close(writer)
             raise
@@ -41,7 +49,7 @@ class LeanHTTPTransport(httpx2.AsyncBaseTransport):
             self._idle.setdefault(address, []).append((reader, writer))
         else:
             _close(writer)
-        return httpx2.Response(status, headers=headers, content=body, request=request)
+        return status, headers, body
 
     async def _connection(self, address: tuple[str, int]) -> _Connection:
         idle = self._idle.get(address)
@@ -145,10 +153,52 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-def lean_async_client(timeout_s: float) -> httpx2.AsyncClient:
+def lean_async_client(
+    timeout_s: float, transport: LeanHTTPTransport | None = None
+) -> httpx2.AsyncClient:
     """An httpx2 client for `AsyncOpenAI(http_client=...)`: lean on http, standard on https."""
     return httpx2.AsyncClient(
         timeout=timeout_s,
         follow_redirects=True,
-        mounts={"http://": LeanHTTPTransport()},
+        transport=_LazyTransport(),
+        mounts={"http://": transport or LeanHTTPTransport()},
     )
+
+
+class _LazyTransport(httpx2.AsyncBaseTransport):
+    """httpx2's standard transport (https), built on first use: its TLS context takes tens of
+    milliseconds to make, which a plain-http endpoint never needs."""
+
+    def __init__(self) -> None:
+        self._transport: httpx2.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._transport is None:
+            self._transport = httpx2.AsyncHTTPTransport()
+        return await self._transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+
+
+class JSONPoster:
+    """POSTs JSON bodies to one plain-http URL over a `LeanHTTPTransport`, with no httpx2 request
+    or response objects: the request line and headers are encoded once, a call adds the
+    Content-Length and the body. Errors are the transport's (httpx2 exceptions)."""
+
+    def __init__(self, url: str, headers: dict[str, str], transport: LeanHTTPTransport) -> None:
+        parsed = httpx2.URL(url)
+        if parsed.scheme != "http":
+            raise ValueError(f"JSONPoster speaks plain http only, not {url!r}")
+        self.address = (parsed.host, parsed.port or 80)
+        host = parsed.host if parsed.port is None else f"{parsed.host}:{parsed.port}"
+        lines = [f"POST {parsed.raw_path.decode('ascii')} HTTP/1.1", f"Host: {host}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        lines += ["Content-Type: application/json", "Content-Length: "]
+        self._head = "\r\n".join(lines).encode("latin-1")
+        self._transport = transport
+
+    async def post(self, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        data = b"".join((self._head, str(len(body)).encode(), b"\r\n\r\n", body))
+        return await self._transport.exchange(self.address, data, "POST")

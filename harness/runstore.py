@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Hashable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
@@ -91,11 +91,16 @@ def _slugify(text: str) -> str:
     return slug[:60] or "run"
 
 
+# json.dumps(record, ensure_ascii=False, default=str), without building an encoder per call.
+_encode_record = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 class RunDir:
     def __init__(self, path: Path, kind: str) -> None:
         self.path = path
         self.kind = kind
         self.malformed_lines = 0
+        self._appender: TextIO | None = None  # records.jsonl, kept open between appends
 
     @classmethod
     def resolve(cls, *, out: Path | None, run_dir: Path | None, kind: str, slug: str) -> RunDir:
@@ -184,22 +189,41 @@ class RunDir:
         self._write_json_atomic(self.info_path, info.model_dump())
 
     def finish(self, status: str = "completed") -> None:
+        self.close()
         info = self.info().model_copy(update={"status": status, "ended_at": _now()})
         self._write_json_atomic(self.info_path, info.model_dump())
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str)
-        with self.records_path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
+        """Write one record; it is flushed to the file before this returns."""
+        line = _encode_record(record)
+        handle = self._append_handle()
+        handle.write(line + "\n")
+        handle.flush()
 
     def append_many(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
-        lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-        with self.records_path.open("a", encoding="utf-8") as handle:
-            handle.write(lines)
-            handle.flush()
+        lines = "".join(_encode_record(r) + "\n" for r in records)
+        handle = self._append_handle()
+        handle.write(lines)
+        handle.flush()
+
+    def _append_handle(self) -> TextIO:
+        """The append handle, opened on first use; `close` (done by `finish` and
+        `prepare_resume`, which replaces the file) makes the next append reopen it."""
+        if self._appender is None:
+            self._appender = self.records_path.open("a", encoding="utf-8")
+        return self._appender
+
+    def close(self) -> None:
+        """Close the append handle (appending again reopens it)."""
+        handle = getattr(self, "_appender", None)  # absent if __init__ never ran
+        if handle is not None:
+            handle.close()
+            self._appender = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def records(self) -> list[dict[str, Any]]:
         """Every well-formed record in file order; malformed lines are skipped and counted."""
@@ -227,6 +251,7 @@ class RunDir:
 
         Rewritten atomically, so a crash here loses nothing already recorded.
         """
+        self.close()
         kept: dict[Hashable, dict[str, Any]] = {}
         for record in self.records():
             if record.get("error"):

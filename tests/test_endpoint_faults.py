@@ -218,3 +218,21 @@ def test_api_key_is_read_from_the_named_env_var_and_not_kept_in_config(
     endpoint = Endpoint(config)
     assert "sk-secret-value" not in config.model_dump_json()
     assert endpoint._client.api_key == "sk-secret-value"
+
+
+@pytest.mark.parametrize("status", [404, 429, 500])
+async def test_the_lean_http_path_fails_as_the_openai_client_path(status: int) -> None:
+    messages: list[str] = []
+    with ScriptedServer(lambda req: Reply(status=status, text="model not found")) as server:
+        for lean in (True, False):
+            endpoint = _endpoint(server, max_retries=0)
+            if not lean:
+                endpoint._poster = None  # every request through the openai client
+            with pytest.raises(EndpointError) as info:
+                await endpoint.complete([{"role": "user", "content": "q"}])
+            await endpoint.aclose()
+            messages.append(str(info.value))
+            assert info.value.status == status and info.value.retries == 0
+    assert messages[0] == messages[1]
+    if status == 404:
+        assert "Error code: 404 - model not found" in messages[0]

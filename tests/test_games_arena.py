@@ -200,3 +200,58 @@ def test_selfplay_writes_the_turn_table_the_trainer_reads(tmp_path: Path) -> Non
     done = {selfplay_key(r) for r in records if r["game"] != "kuhn_poker"}
     run(run_selfplay(specs, model, config, done=done, on_record=resumed.append))
     assert {r["game"] for r in resumed} == {"kuhn_poker"} and len(resumed) == 4
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"seed": 1, "a": 0, "turns": []},
+        {"seed": 1, "a": False, "turns": []},
+        {"seed": 1, "a": 0.0, "turns": []},
+        {"seed": 1, "a": -0.0, "turns": []},
+        {"a": [1, 1.0, True], "seed": True, "turns": []},
+        {"a": Path("/x"), "seed": 3},
+        {"seed": "s", "b": {"c": None}, "turns": []},
+        {"turns": [], "seed": 2, "z": 'ü\n"'},
+        {"seed": 4},
+        {"x": 1, "turns": []},
+        {
+            "seed": 5,
+            "turns": [
+                {"seat": 0, "turn": 0, "action": "<A>", "legal": True, "reward": 0.05},
+                {"seat": False, "turn": 0, "action": "<A>", "legal": True, "reward": 0.05},
+                {"seat": 0, "turn": 0, "action": "<A>", "legal": 1, "reward": 0.05},
+                {"seat": 0, "turn": 0, "action": "<A>", "legal": True, "reward": -0.0},
+                {"seat": 0, "turn": 0, "action": "<A>", "legal": True, "reward": 0.0},
+                {"seat": 0, "turn": 0, "action": "<A>", "legal": True, "reward": 1},
+            ],
+        },
+    ],
+)
+def test_record_writer_memos_never_mix_equal_values_of_other_types(record: dict) -> None:
+    writer = RecordWriter(Path("unused.jsonl"))
+    # Warm the memos with values equal as dict keys (0 == False == 0.0 == -0.0) but not as JSON.
+    for warm in ({"seed": 9, "a": 0, "turns": []}, {"seed": 9, "a": 0.0, "turns": []}):
+        writer.encode(warm)
+    for _ in range(2):  # the second time through the memo
+        expected = {k: v for k, v in record.items() if k != "turns"}
+        if "turns" in record:
+            expected["turns"] = record["turns"]
+        assert writer.encode(record) == json.dumps(expected, ensure_ascii=False, default=str)
+
+
+def test_bot_episodes_equal_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from games import engine
+    from games.chance import stream
+
+    for seed in (0, 1, 7, 12345, 2**33 + 5):
+        assert engine._player_stream(seed).getstate() == stream(seed, 1).getstate()
+    for game in ("tic_tac_toe", "leduc_poker", "mini_hanabi"):
+        spec = get_game(game)
+        bot = make_player("random", PlayerContext(spec=spec))
+        fast = [engine.play_bot_episode(spec, (bot, bot), seed) for seed in range(30)]
+        with monkeypatch.context() as patch:  # the general (async) loop, on the same bots
+            patch.setattr(engine, "bots_only", lambda players: False)
+            slow = [run(engine.play_episode(spec, (bot, bot), seed)) for seed in range(30)]
+        for a, b in zip(fast, slow, strict=True):
+            assert json.dumps(a.to_record()) == json.dumps(b.to_record())

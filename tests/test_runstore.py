@@ -99,3 +99,19 @@ def test_pass_at_k() -> None:
     assert pass_at_k(2, 1, 2) == 1.0
     assert pass_at_k(2, 0, 2) == 0.0
     assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+
+
+def test_appends_are_on_disk_at_once_and_survive_resume_and_finish(tmp_path: Path) -> None:
+    run = RunDir.resolve(out=tmp_path, run_dir=None, kind="eval", slug="x")
+    run.start(command=["x"], config={})
+    run.append({"suite": "s", "sample_id": "1", "epoch": 0})
+    # Flushed once written: another reader sees it while the handle stays open.
+    assert json.loads(run.records_path.read_text())["sample_id"] == "1"
+    run.prepare_resume(_key)  # replaces records.jsonl with a new file
+    run.append({"suite": "s", "sample_id": "2", "epoch": 0})
+    assert [r["sample_id"] for r in run.records()] == ["1", "2"]
+    run.append_many([{"suite": "s", "sample_id": "3", "epoch": 0}])
+    run.finish()
+    run.append({"suite": "s", "sample_id": "4", "epoch": 0})  # reopened after finish
+    assert [r["sample_id"] for r in run.records()] == ["1", "2", "3", "4"]
+    run.close()

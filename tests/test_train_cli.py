@@ -246,13 +246,14 @@ def test_verl_backend_is_dispatched(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         calls.append((config, run.path, dry_run))
 
     fake.run_verl = run_verl  # type: ignore[attr-defined]
+    fake.preflight = lambda config, *, dry_run: calls.append((config, Path("preflight"), dry_run))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "train_backend.verl.launch", fake)
     code, output, error = _invoke(
         "--backend", "verl", "--steps", "7", "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
     assert code == 0, (output, error)
-    assert len(calls) == 1
-    config, path, dry_run = calls[0]
+    assert [path for _, path, _ in calls] == [Path("preflight"), tmp_path / "v"]  # checks first
+    config, path, dry_run = calls[1]
     assert dry_run and path == tmp_path / "v"
     assert config.steps == 7 and config.games_per_step == TrainConfig().games_per_step  # cluster
 
