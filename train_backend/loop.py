@@ -391,20 +391,14 @@ def _last_line(text: str) -> str:
 
 
 def run_item(
-    item: ArenaItem | SuiteItem,
-    spec: LoopSpec,
-    settings: Settings,
-    *,
-    base_url: str,
-    model: str,
-    run_dir: Path,
-    log_path: Path,
+    item: ArenaItem | SuiteItem, command: list[str], *, timeout_s: float, log_path: Path
 ) -> dict[str, Any]:
-    """Run one evaluation as a subprocess; its figures, or the error that stopped it."""
-    command = sub_command(item, spec, settings, base_url=base_url, model=model, run_dir=run_dir)
+    """Run one evaluation's command (`sub_command`) as a subprocess; its figures, or the error
+    that stopped it. The command writes its run directory, named by its `--run-dir`."""
+    run_dir = Path(command[command.index("--run-dir") + 1])
     entry: dict[str, Any] = {**item.model_dump(exclude={"name"}), "run_dir": run_dir.name}
     if isinstance(item, ArenaItem):
-        entry["prompt_style"] = item.prompt_style or settings.prompt_style
+        entry["prompt_style"] = command[command.index("--prompt-style") + 1]
     started = time.perf_counter()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
@@ -412,7 +406,7 @@ def run_item(
             command,
             capture_output=True,
             text=True,
-            timeout=spec.eval_timeout_s,
+            timeout=timeout_s,
             env=env,
             check=False,
         )
@@ -472,13 +466,18 @@ def evaluate_checkpoint(
             gen=gen,
         ) as endpoint:
             for item in spec.evals:
-                row["evals"][item.key] = run_item(
+                command = sub_command(
                     item,
                     spec,
                     settings,
                     base_url=endpoint.base_url,
                     model=endpoint.model,
                     run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}",
+                )
+                row["evals"][item.key] = run_item(
+                    item,
+                    command,
+                    timeout_s=spec.eval_timeout_s,
                     log_path=log_dir / f"{item.key}.log",
                 )
     except MarsError as exc:  # could not be served (bad folder, server died, warm-up failed)
