@@ -149,13 +149,15 @@ def build_tiny_model(
     staging.chmod(0o755)  # mkdtemp makes it private; the model folder is an ordinary one
     try:
         _build_into(staging, seed=seed, pretrain_steps=pretrain_steps)
-        _move_into_place(staging, out_dir, overwrite=overwrite)
+        move_into_place(staging, out_dir, overwrite=overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out_dir
 
 
-def _move_into_place(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
+def move_into_place(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
+    """Rename a finished `staging` folder to `out_dir` (replacing it when `overwrite`); raise
+    FileExistsError when another build put `out_dir` there first."""
     if overwrite and out_dir.exists():
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         out_dir.rename(old)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import shutil
 import tempfile
@@ -32,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
-from harness.tiny_model import pad_reply_batch
+from harness.tiny_model import move_into_place, pad_reply_batch
 from train_backend.format_data import (
     FORMAT_DATA_VERSION,
     Example,
@@ -43,6 +42,7 @@ from train_backend.format_data import (
     teachers_for,
 )
 from train_backend.format_eval import prompt_ids, prompt_key, reply_rates
+from train_backend.local.checkpoint import keep_tokenizer_class
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -383,34 +383,9 @@ def _save(
     finally:
         if bars:
             hf_logging.enable_progress_bar()
-    # Keep the base folder's tokenizer class name and generation defaults: transformers 5 writes
-    # its own class name, which older stacks (vLLM images) may not resolve.
-    base_config, saved_config = base_dir / "tokenizer_config.json", folder / "tokenizer_config.json"
-    if base_config.is_file() and saved_config.is_file():
-        wanted = json.loads(base_config.read_text()).get("tokenizer_class")
-        saved = json.loads(saved_config.read_text())
-        if wanted:
-            saved["tokenizer_class"] = wanted
-        for machine_specific in ("is_local", "local_files_only"):
-            saved.pop(machine_specific, None)
-        saved_config.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    keep_tokenizer_class(base_dir, folder)
     if (base_dir / "generation_config.json").is_file():
         shutil.copyfile(base_dir / "generation_config.json", folder / "generation_config.json")
-
-
-def _move_into_place(staging: Path, out_dir: Path) -> None:
-    if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        out_dir.rename(old)
-        staging.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-        return
-    try:
-        staging.rename(out_dir)
-    except OSError as exc:  # appeared meanwhile: a concurrent build finished first
-        if out_dir.exists():
-            raise FileExistsError(str(out_dir)) from exc
-        raise
 
 
 def pretrain_tiny_model(
@@ -525,7 +500,7 @@ def pretrain_tiny_model(
             (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
             for path in staging.iterdir():
                 path.chmod(0o644)
-            _move_into_place(staging, out_dir)
+            move_into_place(staging, out_dir, overwrite=True)  # checked by _check_out
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     report["out_dir"] = str(out_dir)

@@ -97,7 +97,7 @@ def save_checkpoint(
     try:
         policy.model.save_pretrained(staging, safe_serialization=True)
         policy.tokenizer.save_pretrained(staging)
-        _keep_tokenizer_class(Path(policy.source), staging)
+        keep_tokenizer_class(Path(policy.source), staging)
         torch.save(trainer_state, staging / TRAINER_STATE_FILE)
         info = {
             "step": step,
@@ -135,7 +135,7 @@ def load_trainer_state(folder: Path) -> dict[str, Any]:
         raise MarsError(f"cannot read {path}: {exc}") from exc
 
 
-def _keep_tokenizer_class(source: Path, folder: Path) -> None:
+def keep_tokenizer_class(source: Path, folder: Path) -> None:
     """Name the tokenizer class the source folder named (e.g. one transformers 4.x also knows).
 
     transformers 5 writes its own new class name, which older transformers (vLLM images) and
