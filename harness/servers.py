@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import MarsError
+from harness.processes import log_tail, stop_process_group
 
 BACKENDS = ("auto", "vllm", "transformers")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -336,25 +337,12 @@ class ModelServer:
             ) from exc
 
     def last_log_lines(self, n: int = 5) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no log)"
-        tail = [line.strip() for line in lines[-n:] if line.strip()]
-        return " | ".join(tail) or "(empty log)"
+        return log_tail(self.log_path, n)
 
     def stop(self, grace_s: float = 10.0) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        if process is not None:
+            stop_process_group(process, grace_s)
 
     @property
     def running(self) -> bool:

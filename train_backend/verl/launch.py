@@ -23,7 +23,6 @@ import importlib.util
 import io
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import MarsError
+from harness.processes import log_tail, stop_process_group
 from harness.runstore import RunDir
 from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import CheckpointPublisher
@@ -173,27 +173,6 @@ def _tee(stream: IO[bytes], log_path: Path, echo: IO[str] | None) -> None:
                 echo.flush()
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
-
-
-def _last_lines(path: Path, n: int = 5) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no log)"
-    return " | ".join(line.strip() for line in lines[-n:] if line.strip()) or "(empty log)"
-
-
 def train(
     command: Sequence[str],
     env: dict[str, str],
@@ -230,7 +209,7 @@ def train(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(poll_seconds)
     except BaseException:
-        _stop(process)
+        stop_process_group(process, STOP_GRACE_SECONDS)
         raise
     finally:
         tee.join(timeout=5)
@@ -238,7 +217,7 @@ def train(
     if process.returncode != 0:
         raise MarsError(
             f"verl exited with code {process.returncode}; last lines of {log_path}: "
-            f"{_last_lines(log_path)}"
+            f"{log_tail(log_path)}"
         )
     if publisher.failures:
         failed = "; ".join(f"step {s}: {why}" for s, why in sorted(publisher.failures.items()))
