@@ -1,4 +1,4 @@
-"""Players by name: random, mcts:SIMS, minimax, cfr:ITERS, nash, llm, self (games.players.base)."""
+"""Players by name: random, mcts, minimax, tactics, cfr, nash, llm, self (games.players.base)."""
 
 from games.players.base import (
     BotAgent,

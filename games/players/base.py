@@ -111,7 +111,7 @@ def known_players() -> dict[str, str]:
 
 
 def _load_builtin_players() -> None:
-    from games.players import classic, llm, minimax, solvers  # noqa: F401
+    from games.players import classic, llm, minimax, solvers, tactics  # noqa: F401
 
 
 def make_player(text: str, context: PlayerContext) -> Player:
