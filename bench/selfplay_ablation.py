@@ -200,6 +200,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-selfplay-ablation"))
+    parser.add_argument("--model", help="starting model folder (default: pre-trained tiny model)")
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)  # internal: evaluate one model
     args = parser.parse_args()
     if args.evaluate:
@@ -212,7 +213,7 @@ def main() -> None:
     root.mkdir()
 
     started = time.perf_counter()
-    model, model_note = starting_model()
+    model, model_note = (args.model, f"given: {args.model}") if args.model else starting_model()
     print(f"starting model: {model} ({model_note})")
     print(
         f"budget per run: {args.steps} steps x {args.games_per_step} games, lr {args.lr}, "

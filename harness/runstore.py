@@ -210,10 +210,23 @@ class RunDir:
 
     def _append_handle(self) -> TextIO:
         """The append handle, opened on first use; `close` (done by `finish` and
-        `prepare_resume`, which replaces the file) makes the next append reopen it."""
-        if self._appender is None:
-            self._appender = self.records_path.open("a", encoding="utf-8")
-        return self._appender
+        `prepare_resume`, which replaces the file) makes the next append reopen it. If the file
+        was removed or replaced behind our back (another process, log rotation), the handle
+        would keep writing to the old file, so a changed inode also reopens it."""
+        handle = self._appender
+        if handle is not None and not self._still_records_file(handle):
+            self.close()
+            handle = None
+        if handle is None:
+            handle = self._appender = self.records_path.open("a", encoding="utf-8")
+        return handle
+
+    def _still_records_file(self, handle: TextIO) -> bool:
+        try:
+            on_disk = os.stat(self.records_path)
+        except FileNotFoundError:
+            return False
+        return on_disk.st_ino == os.fstat(handle.fileno()).st_ino
 
     def close(self) -> None:
         """Close the append handle (appending again reopens it)."""

@@ -115,3 +115,20 @@ def test_appends_are_on_disk_at_once_and_survive_resume_and_finish(tmp_path: Pat
     run.append({"suite": "s", "sample_id": "4", "epoch": 0})  # reopened after finish
     assert [r["sample_id"] for r in run.records()] == ["1", "2", "3", "4"]
     run.close()
+
+
+def test_a_records_file_removed_or_rotated_mid_run_is_recreated_not_written_blind(
+    tmp_path: Path,
+) -> None:
+    run = RunDir.resolve(out=tmp_path, run_dir=None, kind="eval", slug="x")
+    run.start(command=["x"], config={})
+    run.append({"suite": "s", "sample_id": "1", "epoch": 0})
+    rotated = run.records_path.with_name("records.jsonl.1")
+    run.records_path.rename(rotated)  # log rotation: the open handle now points at records.1
+    run.append({"suite": "s", "sample_id": "2", "epoch": 0})
+    assert [r["sample_id"] for r in run.records()] == ["2"]
+    assert [json.loads(x)["sample_id"] for x in rotated.read_text().splitlines()] == ["1"]
+    run.records_path.unlink()  # removed outright
+    run.append_many([{"suite": "s", "sample_id": "3", "epoch": 0}])
+    assert [r["sample_id"] for r in run.records()] == ["3"]
+    run.close()
