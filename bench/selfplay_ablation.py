@@ -9,15 +9,23 @@ plain tiny model never writes a legal move, so self-play would have nothing to l
 Each (estimator, seed) is one `mars train --backend local` run in its own process (`--parallel`
 at a time, one torch thread each). Its last checkpoint then plays `random` and `mcts:100` from
 both seats, in another process, twice: greedy (what the trainer's own evaluation does) and sampled
-at the training temperature (1.0, seeded), since a small policy's greedy choice can be degenerate
+at temperature 1.0 (seeded), since a small policy's greedy choice can be degenerate
 while its sampled play is what training improves. The tables pool the seeds (Wilson 95% intervals
 over all their games); the starting model is evaluated the same way for reference. The last line
 is the JSON result for the target: marshal at >= 90% non-loss against `random` from both seats
 (greedy, as the trainer evaluates; the sampled figure rides along) within 15 minutes of CPU
 training per run.
 
+Self-play temperature (`--temperature`, default 1.0): a near-deterministic policy playing itself
+replays the same game in every slot of a step, every (game, seat) group then has zero spread and
+every advantage is 0, so there is nothing to learn; a higher temperature (1.5) makes the games
+differ. `--model DIR` starts from another model, e.g. the Tic-Tac-Toe specialist of
+`bench/recipes/tactics-ttt.yaml` (`mars tiny-model pretrain --recipe ...`), which blocks
+one-move threats some of the time (docs/training.md has both measurements).
+
 Run: .venv/bin/python bench/selfplay_ablation.py [--steps 40] [--games-per-step 32]
      [--seeds 0,1,2] [--eval-episodes 50] [--parallel 2] [--out runs/bench-ablation]
+     [--model DIR] [--temperature 1.0] [--lr 1e-3]
 """
 
 from __future__ import annotations
@@ -62,7 +70,11 @@ def train_run(
     model: str, estimator: str, seed: int, args: argparse.Namespace, root: Path
 ) -> dict[str, Any]:
     run_dir = root / f"{estimator}-seed{seed}"
-    config = {"warmup_steps": args.warmup, "save_every": args.steps}
+    config = {
+        "warmup_steps": args.warmup,
+        "save_every": args.steps,
+        "temperature": args.temperature,
+    }
     config_file = root / f"{estimator}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     command = [
@@ -195,6 +207,7 @@ def main() -> None:
     parser.add_argument("--games-per-step", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--temperature", type=float, default=1.0, help="self-play sampling")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--eval-episodes", type=int, default=50)
@@ -217,7 +230,8 @@ def main() -> None:
     print(f"starting model: {model} ({model_note})")
     print(
         f"budget per run: {args.steps} steps x {args.games_per_step} games, lr {args.lr}, "
-        f"warm-up {args.warmup}; seeds {seeds}; {args.eval_episodes} eval games per seat and "
+        f"warm-up {args.warmup}, temperature {args.temperature}; seeds {seeds}; "
+        f"{args.eval_episodes} eval games per seat and "
         f"opponent, greedy and sampled; {args.parallel} runs at a time, 1 thread each"
     )
     start_dir = root / "start"
@@ -271,6 +285,8 @@ def main() -> None:
         "steps": args.steps,
         "games_per_step": args.games_per_step,
         "seeds": seeds,
+        "learning_rate": args.lr,
+        "temperature": args.temperature,
         "starting_model": model_note,
     }
     print(json.dumps(result))

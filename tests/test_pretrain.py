@@ -203,3 +203,54 @@ def _board_state(spec, prompt: str):  # type: ignore[no-untyped-def]
     for index in range(len(xs) + len(os_)):
         state.apply_action(xs[index // 2] if index % 2 == 0 else os_[index // 2])
     return state
+
+
+def test_a_tactics_teacher_wins_or_blocks_and_otherwise_names_the_last_listed_move() -> None:
+    from games.players.tactics import candidate_actions
+    from train_backend.format_data import reply_teacher_for
+
+    spec = get_game("tic_tac_toe")
+    teacher = reply_teacher_for(spec, "tactics:last")
+    assert teacher is not None and reply_teacher_for(get_game("kuhn_poker"), "tactics") is None
+    examples = game_examples(
+        spec, "compact", count=60, first_seed=5, teachers=build_teachers(spec, ["random"]),
+        reply_teacher=teacher,
+    )  # fmt: skip
+    not_last = 0
+    for example in examples:
+        state = _board_state(spec, example.messages[-1]["content"])
+        move = parse_move(example.reply, list(example.legal))
+        row, col = (int(c) for c in move.label.split("(")[1].rstrip(")>").split(","))
+        assert row * 3 + col == candidate_actions(state)[-1]
+        not_last += move.label != example.legal[-1]
+    assert not_last > 0  # some positions called for a win or a block
+
+
+def test_a_recipe_file_sets_the_pretraining_and_flags_override_it(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    recipe = tmp_path / "tactics.yaml"
+    recipe.write_text(
+        "games: [tic_tac_toe]\nreply_teacher: 'tactics:last'\nexamples: 64\nsteps: 50\n"
+        "arithmetic_share: 0.0\nfull_share: 0.0\neval_positions: 8\neval_full_positions: 0\n"
+    )
+    out = tmp_path / "from-recipe"
+    result = run_mars(
+        "tiny-model", "pretrain", "--model", str(tiny_model_dir), "--out", str(out),
+        "--recipe", str(recipe), "--steps", "4", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / REPORT_FILE).read_text())
+    assert report["recipe"]["reply_teacher"] == "tactics:last"
+    assert report["recipe"]["games"] == ["tic_tac_toe"] and report["recipe"]["examples"] == 64
+    assert report["recipe"]["steps"] == 4  # the flag won over the recipe's 50
+    assert set(report["evaluation"]["after"]) == {"tic_tac_toe/compact"}
+
+    recipe.write_text("games: [tic_tac_toe]\nstepz: 4\n")
+    bad = run_mars("tiny-model", "pretrain", "--recipe", str(recipe), "--out", str(tmp_path / "b"))
+    assert bad.returncode != 0 and "unknown pre-training setting 'stepz'" in bad.stderr
+    missing = run_mars("tiny-model", "pretrain", "--recipe", str(tmp_path / "none.yaml"))
+    assert missing.returncode != 0 and "cannot read recipe" in missing.stderr
+    for text in (bad.stderr, missing.stderr):
+        assert "Traceback" not in text and len(text.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()

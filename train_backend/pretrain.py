@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, ValidationError
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
@@ -57,6 +58,8 @@ ARITHMETIC_SEED_OFFSET = 7_919
 
 class PretrainSettings(BaseModel):
     """What decides the result (besides the base model): the recipe of a format pre-training."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting in a recipe file is an error
 
     games: list[str] = Field(default_factory=lambda: list(DEFAULT_GAMES))
     examples: int = Field(6000, ge=1)  # training examples in all (games and arithmetic)
@@ -101,6 +104,27 @@ class PretrainSettings(BaseModel):
             "data_version": FORMAT_DATA_VERSION,
             **self.model_dump(exclude={"eval_positions", "eval_full_positions", "threads"}),
         }
+
+
+def load_recipe(path: Path, **overrides: Any) -> PretrainSettings:
+    """Pre-training settings from a YAML mapping (any `PretrainSettings` field), then overrides."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise MarsError(f"cannot read recipe {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise MarsError(f"recipe {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise MarsError(f"recipe {path} must be a mapping of pre-training settings")
+    data.update(overrides)
+    try:
+        return PretrainSettings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise MarsError(f"recipe {path}: unknown pre-training setting {where!r}") from exc
+        raise MarsError(f"recipe {path}: bad setting {where}: {first['msg']}") from exc
 
 
 def check_games(names: Sequence[str]) -> list[GameSpec]:
@@ -392,16 +416,18 @@ def pretrain_tiny_model(
     base_dir: Path | str | None,
     out_dir: Path | str,
     *,
-    games: Sequence[str] = DEFAULT_GAMES,
+    games: Sequence[str] | None = None,
     examples: int | None = None,
     steps: int | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     overwrite: bool = False,
     eval_positions: int | None = None,
     settings: PretrainSettings | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `base_dir` (default: the embedded tiny model) into `out_dir`; return the report.
+
+    `games`, `examples`, `steps`, `seed` and `eval_positions` override `settings` when given.
 
     The report (also written as `out_dir/pretrain.json`) holds the recipe, the losses, the time
     taken and the legal-move rate per "game/style" before and after on held-out positions.
@@ -414,8 +440,10 @@ def pretrain_tiny_model(
         base_dir = ensure_tiny_model()
     base_dir = Path(base_dir).expanduser().resolve()
     out_dir = Path(out_dir).expanduser().resolve()
-    overrides: dict[str, Any] = {"games": list(games), "seed": seed}
+    overrides: dict[str, Any] = {}
     for name, value in (
+        ("games", None if games is None else list(games)),
+        ("seed", seed),
         ("examples", examples),
         ("steps", steps),
         ("eval_positions", eval_positions),

@@ -49,9 +49,17 @@ def pretrain(
         Path | None, typer.Option("--model", help="Base model folder (default: the tiny model).")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help=_PRETRAIN_OUT_HELP)] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(help="YAML file of pre-training settings (the flags below override it)."),
+    ] = None,
     games: Annotated[
-        str, typer.Option(help="Comma-separated games to make positions from.")
-    ] = "tic_tac_toe,kuhn_poker,mini_hanabi",
+        str | None,
+        typer.Option(
+            help="Comma-separated games to make positions from "
+            "(default tic_tac_toe,kuhn_poker,mini_hanabi)."
+        ),
+    ] = None,
     examples: Annotated[
         int | None, typer.Option(min=1, help="Training examples in all (default 6000).")
     ] = None,
@@ -62,7 +70,9 @@ def pretrain(
         int | None,
         typer.Option(min=0, help="Held-out compact positions per game for the legal-move rate."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for positions, batches and weights.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed for positions, batches and weights (default 0).")
+    ] = None,
     threads: Annotated[
         int, typer.Option(min=1, help="torch threads; 1 gives the same bytes on any machine.")
     ] = 1,
@@ -74,12 +84,18 @@ def pretrain(
     from train_backend.pretrain import (
         PretrainSettings,
         default_pretrained_dir,
+        load_recipe,
         pretrain_tiny_model,
     )
 
-    names = [name.strip() for name in games.split(",") if name.strip()]
+    names = None if games is None else [name.strip() for name in games.split(",") if name.strip()]
+    settings = load_recipe(recipe, threads=threads) if recipe else PretrainSettings(threads=threads)
     if out is None:
-        if model is None:
+        if model is None and recipe is not None:
+            # Beside the cached default build, named after the recipe; never in its place.
+            cached = default_pretrained_dir()
+            out, overwrite = cached.with_name(f"{cached.name}-{recipe.stem}"), True
+        elif model is None:
             out, overwrite = default_pretrained_dir(), True  # the cache: always rebuilt in place
         else:
             out = (
@@ -92,7 +108,7 @@ def pretrain(
         if not quiet and (step % 50 == 0 or step == total_steps):
             typer.echo(f"step {step}/{total_steps}  loss {loss:.3f}")
 
-    total_steps = steps if steps is not None else PretrainSettings().steps
+    total_steps = steps if steps is not None else settings.steps
     report = pretrain_tiny_model(
         model,
         out,
@@ -102,7 +118,7 @@ def pretrain(
         seed=seed,
         overwrite=overwrite,
         eval_positions=eval_positions,
-        settings=PretrainSettings(threads=threads),
+        settings=settings,
         on_step=progress,
     )
     _print_pretrain_report(report)
