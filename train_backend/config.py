@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.errors import MarsError
+from harness.settings_files import read_yaml_mapping, settings_error
 
 
 class VerlSettings(BaseModel):
@@ -102,23 +101,9 @@ class TrainConfig(BaseModel):
 
 def load_train_config(path: Path | None, overrides: dict[str, Any], *, local: bool) -> TrainConfig:
     """Defaults (local or cluster), then a YAML file, then CLI overrides; one clear error if bad."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            raise MarsError(f"cannot read config {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise MarsError(f"config {path} is not valid YAML: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise MarsError(f"config {path} must be a mapping of settings")
-        data.update(loaded)
+    data: dict[str, Any] = {} if path is None else read_yaml_mapping(path, "config")
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return TrainConfig.for_local(**data) if local else TrainConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        if first["type"] == "extra_forbidden":
-            raise MarsError(f"unknown training setting {where!r}") from exc
-        raise MarsError(f"bad training setting {where}: {first['msg']}") from exc
+        raise settings_error(exc, "training") from exc

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
+from harness.settings_files import read_yaml_mapping, settings_error
 from harness.tiny_model import move_into_place, pad_reply_batch
 from train_backend.format_data import (
     FORMAT_DATA_VERSION,
@@ -108,23 +108,12 @@ class PretrainSettings(BaseModel):
 
 def load_recipe(path: Path, **overrides: Any) -> PretrainSettings:
     """Pre-training settings from a YAML mapping (any `PretrainSettings` field), then overrides."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise MarsError(f"cannot read recipe {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise MarsError(f"recipe {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise MarsError(f"recipe {path} must be a mapping of pre-training settings")
+    data = read_yaml_mapping(path, "recipe")
     data.update(overrides)
     try:
         return PretrainSettings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        if first["type"] == "extra_forbidden":
-            raise MarsError(f"recipe {path}: unknown pre-training setting {where!r}") from exc
-        raise MarsError(f"recipe {path}: bad setting {where}: {first['msg']}") from exc
+        raise MarsError(f"recipe {path}: {settings_error(exc, 'pre-training')}") from exc
 
 
 def check_games(names: Sequence[str]) -> list[GameSpec]:

@@ -17,10 +17,10 @@ import random
 import pyspiel
 
 from games.players.base import BotAgent, Player, PlayerContext, register_player
+from games.players.tie_break import parse_tie_break, pick, player_name
 from harness.errors import MarsError
 
 MAX_STATES = 200_000
-TIE_BREAKS = ("random", "first", "last")
 
 
 class _TooLarge(Exception):
@@ -88,17 +88,13 @@ class MinimaxAgent(BotAgent):
 
     def choose(self, state: pyspiel.State) -> int:
         best = best_actions(self._game, state)
-        if self._tie_break == "first":
-            return best[0]
-        if self._tie_break == "last":
-            return best[-1]
-        return self._rng.choice(best)
+        return pick(best, self._tie_break, self._rng)
 
 
 class MinimaxPlayer(Player):
     def __init__(self, game: pyspiel.Game, tie_break: str) -> None:
         self.game, self.tie_break = game, tie_break
-        self.name = "minimax" if tie_break == "random" else f"minimax:{tie_break}"
+        self.name = player_name("minimax", tie_break)
 
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> MinimaxAgent:
         return MinimaxAgent(self.game, self.tie_break, rng)
@@ -108,9 +104,7 @@ class MinimaxPlayer(Player):
     "minimax", "minimax[:first|last], perfect play in small deterministic zero-sum games"
 )
 def _minimax(argument: str | None, context: PlayerContext) -> Player:
-    tie_break = (argument or "random").strip().lower()
-    if tie_break not in TIE_BREAKS:
-        raise MarsError(f"minimax:{argument}: the argument is one of {', '.join(TIE_BREAKS)}")
+    tie_break = parse_tie_break("minimax", argument)
     game = context.spec.game
     info = game.get_type()
     if (

@@ -23,9 +23,8 @@ import random
 import pyspiel
 
 from games.players.base import BotAgent, Player, PlayerContext, register_player
+from games.players.tie_break import parse_tie_break, pick, player_name
 from harness.errors import MarsError
-
-TIE_BREAKS = ("random", "first", "last")
 
 
 def _wins_for_mover(state: pyspiel.State, action: int, mover: int) -> bool:
@@ -60,17 +59,13 @@ class TacticsAgent(BotAgent):
 
     def choose(self, state: pyspiel.State) -> int:
         candidates = candidate_actions(state)
-        if self._tie_break == "first":
-            return candidates[0]
-        if self._tie_break == "last":
-            return candidates[-1]
-        return self._rng.choice(candidates)
+        return pick(candidates, self._tie_break, self._rng)
 
 
 class TacticsPlayer(Player):
     def __init__(self, tie_break: str) -> None:
         self.tie_break = tie_break
-        self.name = "tactics" if tie_break == "random" else f"tactics:{tie_break}"
+        self.name = player_name("tactics", tie_break)
 
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> TacticsAgent:
         return TacticsAgent(self.tie_break, rng)
@@ -81,9 +76,7 @@ class TacticsPlayer(Player):
     "tactics[:first|last], wins at once when it can, else never leaves an immediate win open",
 )
 def _tactics(argument: str | None, context: PlayerContext) -> Player:
-    tie_break = (argument or "random").strip().lower()
-    if tie_break not in TIE_BREAKS:
-        raise MarsError(f"tactics:{argument}: the argument is one of {', '.join(TIE_BREAKS)}")
+    tie_break = parse_tie_break("tactics", argument)
     game = context.spec.game
     info = game.get_type()
     if (

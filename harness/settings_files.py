@@ -1,0 +1,34 @@
+"""YAML settings files read into pydantic models, with one-line errors (training configs,
+pre-training recipes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from harness.errors import MarsError
+
+
+def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """The mapping in a YAML file (an empty file is an empty mapping); `what` names it in errors."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise MarsError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise MarsError(f"{what} {path} is not valid YAML: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise MarsError(f"{what} {path} must be a mapping of settings")
+    return loaded
+
+
+def settings_error(exc: ValidationError, kind: str) -> MarsError:
+    """The first problem of a validation error as one line: an unknown key or a bad value."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return MarsError(f"unknown {kind} setting {where!r}")
+    return MarsError(f"bad {kind} setting {where}: {first['msg']}")
