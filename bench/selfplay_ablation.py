@@ -17,11 +17,11 @@ is the JSON result for the target: marshal at >= 90% non-loss against `random` f
 training per run.
 
 Self-play temperature (`--temperature`, default 1.0): a near-deterministic policy playing itself
-replays the same game in every slot of a step, every (game, seat) group then has zero spread and
-every advantage is 0, so there is nothing to learn; a higher temperature (1.5) makes the games
-differ. `--model DIR` starts from another model, e.g. the Tic-Tac-Toe specialist of
-`bench/recipes/tactics-ttt.yaml` (`mars tiny-model pretrain --recipe ...`), which blocks
-one-move threats some of the time (docs/training.md has both measurements).
+replays the same game in every slot of a step; the returns then differ only by a turn's place in
+the game, never by the move chosen, so there is nothing to learn about play. A higher temperature
+(1.5) makes the games differ. `--model DIR` starts from another model, e.g. the Tic-Tac-Toe
+specialist of `bench/recipes/tactics-ttt.yaml` (`mars tiny-model pretrain --recipe ...`), which
+blocks one-move threats some of the time (docs/training.md has both measurements).
 
 Run: .venv/bin/python bench/selfplay_ablation.py [--steps 40] [--games-per-step 32]
      [--seeds 0,1,2] [--eval-episodes 50] [--parallel 2] [--out runs/bench-ablation]
