@@ -10,10 +10,10 @@ Among the candidates of the first non-empty class it picks at random with the ep
 
 Why it exists: it is the simplest player that does not blunder a one-move threat, which is most of
 what separates a good Tic-Tac-Toe player from a bad one against `random` (with the last-listed
-tie-break: >= 98% non-loss as X and ~93% as O, against 82% / 48% for always taking the last
-listed move). Where nothing is at stake it plays the tie-break's move, so a small model that has
-learnt to copy the last listed move need only learn the exceptions: a fitting pre-training
-teacher. Search cost: at most (legal moves)^2 child states per move, no tree kept.
+tie-break: 97% non-loss as X and 90% as O over 2,000 games, against 82% / 48% for always taking
+the last listed move). Where nothing is at stake it plays the tie-break's move, so a small model
+that has learnt to copy the last listed move need only learn the exceptions: a fitting
+pre-training teacher. Search cost: at most (legal moves)^2 child states per move, no tree kept.
 """
 
 from __future__ import annotations
