@@ -49,6 +49,11 @@ class Player(ABC):
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> Agent:
         """The agent playing `seat` in the episode with this `seed`."""
 
+    def action_probabilities(self, state: pyspiel.State) -> dict[int, float] | None:
+        """The exact distribution the player draws its move from at `state`, if it has one
+        (exploitability uses it instead of sampling); None for players without one."""
+        return None
+
 
 @dataclass(frozen=True)
 class PlayerContext:

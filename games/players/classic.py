@@ -37,6 +37,10 @@ class RandomPlayer(Player):
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> RandomAgent:
         return RandomAgent(rng)
 
+    def action_probabilities(self, state: pyspiel.State) -> dict[int, float]:
+        legal = state.legal_actions()
+        return dict.fromkeys(legal, 1.0 / len(legal))
+
 
 @register_player("random", "uniform over legal actions")
 def _random(argument: str | None, context: PlayerContext) -> Player:

@@ -159,6 +159,10 @@ class PolicyPlayer(Player):
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> PolicyAgent:
         return PolicyAgent(self.policy.table, rng)
 
+    def action_probabilities(self, state: pyspiel.State) -> dict[int, float]:
+        actions, probs = self.policy.table[state.information_state_string()]
+        return dict(zip(actions, probs, strict=True))
+
 
 def _require_solvable(player: str, spec: GameSpec) -> None:
     if not spec.extra.get("solvable"):

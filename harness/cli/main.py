@@ -41,6 +41,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "eval",
     "report",
     "arena",
+    "exploitability",
     "train",
     "loop",
     "failures",
