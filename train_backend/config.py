@@ -66,6 +66,9 @@ class TrainConfig(BaseModel):
             "mini_hanabi": ["self"],
         }
     )
+    # Exploitability at eval steps: game (kuhn_poker, leduc_poker) -> sampled replies per
+    # information state. None: kuhn_poker at 32 when it is among the games (local backend).
+    eval_exploitability: dict[str, int] | None = None
     seed: int = 0
     verl: VerlSettings = Field(default_factory=VerlSettings)
 
@@ -74,6 +77,22 @@ class TrainConfig(BaseModel):
     def _at_least_one_game(cls, games: list[str]) -> list[str]:
         if not games:
             raise ValueError("at least one game is needed")
+        return games
+
+    @field_validator("eval_exploitability")
+    @classmethod
+    def _exact_best_response_games(cls, games: dict[str, int] | None) -> dict[str, int] | None:
+        from games.infostates import check_exact_best_response
+        from games.spec import get_game
+        from harness.errors import MarsError
+
+        for name, samples in (games or {}).items():
+            if samples < 1:
+                raise ValueError(f"{name}: at least 1 sample per information state")
+            try:
+                check_exact_best_response(get_game(name))
+            except MarsError as exc:
+                raise ValueError(str(exc)) from None
         return games
 
     @classmethod

@@ -5,6 +5,10 @@ through `games.arena.run_arena`, all pairs at once on one batcher, with greedy d
 (temperature 0: the policy's own choice, no sampling noise, so two evaluations differ only by the
 weights). The seeds are the same at every evaluation, so the curve compares the same deals. The
 opponent `self` (Hanabi) is the policy itself and is scored from the first seat only.
+
+With an `ExploitabilityEval` (the config's `eval_exploitability`, by default Kuhn when it is
+trained), the policy's exploitability is measured too, sampled as in self-play (see
+`train_backend.local.exploitability`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from games.players import PlayerContext, make_player, needs_model
 from games.players.base import Player
 from games.spec import GameSpec
 from harness.stats import wilson_ci
+from train_backend.local.exploitability import (
+    ExploitabilityEval,
+    evaluate_exploitability,
+    responder_for,
+)
 from train_backend.local.rollout import PolicyResponder
 
 EVAL_FIRST_SEED = 900_000_000  # far from every training seed
@@ -70,8 +79,10 @@ async def evaluate(
     episodes: int,
     options: EpisodeOptions,
     step: int,
+    exploitability: ExploitabilityEval | None = None,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """Metrics `eval/<game>/<opponent>/<seat>/<field>` and the arena records (with `step`)."""
+    """Metrics `eval/<game>/<opponent>/<seat>/<field>` (and `exploitability/<game>...`) and the
+    arena records (with `step`)."""
     records: list[dict[str, Any]] = []
 
     async def play(pair: EvalPair) -> dict[str, Any]:
@@ -95,4 +106,13 @@ async def evaluate(
             metrics.update(_seat_metrics(f"eval/{pair.spec.name}/{pair.opponent}/{seat}", stats))
     for record in records:
         record["step"] = step
+    if exploitability is not None:
+        sampled = responder_for(
+            responder.policy,
+            exploitability.sampling,
+            seed=exploitability.seed,
+            max_new_tokens=responder.max_new_tokens,
+            max_context_tokens=responder.max_context_tokens,
+        )
+        metrics.update(await evaluate_exploitability(sampled, exploitability))
     return metrics, records

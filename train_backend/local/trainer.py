@@ -40,6 +40,7 @@ from train_backend.config import TrainConfig
 from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
 from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
+from train_backend.local.exploitability import exploitability_eval
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.ppo import pack, ppo_loss, token_log_probs
 from train_backend.local.rollout import StepRollout, TurnSample, make_responder, play_step
@@ -275,6 +276,7 @@ class LocalTrainer:
                 episodes=config.eval_episodes,
                 options=self.options,
                 step=step,
+                exploitability=exploitability_eval(config),
             )
         )
 
