@@ -9,7 +9,8 @@ Contract with the trainers (the CPU trainer and the verl adapter both write it):
 For each complete checkpoint not yet evaluated, `run_loop` serves the folder once
 (`harness.model_access.model_endpoint`: `transformers serve` on a CPU, vLLM on a GPU), runs every
 evaluation of the spec as the real command in a subprocess against that server
-(`python -m harness arena|eval ... --base-url URL --model NAME --run-dir ...`, so each sub-run is
+(`python -m harness arena|eval|exploitability ... --base-url URL --model NAME --run-dir ...`, so
+each sub-run is
 an ordinary run directory), stops the server, and appends one row to the loop's run directory.
 A checkpoint that cannot be served gives an error row; the loop goes on.
 
@@ -87,7 +88,24 @@ class SuiteItem(BaseModel):
         return self.name or _slug(f"eval-{self.suite}-{self.mas}")
 
 
-EvalItem = Annotated[ArenaItem | SuiteItem, Field(discriminator="kind")]
+class ExploitItem(BaseModel):
+    """Exploitability of the checkpoint's policy (`mars exploitability`), sampled at the loop's
+    temperature: at 0 every sample is the greedy reply."""
+
+    kind: Literal["exploit"] = "exploit"
+    game: str
+    samples: int = Field(16, ge=1)  # replies per information state
+    bootstrap: int = Field(200, ge=0)
+    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or _slug(f"exploit-{self.game}")
+
+
+Item = ArenaItem | SuiteItem | ExploitItem
+EvalItem = Annotated[Item, Field(discriminator="kind")]
 
 
 class LoopSpec(BaseModel):
@@ -117,7 +135,8 @@ def _slug(text: str) -> str:
 
 
 def parse_item(text: str) -> dict[str, Any]:
-    """One inline item: `arena:GAME:OPPONENT:EPISODES` or `eval:SUITE[:MAS[:LIMIT]]`.
+    """One inline item: `arena:GAME:OPPONENT:EPISODES`, `eval:SUITE[:MAS[:LIMIT]]` or
+    `exploit:GAME[:SAMPLES]`.
 
     The opponent may hold a colon itself (`mcts:100`), so in an arena item the last field is
     always the episode count: `arena:tic_tac_toe:mcts:100:20` is 20 episodes per seat against
@@ -148,7 +167,16 @@ def parse_item(text: str) -> dict[str, Any]:
                 raise MarsError(f"eval item {text!r}: LIMIT must be a whole number")
             item["limit"] = int(parts[3])
         return item
-    raise MarsError(f"evaluation {text!r} must start with arena: or eval:")
+    if kind == "exploit":
+        if not 2 <= len(parts) <= 3 or not parts[1]:
+            raise MarsError(f"exploit item {text!r}: write exploit:GAME[:SAMPLES]")
+        item = {"kind": "exploit", "game": parts[1]}
+        if len(parts) == 3:
+            if not parts[2].isdigit():
+                raise MarsError(f"exploit item {text!r}: SAMPLES must be a whole number")
+            item["samples"] = int(parts[2])
+        return item
+    raise MarsError(f"evaluation {text!r} must start with arena:, eval: or exploit:")
 
 
 def parse_spec(text: str, **overrides: Any) -> LoopSpec:
@@ -189,7 +217,9 @@ def parse_spec(text: str, **overrides: Any) -> LoopSpec:
 
 
 def check_spec(spec: LoopSpec) -> None:
-    """Fail before anything is served: unknown games, opponents and suites."""
+    """Fail before anything is served: unknown games, opponents and suites; games too large
+    for an exact best response."""
+    from games.infostates import check_exact_best_response
     from games.players import PlayerContext, known_players, make_player, needs_model
     from games.spec import get_game
     from harness.benchmarks import get_suite
@@ -202,6 +232,8 @@ def check_spec(spec: LoopSpec) -> None:
                     raise MarsError(f"unknown opponent {item.opponent!r}")
             else:
                 make_player(item.opponent, PlayerContext(spec=game))
+        elif isinstance(item, ExploitItem):
+            check_exact_best_response(get_game(item.game))
         else:
             get_suite(item.suite)
 
@@ -300,7 +332,7 @@ def resolve_settings(spec: LoopSpec, checkpoint: Checkpoint) -> Settings:
 
 
 def sub_command(
-    item: ArenaItem | SuiteItem,
+    item: Item,
     spec: LoopSpec,
     settings: Settings,
     *,
@@ -347,6 +379,20 @@ def sub_command(
             item.prompt_style or settings.prompt_style,
             *common,
         ]
+    if isinstance(item, ExploitItem):
+        return [
+            *mars,
+            "exploitability",
+            "--game",
+            item.game,
+            "--samples",
+            str(item.samples),
+            "--bootstrap",
+            str(item.bootstrap),
+            "--prompt-style",
+            item.prompt_style or settings.prompt_style,
+            *common,
+        ]
     command = [*mars, "eval", "--suite", item.suite, "--mas", item.mas]
     command += ["--epochs", str(item.epochs)]
     if item.limit is not None:
@@ -385,19 +431,34 @@ def suite_figures(summary: dict[str, Any], suite: str) -> dict[str, Any]:
     }
 
 
+def exploit_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: summary.get(key)
+        for key in (
+            "exploitability",
+            "ci95",
+            "nash_conv",
+            "nash_conv_ci95",
+            "invalid_rate",
+            "samples",
+            "states",
+            "replies",
+            "temperature",
+        )
+    }
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
-def run_item(
-    item: ArenaItem | SuiteItem, command: list[str], *, timeout_s: float, log_path: Path
-) -> dict[str, Any]:
+def run_item(item: Item, command: list[str], *, timeout_s: float, log_path: Path) -> dict[str, Any]:
     """Run one evaluation's command (`sub_command`) as a subprocess; its figures, or the error
     that stopped it. The command writes its run directory, named by its `--run-dir`."""
     run_dir = Path(command[command.index("--run-dir") + 1])
     entry: dict[str, Any] = {**item.model_dump(exclude={"name"}), "run_dir": run_dir.name}
-    if isinstance(item, ArenaItem):
+    if "--prompt-style" in command:
         entry["prompt_style"] = command[command.index("--prompt-style") + 1]
     started = time.perf_counter()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -423,6 +484,8 @@ def run_item(
     summary = json.loads(summary_path.read_text())
     if isinstance(item, ArenaItem):
         entry.update(arena_figures(summary))
+    elif isinstance(item, ExploitItem):
+        entry.update(exploit_figures(summary))
     else:
         entry.update(suite_figures(summary, item.suite))
     entry["error"] = None
@@ -518,6 +581,14 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
                 low, high = stats.get("normalized_return_ci") or (None, None)
                 flat[f"{key}/{seat}/normalized_return_ci_low"] = low
                 flat[f"{key}/{seat}/normalized_return_ci_high"] = high
+        elif entry.get("kind") == "exploit":
+            for field, interval in (("exploitability", "ci95"), ("nash_conv", "nash_conv_ci95")):
+                flat[f"{key}/{field}"] = entry.get(field)
+                low, high = entry.get(interval) or (None, None)
+                flat[f"{key}/{field}_ci95_low"] = low
+                flat[f"{key}/{field}_ci95_high"] = high
+            flat[f"{key}/invalid_rate"] = entry.get("invalid_rate")
+            flat[f"{key}/samples"] = entry.get("samples")
         else:
             flat[f"{key}/accuracy"] = entry.get("accuracy")
             low, high = entry.get("ci95") or (None, None)

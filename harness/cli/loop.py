@@ -18,8 +18,9 @@ from harness.errors import MarsError
 
 EVAL_HELP = (
     "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
-    "arena:GAME:OPPONENT:EPISODES (e.g. arena:tic_tac_toe:mcts:100:20) and "
-    "eval:SUITE[:MAS[:LIMIT]] (e.g. eval:gsm8k:single:5)."
+    "arena:GAME:OPPONENT:EPISODES (e.g. arena:tic_tac_toe:mcts:100:20), "
+    "eval:SUITE[:MAS[:LIMIT]] (e.g. eval:gsm8k:single:5) and "
+    "exploit:GAME[:SAMPLES] (e.g. exploit:kuhn_poker:16)."
 )
 
 
@@ -37,6 +38,12 @@ def _describe(row: dict[str, Any]) -> str:
                 for seat, s in entry["seats"].items()
             )
             parts.append(f"{key} [{seats}]")
+        elif entry["kind"] == "exploit":
+            low, high = entry["ci95"]
+            parts.append(
+                f"{key} exploitability {entry['exploitability']:.3f} [{low:.3f}, {high:.3f}]"
+                f" NashConv {entry['nash_conv']:.3f} invalid {entry['invalid_rate']:.2f}"
+            )
         else:
             parts.append(f"{key} acc {entry['accuracy']:.3f} (n={entry['n']})")
     return "  ".join(parts)
