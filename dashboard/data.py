@@ -751,3 +751,103 @@ def learning_curve(path: Path) -> JsonlData:
 
 def summary_of(path: Path) -> dict[str, Any] | None:
     return read_json(Path(path) / SUMMARY_FILE)
+
+
+# ---------------------------------------------------------------- exploitability
+
+EXPLOIT_COLUMNS = ["x", "series", "exploitability", "ci_low", "ci_high", "nash_conv"]
+
+
+def _exploit_series(columns: Iterable[str]) -> list[tuple[str, str, str, str, str]]:
+    """(series label, value column, interval prefix, interval kind, NashConv column) for every
+    exploitability column: `exploitability/<game>` (metrics.jsonl, interval in
+    `exploitability/<game>/ci95_low|high`) or `<item>/exploitability` (a loop's curve, interval
+    in `<item>/exploitability_ci95_low|high`, or `<item>/ci95` as [low, high] in its JSONL)."""
+    found = []
+    for column in columns:
+        parts = column.split("/")
+        if len(parts) == 2 and parts[0] == "exploitability":
+            game = parts[1]
+            found.append((game, column, column, "metrics", f"nash_conv/{game}"))
+        elif len(parts) >= 2 and parts[-1] == "exploitability":
+            item = "/".join(parts[:-1])
+            label = parts[-2]
+            found.append((label, column, item, "curve", f"{item}/nash_conv"))
+    return found
+
+
+def _exploit_interval(row: pd.Series, prefix: str, kind: str) -> tuple[float | None, float | None]:
+    if kind == "metrics":
+        return _as_float(row.get(f"{prefix}/ci95_low")), _as_float(row.get(f"{prefix}/ci95_high"))
+    low, high = _ci_bounds(row.get(f"{prefix}/ci95"))
+    if low is None:
+        low = _as_float(row.get(f"{prefix}/exploitability_ci95_low"))
+        high = _as_float(row.get(f"{prefix}/exploitability_ci95_high"))
+    return low, high
+
+
+def exploitability_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
+    """Every exploitability figure of a metrics frame or a learning curve, one row per (x,
+    series), with its 95% interval and NashConv (None where missing)."""
+    rows = []
+    if frame.empty or x not in frame.columns:
+        return pd.DataFrame(rows, columns=EXPLOIT_COLUMNS)
+    for label, column, prefix, kind, nash_column in _exploit_series(frame.columns):
+        for _, row in frame.iterrows():
+            value = _as_float(row[column])
+            if value is None:
+                continue
+            low, high = _exploit_interval(row, prefix, kind)
+            rows.append(
+                {
+                    "x": row[x],
+                    "series": label,
+                    "exploitability": value,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "nash_conv": _as_float(row.get(nash_column)),
+                }
+            )
+    return pd.DataFrame(rows, columns=EXPLOIT_COLUMNS)
+
+
+EXPLOIT_RUN_COLUMNS = [
+    "run",
+    "game",
+    "player",
+    "model",
+    "samples",
+    "temperature",
+    "exploitability",
+    "ci_low",
+    "ci_high",
+    "nash_conv",
+    "invalid_rate",
+    "states",
+]
+
+
+def exploitability_runs_table(summaries: dict[str, dict[str, Any] | None]) -> pd.DataFrame:
+    """One row per `mars exploitability` run (its summary.json; '-' where missing)."""
+    rows = []
+    for name, summary in summaries.items():
+        summary = summary if isinstance(summary, dict) else {}
+        low, high = _ci_bounds(summary.get("ci95"))
+        model = summary.get("model")
+        rows.append(
+            {
+                "run": name,
+                "game": summary.get("game"),
+                "player": summary.get("player"),
+                "model": Path(model).name if isinstance(model, str) and "/" in model else model,
+                "samples": "exact" if summary.get("exact") else summary.get("samples"),
+                "temperature": summary.get("temperature"),
+                "exploitability": _as_float(summary.get("exploitability")),
+                "ci_low": low,
+                "ci_high": high,
+                "nash_conv": _as_float(summary.get("nash_conv")),
+                "invalid_rate": _as_float(summary.get("invalid_rate")),
+                "states": summary.get("states"),
+            }
+        )
+    return pd.DataFrame(rows, columns=EXPLOIT_RUN_COLUMNS)

@@ -1,4 +1,5 @@
-"""Runs page: every run under the root; accuracy by suite x MAS x model; arena results by seat."""
+"""Runs page: every run under the root; accuracy by suite x MAS x model; exploitability of poker
+policies; arena results by seat."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
             st.info("the chosen runs have no records yet")
         else:
             _accuracy_view(table)
+
+    exploit_runs = [r for r in runs if r.kind == "exploitability"]
+    if exploit_runs:
+        st.subheader("Exploitability of poker policies (0 = a Nash equilibrium)")
+        summaries = {r.name: cache.summary(root, r.path) for r in exploit_runs}
+        table = data.exploitability_runs_table(summaries)
+        st.dataframe(table, hide_index=True, key="exploit_table")
 
     arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
     st.subheader("Game results by seat")

@@ -1,4 +1,5 @@
-"""Training page: metrics.jsonl curves of train runs overlaid, win rates, loop learning curves."""
+"""Training page: metrics.jsonl curves of train runs overlaid, win rates, exploitability, loop
+learning curves."""
 
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
         )
         st.altair_chart(chart)
     _win_rates(frames)
+    _exploitability(frames, "step", key="train_exploit")
 
 
 def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
@@ -145,6 +147,7 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
     for frame in frames.values():
         metrics += [c for c in data.numeric_columns(frame, exclude=(x,)) if c not in metrics]
     numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
+    _exploitability(frames, x, key="loop_exploit")
     for metric in metrics:
         long = pd.concat(
             [
@@ -164,3 +167,29 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
             .properties(height=220, title=metric)
         )
         st.altair_chart(chart)
+
+
+def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> None:
+    """Exploitability per run and game (or loop item) with its 95% band, and the last values."""
+    tables = [data.exploitability_table(f, x).assign(run=name) for name, f in frames.items()]
+    table = pd.concat(tables) if tables else pd.DataFrame()
+    if table.empty:
+        return
+    st.subheader("Exploitability (0 = a Nash equilibrium)")
+    table = table.assign(series=table["run"] + " · " + table["series"])
+    numeric_x = pd.api.types.is_numeric_dtype(table["x"])
+    axis = alt.X("x:Q" if numeric_x else "x:O", title=x)
+    line = (
+        alt.Chart(table)
+        .mark_line(point=True)
+        .encode(x=axis, y=alt.Y("exploitability:Q", title="exploitability"), color="series:N")
+    )
+    band = (
+        alt.Chart(table.dropna(subset=["ci_low", "ci_high"]))
+        .mark_area(opacity=0.2)
+        .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color="series:N")
+    )
+    st.altair_chart((band + line).properties(height=260))
+    last = table.sort_values("x").groupby("series", as_index=False).last()
+    columns = ["series", "x", "exploitability", "ci_low", "ci_high", "nash_conv"]
+    st.dataframe(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
