@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from harness.settings_files import read_yaml_mapping, settings_error
 
@@ -23,10 +30,19 @@ class VerlSettings(BaseModel):
     n_gpus_per_node: int = 8
     nnodes: int = 1
     rollout_engine: Literal["vllm", "sglang"] = "vllm"
+    # cpu: train on this machine's CPU with verl's own trainer (a rehearsal; docs/verl.md)
+    device: Literal["cuda", "cpu"] = "cuda"
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.6
     ray_address: str | None = None
     extra_overrides: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_rank_on_cpu(self) -> VerlSettings:
+        # On the CPU device a "GPU" is a logical slot: one rank unless more are asked for.
+        if self.device == "cpu" and "n_gpus_per_node" not in self.model_fields_set:
+            self.n_gpus_per_node = 1
+        return self
 
 
 class TrainConfig(BaseModel):
@@ -39,6 +55,9 @@ class TrainConfig(BaseModel):
     steps: int = Field(200, ge=1)
     games_per_step: int = Field(192, ge=1)  # self-play games per update (both seats train)
     group_size: int = Field(1, ge=1)  # games sharing a seed (GRPO prompt groups); paper: 1
+    # None: self-play (both seats train). Else a fixed opponent in the other seat: an arena bot
+    # (random, mcts:N, cfr:N, ...) or checkpoint:PATH; the policy's seat alternates.
+    opponent: str | None = None
     learning_rate: float = Field(1e-6, gt=0)
     lr_schedule: Literal["cosine", "constant"] = "cosine"
     warmup_steps: int = Field(10, ge=0)
@@ -55,6 +74,9 @@ class TrainConfig(BaseModel):
     max_new_tokens: int = Field(4096, ge=1)  # per turn
     max_game_tokens: int = Field(32768, ge=1)
     prompt_style: Literal["full", "compact"] = "full"
+    # conversation: one training sample per seat and game (its whole chat, loss on its replies);
+    # turn: one sample per model call (that turn's prompt and reply)
+    sample_unit: Literal["conversation", "turn"] = "conversation"
     invalid: str = "penalty"
     save_every: int = Field(20, ge=1)
     eval_every: int = Field(20, ge=0)  # 0 = no in-training evaluation

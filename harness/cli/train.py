@@ -93,6 +93,12 @@ def train_command(
         None, "--games", help="Comma-separated, e.g. tic_tac_toe,kuhn_poker."
     ),
     estimator: str = typer.Option(None, "--estimator", help="marshal, no_turn_level, grpo, ..."),
+    opponent: str = typer.Option(
+        None,
+        "--opponent",
+        help="Train against a fixed player instead of self-play: random, mcts:N, cfr:N, "
+        "checkpoint:PATH (the policy's seat alternates).",
+    ),
     steps: int = typer.Option(None, "--steps", min=1, help="Training steps (updates) in all."),
     games_per_step: int = typer.Option(None, "--games-per-step", min=1, help="Games per step."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate."),
@@ -117,6 +123,9 @@ def train_command(
     ray_address: str = typer.Option(
         None, "--ray-address", help="verl: attach to this running Ray cluster (e.g. HEAD:6379)."
     ),
+    device: str = typer.Option(
+        None, "--device", help="verl: cuda (GPUs, default) | cpu (rehearse on this machine)."
+    ),
 ) -> None:
     """Self-play training (MARSHAL): both seats share the policy; checkpoints in RUN/checkpoints."""
     if backend not in BACKENDS:
@@ -126,6 +135,7 @@ def train_command(
         "model": model,
         "games": _split_games(games),
         "estimator": estimator,
+        "opponent": opponent,
         "steps": steps,
         "games_per_step": games_per_step,
         "learning_rate": lr,
@@ -136,13 +146,22 @@ def train_command(
         "save_every": save_every,
         "seed": seed,
     }
-    config = resolve_config(config_file, flags, _stored_config(run_path), local=backend == "local")
+    # The CPU-sized defaults serve the local backend and verl on a CPU (--device cpu) alike.
+    cpu_sized = backend == "local" or device == "cpu"
+    config = resolve_config(config_file, flags, _stored_config(run_path), local=cpu_sized)
     if ray_address is not None:
         if backend != "verl":
             raise MarsError("--ray-address is for --backend verl")
         config = config.model_copy(
             update={"verl": config.verl.model_copy(update={"ray_address": ray_address})}
         )
+    if device is not None:
+        if backend != "verl":
+            raise MarsError("--device is for --backend verl (the local backend runs on the CPU)")
+        if device not in ("cuda", "cpu"):
+            raise MarsError(f"--device must be cuda or cpu, not {device!r}")
+        verl = config.verl.model_dump(exclude_unset=True) | {"device": device}
+        config = config.model_copy(update={"verl": type(config.verl).model_validate(verl)})
     command = ["mars", *sys.argv[1:]]
     if backend == "verl":
         _train_verl(config, out=out, run_path=run_path, dry_run=dry_run, command=command)

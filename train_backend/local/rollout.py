@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from games.arena import run_episodes
 from games.engine import EpisodeOptions
+from games.players.base import Player
 from games.players.llm import FunctionPlayer
 from games.selfplay import selfplay_record, turn_table
-from games.spec import GameSpec
+from games.spec import GameSpec, get_game
 from harness.reasoning import split_reasoning
 from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
+from train_backend.local.opponents import policy_seat
 
 if TYPE_CHECKING:
     import torch
@@ -154,8 +156,13 @@ async def play_step(
     run_seed: int,
     games_per_step: int,
     options: EpisodeOptions,
+    opponents: Mapping[str, Player] | None = None,
 ) -> StepRollout:
-    """Play one step's self-play games (all at once) and collect records, turn rows and tokens."""
+    """Play one step's games (all at once) and collect records, turn rows and tokens.
+
+    Self-play by default; with `opponents` (game -> fixed player) the policy takes one seat
+    (`policy_seat`) and the fixed player the other, and only the policy's turns are rows.
+    """
     started = time.perf_counter()
     counts = games_for_step(specs, games_per_step)
     base = first_seed(run_seed, step, games_per_step)
@@ -166,9 +173,22 @@ async def play_step(
         record["step"] = step
         return record
 
-    async def play_game(spec: GameSpec) -> None:
+    def seats(spec: GameSpec, seed: int) -> tuple[Player, Player]:
         model = responder.player(spec.name)
-        jobs = [(base + j, (model, model), to_record) for j in range(counts[spec.name])]
+        if opponents is None:
+            return (model, model)
+        fixed = opponents[spec.name]
+        return (model, fixed) if policy_seat(spec, seed) == 0 else (fixed, model)
+
+    def fixed_record(result: Any) -> dict[str, Any]:
+        record = to_record(result)
+        record["policy_seat"] = policy_seat(get_game(record["game"]), record["seed"])
+        return record
+
+    async def play_game(spec: GameSpec) -> None:
+        convert = to_record if opponents is None else fixed_record
+        seeds = range(base, base + counts[spec.name])
+        jobs = [(seed, seats(spec, seed), convert) for seed in seeds]
         await run_episodes(
             spec,
             jobs,
@@ -183,6 +203,9 @@ async def play_step(
     order = {spec.name: index for index, spec in enumerate(specs)}
     records.sort(key=lambda r: (order[r["game"]], r["seed"]))
     rows = turn_table(records)
+    if opponents is not None:  # a checkpoint opponent's turns are model turns too: not trained
+        policy_seats = {(r["game"], r["seed"]): r["policy_seat"] for r in records}
+        rows = [row for row in rows if row["seat"] == policy_seats[(row["game"], row["episode"])]]
     samples = []
     for row in rows:
         prompt_ids, completion_ids = responder.tokens[(row["game"], row["episode"], row["seat"])][

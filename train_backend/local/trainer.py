@@ -31,6 +31,7 @@ import numpy as np
 
 from games.engine import EpisodeOptions
 from games.episode import SEAT_NAMES
+from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
@@ -41,6 +42,7 @@ from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
 from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
 from train_backend.local.exploitability import exploitability_eval
+from train_backend.local.opponents import load_opponent_policy, make_fixed_opponent
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.ppo import pack, ppo_loss, token_log_probs
 from train_backend.local.rollout import StepRollout, TurnSample, make_responder, play_step
@@ -88,6 +90,8 @@ def check_config(config: TrainConfig) -> list[GameSpec]:
             f"got group_size {config.group_size}"
         )
     episode_options(config)
+    if config.opponent:
+        make_fixed_opponent(config.opponent, specs)
     return specs
 
 
@@ -132,6 +136,10 @@ class LocalTrainer:
             eval_pairs(self.specs, config.eval_opponents) if config.eval_every else []
         )
         self.options = episode_options(config)
+        self.opponent = (
+            make_fixed_opponent(config.opponent, self.specs) if config.opponent else None
+        )
+        self.opponent_policy: Policy | None = None
         self.start_step = 0
         self.model_source = resolve_model_path(config.model)
         self.policy: Policy
@@ -160,6 +168,8 @@ class LocalTrainer:
         else:
             self.policy = policy or load_policy(self.model_source)
         runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
+        if self.opponent is not None:
+            self.opponent_policy = load_opponent_policy(self.opponent)
         if self.config.kl_coef > 0:
             reference = load_policy(self.model_source).model
             reference.requires_grad_(False)
@@ -250,8 +260,27 @@ class LocalTrainer:
                 run_seed=config.seed,
                 games_per_step=config.games_per_step,
                 options=self.options,
+                opponents=self.fixed_players(step),
             )
         )
+
+    def fixed_players(self, step: int) -> dict[str, Player] | None:
+        """Game -> the fixed opponent's player for this step's rollout (None: self-play)."""
+        if self.opponent is None:
+            return None
+        if self.opponent_policy is None:
+            return self.opponent.bots
+        config = self.config
+        responder = make_responder(
+            self.opponent_policy,
+            sampling_of(config),
+            generator=_step_generator(config.seed, step, 2),
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_game_tokens,
+            keep_tokens=False,
+        )
+        name = self.opponent.name
+        return {spec.name: responder.player(spec.name, name=name) for spec in self.specs}
 
     def step_advantages(self, rollout: StepRollout) -> np.ndarray:
         if not rollout.rows:
@@ -456,11 +485,15 @@ def step_metrics(
     for game in games:
         mine = [r for r in records if r["game"] == game]
         for seat, seat_name in enumerate(SEAT_NAMES):
+            # Against a fixed opponent only the episodes where the policy held this seat count.
+            played = [r for r in mine if r.get("policy_seat", seat) == seat]
+            if not played:
+                continue
             metrics[f"return_mean/{game}/{seat_name}"] = float(
-                np.mean([r["returns"][seat] for r in mine])
+                np.mean([r["returns"][seat] for r in played])
             )
             metrics[f"reward_mean/{game}/{seat_name}"] = float(
-                np.mean([r["rewards"][seat] for r in mine])
+                np.mean([r["rewards"][seat] for r in played])
             )
     return metrics
 
