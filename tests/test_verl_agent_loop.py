@@ -1,4 +1,5 @@
-"""The self-play agent loop plays whole games through a scripted rollout server, like the arena."""
+"""The self-play agent loop plays whole games through a scripted rollout server, like the arena,
+as one sample per model call (`sample_unit: turn`) or per seat's conversation (the default)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ def random_legal(legal: list[str], seat: int, call: int) -> str:
     return f"<think>thinking {rng.random():.3f}</think>\n<answer>{rng.choice(legal)}</answer>"
 
 
-async def play(game: str, seed: int, script, **row):
+async def play(game: str, seed: int, script, unit: str = "turn", **row):
     server = ScriptedServer(script)
+    row = {"prompt_style": "full", "invalid": "penalty", **row}
     outputs = await make_loop(server).run(
-        {"temperature": 1.0}, game=game, seed=seed, prompt_style="full", invalid="penalty", **row
+        {"temperature": 1.0}, game=game, seed=seed, sample_unit=unit, **row
     )
     return outputs, server
 
@@ -129,11 +131,19 @@ async def test_game_whose_chat_outgrows_the_prompt_budget_is_dropped():
     assert outputs == [] and server.requests == []
 
 
+async def test_conversation_game_whose_chat_outgrows_the_budget_is_dropped():
+    # The first prompts fit, but the seats' chats outgrow 650 tokens within the game.
+    server = ScriptedServer(first_legal)
+    loop = make_loop(server, loop_config(prompt_length=650))
+    outputs = await loop.run({}, game="tic_tac_toe", seed=0, sample_unit="conversation")
+    assert outputs == [] and len(server.requests) >= 2
+
+
 async def test_replies_are_cut_to_the_response_length():
     long_reply = lambda legal, seat, call: "<think>" + "x " * 300 + "</think>"  # noqa: E731
     server = ScriptedServer(long_reply)
     loop = make_loop(server, loop_config(response_length=16))
-    outputs = await loop.run({}, game="kuhn_poker", seed=0)
+    outputs = await loop.run({}, game="kuhn_poker", seed=0, sample_unit="turn")
     assert len(outputs) == 1 and len(outputs[0].response_ids) == 16
     assert outputs[0].extra_fields[names.REWARD] == pytest.approx(-11)  # cut off: no answer
 
@@ -143,7 +153,9 @@ async def test_retry_mode_trains_on_the_re_asked_turn_too():
         return "<answer>pass</answer>" if (seat, call) == (1, 0) else first_legal(legal, seat, call)
 
     server = ScriptedServer(o_slips_once)
-    outputs = await make_loop(server).run({}, game="tic_tac_toe", seed=0, invalid="retry:1")
+    outputs = await make_loop(server).run(
+        {}, game="tic_tac_toe", seed=0, invalid="retry:1", sample_unit="turn"
+    )
     arena = await play_episode(
         get_game("tic_tac_toe"),
         [scripted_player(o_slips_once)] * 2,
@@ -161,3 +173,88 @@ async def test_retry_mode_trains_on_the_re_asked_turn_too():
     # the re-ask shows the model its invalid reply and the reason
     re_ask = tiny_tokenizer().decode(outputs[2].prompt_ids, skip_special_tokens=True)
     assert "That reply is not a valid move" in re_ask
+
+
+# ---- one sample per seat's conversation --------------------------------------------------------
+
+
+def conversation_turns(output) -> list[tuple[int, int, float, list[int]]]:
+    """(seat, turn, reward, reply token ids) of each turn in a conversation sample."""
+    fields = output.extra_fields
+    return [
+        (fields[names.SEAT], turn, reward, output.response_ids[start:end])
+        for turn, reward, (start, end) in zip(
+            fields[names.TURN], fields[names.REWARD], fields[names.SPANS], strict=True
+        )
+    ]
+
+
+@pytest.mark.parametrize("game", TRAINING_GAMES)
+async def test_a_conversation_sample_is_the_seats_whole_chat_with_loss_on_its_replies(game):
+    outputs, server = await play(
+        game, 11, random_legal, unit="conversation", uid="p7", session_id=1
+    )
+    arena = await play_episode(
+        get_game(game), [scripted_player(random_legal)] * 2, 11, EpisodeOptions("full")
+    )
+    assert [o.extra_fields[names.SEAT] for o in outputs] == [0, 1]  # one sample per seat
+    for output in outputs:
+        seat = output.extra_fields[names.SEAT]
+        calls = [r for r in server.requests if r["request_id"] == f"p7_1-seat{seat}"]
+        turns = [t for t in arena.turns if t["seat"] == seat]
+        mine = conversation_turns(output)
+        assert [t for _, t, _, _ in mine] == [t["turn"] for t in turns]
+        assert [r for *_, r, _ in mine] == pytest.approx([t["reward"] for t in turns])
+        assert len(calls) == len(mine) >= 1
+        sequence = output.prompt_ids + output.response_ids
+        for call, (start, end), (*_, reply) in zip(
+            calls, output.extra_fields[names.SPANS], mine, strict=True
+        ):
+            # each call saw exactly the sample up to its reply (earlier replies verbatim)...
+            assert call["prompt_ids"] == sequence[: len(output.prompt_ids) + start]
+            # ...and its reply is in the sample token for token, the only tokens with loss
+            assert reply == call["token_ids"]
+            assert output.response_mask[start:end] == [1] * (end - start)
+        replies = sum(end - start for start, end in output.extra_fields[names.SPANS])
+        assert sum(output.response_mask) == replies
+        # observations follow every reply but the last
+        assert (replies < len(output.response_ids)) == (len(mine) > 1)
+        assert output.response_logprobs == [-0.25 if m else 0.0 for m in output.response_mask]
+        assert output.prompt_ids == calls[0]["prompt_ids"]
+
+
+async def test_a_conversation_keeps_the_reasoning_and_shows_the_opponents_moves():
+    outputs, _ = await play("tic_tac_toe", 0, first_legal, unit="conversation")
+    tokenizer = tiny_tokenizer()
+    x_chat = tokenizer.decode(outputs[0].prompt_ids + outputs[0].response_ids)
+    # all four of X's replies, reasoning included (the arena's chat keeps only the answers)
+    assert x_chat.count("<think>the first option is fine</think>") == 4
+    assert "Your opponent (O) chose <O(1,0)>" in x_chat
+    observation = outputs[0].response_mask.index(0)
+    assert "chose <O(0,1)>" in tokenizer.decode(outputs[0].response_ids[observation:])
+    rewards = [r for _, _, r, _ in conversation_turns(outputs[0])]
+    assert rewards == pytest.approx([0.05, 0.05, 0.05, 1.05])  # X wins on its fourth move
+
+
+async def test_a_conversation_holds_the_re_asked_turns_too():
+    def x_slips_twice(legal: list[str], seat: int, call: int) -> str:
+        return "<answer>pass</answer>" if seat == 0 else first_legal(legal, seat, call)
+
+    outputs, server = await play(
+        "tic_tac_toe", 0, x_slips_twice, unit="conversation", invalid="retry:2"
+    )
+    assert len(outputs) == 1  # X never moved, so O never played
+    assert [t for _, t, _, _ in conversation_turns(outputs[0])] == [0, 1, 2]
+    assert [r for *_, r, _ in conversation_turns(outputs[0])] == pytest.approx([0, 0, -11.0])
+    text = tiny_tokenizer().decode(outputs[0].response_ids, skip_special_tokens=True)
+    assert text.count("That reply is not a valid move") == 2
+    assert len(server.requests) == 3
+
+
+async def test_compact_prompts_stand_alone_so_each_turn_is_its_own_sample():
+    outputs, _ = await play(
+        "tic_tac_toe", 0, first_legal, unit="conversation", prompt_style="compact"
+    )
+    assert len(outputs) == 7 and all(
+        not isinstance(o.extra_fields[names.TURN], list) for o in outputs
+    )

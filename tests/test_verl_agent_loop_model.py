@@ -6,13 +6,12 @@ arena's episode engine with the same reply texts, and every output is checked ag
 prompt token ids are the tokenizer's chat-template encoding of the seat's chat the arena renders,
 the response ids are what the model generated and decode to the reply, and the rewards, legality,
 seats, turns and episode fields are the arena's. The base tiny model mostly answers with
-something that is not a legal move, which exercises the invalid-move rules; the format-pretrained
-tiny model (when its cached build is there) plays whole games with legal moves.
+something that is not a legal move, which exercises the invalid-move rules; a briefly
+format-trained tiny model plays whole Kuhn games with legal moves.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
-from verl_testkit import Generation, ModelServer, loop_config, make_loop
+from verl_testkit import Generation, ModelServer, kuhn_model, loop_config, make_loop
 
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
@@ -41,19 +40,8 @@ def base_server() -> ModelServer:
 
 
 @pytest.fixture(scope="module")
-def format_server(tmp_path_factory: pytest.TempPathFactory) -> ModelServer:
-    """The format-pretrained tiny model, copied first: another process may be rebuilding it."""
-    from train_backend.pretrain import REPORT_FILE, default_pretrained_dir
-
-    source = default_pretrained_dir()
-    copy = tmp_path_factory.mktemp("format-model") / "model"
-    try:
-        shutil.copytree(source, copy)
-        if not (copy / REPORT_FILE).is_file():
-            raise OSError("no pretrain.json: not a finished build")
-        return ModelServer(copy, seed=3, max_new_tokens=RESPONSE_LENGTH)
-    except (OSError, ValueError) as exc:
-        pytest.skip(f"no finished format-pretrained tiny model at {source} ({exc})")
+def kuhn_server() -> ModelServer:
+    return ModelServer(kuhn_model(), seed=3, max_new_tokens=RESPONSE_LENGTH)
 
 
 async def play(
@@ -64,6 +52,7 @@ async def play(
     style: str = "full",
     invalid: str = "penalty",
     temperature: float = 1.0,
+    unit: str = "turn",
 ) -> tuple[list[Any], list[Generation], dict[str, float]]:
     loop = make_loop(
         server, loop_config(response_length=RESPONSE_LENGTH), tokenizer=server.tokenizer
@@ -76,6 +65,7 @@ async def play(
         seed=seed,
         prompt_style=style,
         invalid=invalid,
+        sample_unit=unit,
         uid=f"u{seed}",
         session_id=2,
     )
@@ -137,7 +127,7 @@ async def check_against_arena(
         assert generation.request_id == f"{episode}-seat{seat}"
         assert output.prompt_ids == generation.prompt_ids
         assert output.prompt_ids == chat_ids(tokenizer, turn["messages"])
-        assert generation.sampling_params == sampling
+        assert generation.sampling_params == {**sampling, "max_tokens": RESPONSE_LENGTH}
         # what it generated, cut to the response length; the mask covers every kept token
         kept = generation.token_ids[:RESPONSE_LENGTH]
         assert output.response_ids == kept and 0 < len(kept) <= RESPONSE_LENGTH
@@ -241,36 +231,96 @@ async def test_a_re_ask_shows_the_model_its_own_invalid_reply(base_server: Model
     assert "That reply is not a valid move" in chat
 
 
-@pytest.mark.parametrize("game", ["tic_tac_toe", "kuhn_poker"])
-async def test_whole_games_with_the_format_pretrained_model(format_server: ModelServer, game):
-    finished = 0
+async def test_whole_kuhn_games_with_a_format_trained_model(kuhn_server: ModelServer):
     for seed in range(3):
         outputs, generations, sampling = await play(
-            format_server, game, seed, style="compact", temperature=0.6
+            kuhn_server, "kuhn_poker", seed, style="compact", temperature=0.6
         )
         arena = await check_against_arena(
-            format_server, outputs, generations,
-            game=game, seed=seed, style="compact", invalid="penalty", sampling=sampling,
+            kuhn_server, outputs, generations,
+            game="kuhn_poker", seed=seed, style="compact", invalid="penalty", sampling=sampling,
         )  # fmt: skip
-        check_invalid_rule(outputs, arena, game, "penalty")
+        assert arena.invalid_seat is None and arena.outcomes is not None
+        seats = {o.extra_fields[names.SEAT] for o in outputs}
+        assert seats == {0, 1}  # both seats played the policy
+        # the outcome sits on each seat's last turn; earlier turns carry the format bonus
+        for seat in seats:
+            seat_rewards = [
+                o.extra_fields[names.REWARD] for o in outputs if o.extra_fields[names.SEAT] == seat
+            ]
+            assert seat_rewards[:-1] == pytest.approx([0.05] * (len(seat_rewards) - 1))
+            assert seat_rewards[-1] == pytest.approx(0.05 + outcome(arena, seat))
+
+
+async def test_whole_kuhn_games_as_conversation_samples(kuhn_server: ModelServer):
+    finished = 0
+    for seed in range(4):
+        outputs, _, _ = await play(
+            kuhn_server, "kuhn_poker", seed, unit="conversation", temperature=0.6
+        )
+        texts = {
+            o.extra_fields[names.SEAT]: [
+                kuhn_server.tokenizer.decode(o.response_ids[a:b], skip_special_tokens=True)
+                for a, b in o.extra_fields[names.SPANS]
+            ]
+            for o in outputs
+        }
+        arena = await arena_replay("kuhn_poker", seed, "full", "penalty", texts)
+        for output in outputs:
+            seat = output.extra_fields[names.SEAT]
+            turns = [t for t in arena.turns if t["seat"] == seat]
+            assert output.extra_fields[names.REWARD] == pytest.approx([t["reward"] for t in turns])
         if arena.invalid_seat is None:
             finished += 1
-            assert arena.outcomes is not None and len(outputs) >= 2
-            seats = {o.extra_fields[names.SEAT] for o in outputs}
-            assert seats == {0, 1}  # both seats played the policy
-            # the outcome sits on each seat's last turn; earlier turns carry the format bonus
-            for seat in seats:
-                seat_rewards = [
-                    o.extra_fields[names.REWARD]
-                    for o in outputs
-                    if o.extra_fields[names.SEAT] == seat
-                ]
-                assert seat_rewards[:-1] == pytest.approx([0.05] * (len(seat_rewards) - 1))
-                assert seat_rewards[-1] == pytest.approx(0.05 + outcome(arena, seat))
-    assert finished >= 1, "the format-pretrained model finished no game with legal moves"
+            for output in outputs:  # the showdown or fold pays on each seat's last turn
+                seat = output.extra_fields[names.SEAT]
+                assert output.extra_fields[names.REWARD][-1] == pytest.approx(
+                    0.05 + outcome(arena, seat)
+                )
+    assert finished >= 1, "no Kuhn game ended with legal moves"
 
 
 def outcome(arena: EpisodeResult, seat: int) -> float:
     """The game-end reward of a seat: its return, a draw worth +0.1 (facts.md)."""
     value = arena.returns[seat]
     return 0.1 if value == 0 else value
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "kuhn_poker"])
+async def test_conversation_samples_with_the_tiny_model_generating(
+    base_server: ModelServer, game: str
+):
+    tokenizer = base_server.tokenizer
+    im_end, newline = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.encode("\n")[0]
+    for seed in (0, 1):
+        outputs, generations, _ = await play(
+            base_server, game, seed, invalid="retry:2", unit="conversation"
+        )
+        assert outputs, "the game was dropped"
+        by_seat = {o.extra_fields[names.SEAT]: o for o in outputs}
+        assert len(by_seat) == len(outputs)  # one sample per seat
+        texts: dict[int, list[str]] = defaultdict(list)
+        for seat, output in by_seat.items():
+            calls = [g for g in generations if g.request_id.endswith(f"-seat{seat}")]
+            spans = output.extra_fields[names.SPANS]
+            sequence = output.prompt_ids + output.response_ids
+            assert len(calls) == len(spans) >= 1
+            for call, (start, end) in zip(calls, spans, strict=True):
+                # the model saw the sample up to this reply, and generated the reply itself
+                assert call.prompt_ids == sequence[: len(output.prompt_ids) + start]
+                reply = call.token_ids[:RESPONSE_LENGTH]
+                assert output.response_ids[start:end] == reply
+                assert output.response_logprobs[start:end] == pytest.approx(
+                    call.log_probs[: len(reply)]
+                )
+                if reply[-1] == im_end and end < len(output.response_ids):
+                    assert output.response_ids[end] == newline  # as the chat template renders
+                texts[seat].append(tokenizer.decode(reply, skip_special_tokens=True))
+            replies = {i for start, end in spans for i in range(start, end)}
+            assert {i for i, m in enumerate(output.response_mask) if m} == replies
+        arena = await arena_replay(game, seed, "full", "retry:2", texts)
+        for seat, output in by_seat.items():
+            turns = [t for t in arena.turns if t["seat"] == seat]
+            assert output.extra_fields[names.TURN] == [t["turn"] for t in turns]
+            assert output.extra_fields[names.REWARD] == pytest.approx([t["reward"] for t in turns])
+            assert output.prompt_ids == chat_ids(tokenizer, turns[0]["messages"])

@@ -84,8 +84,11 @@ def test_dry_run_of_the_papers_generalist_on_one_node_of_8_gpus(tmp_path):
         f"{rollout}.temperature": "0.6",
         f"{rollout}.top_p": "0.99",
         f"{rollout}.top_k": "100",
-        "data.max_response_length": "4096",
+        # one sample per seat's conversation: everything after its first prompt, up to the
+        # game's chat budget and the last reply
+        "data.max_response_length": "36864",
         "data.max_prompt_length": "32768",
+        f"{actor}.ppo_max_token_len_per_gpu": "36864",
         "trainer.total_training_steps": "200",
         "trainer.save_freq": "20",
         "trainer.use_v1": "true",
@@ -144,7 +147,7 @@ def test_dry_run_of_a_small_single_gpu_run(tmp_path):
         f"{actor}.use_kl_loss": "false",
         f"{actor}.kl_loss_coef": "0.0",
         f"{rollout}.temperature": "1.0",
-        "data.max_response_length": "512",
+        "data.max_response_length": "4608",
         "data.max_prompt_length": "4096",
         f"{rollout}.max_model_len": "4608",
         "trainer.total_training_steps": "4",

@@ -128,7 +128,7 @@ def test_rows_without_mars_fields_are_refused():
 def test_batch_and_turn_records_must_line_up():
     rows = TurnRows.from_extra_fields(extra_fields(), [False] * len(TURNS))
     rewards, mask = token_layout(pad_rows=1)
-    with pytest.raises(MarsError, match="10 rows but 9 turn records"):
+    with pytest.raises(MarsError, match="10 rows but 9 rows of turn records"):
         token_advantages("marshal", rewards, mask, rows)
 
 

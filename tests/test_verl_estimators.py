@@ -8,6 +8,7 @@ earlier turns), padded and reordered by verl's own helpers, then scored by the m
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -52,9 +53,10 @@ def random_play(episode: int, illegal_rate: float):
     return script
 
 
-async def play_batch(fake_tq: FakeTransferQueue) -> list[dict]:
+async def play_batch(fake_tq: FakeTransferQueue, unit: str = "turn") -> list[dict]:
     """Twelve games (two rollout sessions of each of six seeds) stored the way verl stores them;
-    returns the expected turn table, one row per stored output."""
+    returns the expected turn table: one row per turn, with the stored sample (`key`) that holds
+    it and its reply's token span in that sample's response."""
     table = []
     for index in range(6):
         game = GAMES[index % len(GAMES)]
@@ -65,26 +67,36 @@ async def play_batch(fake_tq: FakeTransferQueue) -> list[dict]:
             server = ScriptedServer(random_play(episode, illegal_rate=0.08))
             row = {"game": game, "seed": seed, "prompt_style": "full", "invalid": "penalty"}
             outputs = await make_loop(server).run(
-                {"temperature": 1.0}, uid=uid, session_id=session, **row
+                {"temperature": 1.0}, uid=uid, session_id=session, sample_unit=unit, **row
             )
             await store_like_verl(
                 fake_tq, outputs, uid=uid, session_id=session, global_steps=1, **row
             )
             for i, output in enumerate(outputs):
                 fields = output.extra_fields
-                table.append(
-                    {
-                        "key": f"{uid}_{session}_{i}",
-                        "episode": f"{uid}/{session}",
-                        "game": game,
-                        "seat": fields[names.SEAT],
-                        "turn": fields[names.TURN],
-                        "reward": fields[names.REWARD],
-                        "tokens": len(output.response_ids),
-                        "group": uid,
-                    }
-                )
+                turns, rewards = fields[names.TURN], fields[names.REWARD]
+                spans = fields.get(names.SPANS, [(0, len(output.response_ids))])
+                if not isinstance(turns, list):
+                    turns, rewards = [turns], [rewards]
+                for turn, reward, (start, end) in zip(turns, rewards, spans, strict=True):
+                    table.append(
+                        {
+                            "key": f"{uid}_{session}_{i}",
+                            "span": (start, end),
+                            "episode": f"{uid}/{session}",
+                            "game": game,
+                            "seat": fields[names.SEAT],
+                            "turn": turn,
+                            "reward": reward,
+                            "tokens": end - start,
+                            "group": uid,
+                        }
+                    )
     return table
+
+
+def turn_columns(table: list[dict]) -> dict[str, list]:
+    return {c: [row[c] for row in table] for c in table[0] if c not in ("key", "span")}
 
 
 def trainer_for(estimator: str, tmp_path) -> MarshalPPOTrainer:
@@ -107,13 +119,18 @@ def fake_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTransferQueue:
     return fake
 
 
+@pytest.mark.parametrize("unit", ["conversation", "turn"])
 @pytest.mark.parametrize(
     "estimator", ["marshal", "no_turn_level", "no_agent_norm", "marshal_reference", "grpo"]
 )
-async def test_trainer_advantages_match_compute_advantages(estimator, fake_tq, tmp_path):
-    table = await play_batch(fake_tq)
+async def test_trainer_advantages_match_compute_advantages(
+    estimator, unit, fake_tq, tmp_path, monkeypatch
+):
+    table = await play_batch(fake_tq, unit)
     batch = fake_tq.batch()
-    assert sorted(batch.keys) == sorted(row["key"] for row in table)
+    assert sorted(batch.keys) == sorted({row["key"] for row in table})
+    if unit == "conversation":  # one sample per seat and game, most holding several turns
+        assert len(batch.keys) < len(table)
     # verl's own steps before the advantage: pad to a multiple, then reorder the rows.
     batch = upsample_batch_to_divisible_size(batch, 16, tiny_tokenizer().eos_token_id)
     assert any(tag.get("is_padding") for tag in batch.tags)
@@ -124,38 +141,55 @@ async def test_trainer_advantages_match_compute_advantages(estimator, fake_tq, t
     rollout = fake_tq.kv_batch_get(batch.keys, "train", ["rollout_log_probs"])
     old = TensorDict({"old_log_probs": rollout.get("rollout_log_probs")}, batch_size=len(batch))
     fake_tq.kv_batch_put(batch.keys, "train", fields=old)
+    monkeypatch.setenv(names.TURNS_DIR_ENV, str(tmp_path / "turns"))
 
-    trainer_for(estimator, tmp_path)._compute_advantage(batch, metrics={})
+    trainer = trainer_for(estimator, tmp_path)
+    trainer.global_steps = 5
+    trainer._compute_advantage(batch, metrics={})
 
-    stored = fake_tq.kv_batch_get(batch.keys, "train", ["advantages", "rm_scores"])
-    by_key = {row["key"]: row for row in table}
-    expected = compute_advantages(
-        {column: [row[column] for row in table] for column in table[0]}, estimator
-    )
-    expected_by_key = {row["key"]: value for row, value in zip(table, expected, strict=True)}
+    stored = fake_tq.kv_batch_get(batch.keys, "train", ["advantages", "rm_scores", "response_mask"])
+    expected = compute_advantages(turn_columns(table), estimator)
     assert len(set(np.round(expected, 6))) > 3  # the batch really has spread
-    for key, tag, advantages, scores in zip(
+    turns_of: dict[str, list[tuple[dict, float]]] = {}
+    for row, value in zip(table, expected, strict=True):
+        turns_of.setdefault(row["key"], []).append((row, value))
+    for key, tag, advantages, scores, mask in zip(
         batch.keys,
         batch.tags,
         stored["advantages"].unbind(),
         stored["rm_scores"].unbind(),
+        stored["response_mask"].unbind(),
         strict=True,
     ):
         if tag.get("is_padding"):
             assert torch.all(advantages == 0)
             continue
-        # every token of a turn carries the turn's advantage, as float32 in verl's batch
-        assert torch.allclose(
-            advantages, torch.full_like(advantages, expected_by_key[key]), atol=1e-6
-        )
-        # verl copied the last turn's score onto every turn; the trainer put each one back
-        assert scores[-1].item() == pytest.approx(by_key[key]["reward"])
-        assert torch.all(scores[:-1] == 0)
+        expected_advantages = torch.zeros_like(advantages)
+        expected_scores = torch.zeros_like(scores)
+        for row, value in turns_of[key]:
+            start, end = row["span"]
+            expected_advantages[start:end] = value  # every token of a reply: its turn's
+            expected_scores[end - 1] = row["reward"]  # the turn's own reward, on its last token
+        # float32 in verl's batch; observations between a seat's replies carry nothing
+        assert torch.allclose(advantages, expected_advantages * mask, atol=1e-6)
+        assert torch.allclose(scores, expected_scores, atol=1e-6)
+    # the step's turns as the trainer recorded them: what verl stored, per turn
+    dumped = [json.loads(line) for line in (tmp_path / "turns/step_5.jsonl").open()]
+    assert len(dumped) == len(table)
+    assert compute_advantages(
+        {
+            c: [d[c] for d in dumped]
+            for c in ("game", "episode", "group", "seat", "turn", "reward", "tokens")
+        },
+        estimator,
+    ) == pytest.approx([d["advantage"] for d in dumped], abs=1e-5)
+    assert sorted(d["advantage"] for d in dumped) == pytest.approx(sorted(expected), abs=1e-5)
+    assert {d["weights_step"] for d in dumped} == {7}  # the scripted server's policy version
 
 
 async def test_registered_estimator_on_verl_tensor_layout(fake_tq):
     """Called through verl's registry with right-padded token tensors, as compute_advantage does."""
-    table = await play_batch(fake_tq)
+    table = await play_batch(fake_tq, "turn")
     width = max(row["tokens"] for row in table) + 3
     rewards = torch.zeros(len(table), width)
     mask = torch.zeros(len(table), width, dtype=torch.int64)
@@ -180,8 +214,7 @@ async def test_registered_estimator_on_verl_tensor_layout(fake_tq):
         advantages, returns = estimator(
             token_level_rewards=rewards, response_mask=mask, index=uids, config=config
         )
-    columns = {column: [row[column] for row in table] for column in table[0]}
-    expected = compute_advantages(columns, "marshal_reference", scale="mean")
+    expected = compute_advantages(turn_columns(table), "marshal_reference", scale="mean")
     assert torch.equal(advantages, returns)
     per_row = advantages.sum(-1) / mask.sum(-1)
     assert np.allclose(per_row.numpy(), expected, atol=1e-6)

@@ -19,7 +19,7 @@ import pytest
 from harness.errors import MarsError
 from harness.runstore import RunDir
 from train_backend.config import TrainConfig, VerlSettings
-from train_backend.verl import launch
+from train_backend.verl import launch, names
 from train_backend.verl.checkpoints import (
     CHECKPOINT_FILE,
     LATEST_FILE,
@@ -89,10 +89,13 @@ def test_dry_run_composes_verls_config_and_prints_the_command(tmp_path, capsys):
 
     printed = capsys.readouterr().out.strip().splitlines()[-1]
     words = shlex.split(printed)
-    env = dict(word.split("=", 1) for word in words[:2])
+    python = words.index(sys.executable)
+    env = dict(word.split("=", 1) for word in words[:python])
     assert env["VERL_USE_EXTERNAL_MODULES"] == "train_backend.verl.plugin"
-    assert words[2:5] == [sys.executable, "-m", "verl.trainer.main_ppo"]
-    overrides = words[5:]
+    assert env[names.TURNS_DIR_ENV] == str((tmp_path / "run/verl/turns").resolve())
+    assert "VERL_PLATFORM" not in env  # the CPU device is loaded only when asked for
+    assert words[python : python + 3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
+    overrides = words[python + 3 :]
     assert "algorithm.adv_estimator=marshal" in overrides
     assert "trainer.v1.trainer_mode=mars" in overrides
     # the printed command, read back by a shell, is what verl accepts

@@ -35,6 +35,36 @@ _SEAT = re.compile(r"\(player (\d+) of 2\)")
 
 
 @functools.cache
+def kuhn_model() -> Path:
+    """The tiny model after a few seconds of format pre-training on Kuhn poker (the project's own
+    `pretrain_tiny_model`, 16 steps): it answers Kuhn prompts, full or compact, with a legal move,
+    so games reach real outcomes (the base tiny model's replies are never legal moves). Built
+    once per test process into a temporary folder."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from train_backend.pretrain import PretrainSettings, pretrain_tiny_model
+
+    folder = Path(tempfile.mkdtemp(prefix="mars-kuhn-model-"))
+    atexit.register(shutil.rmtree, folder, True)
+    settings = PretrainSettings(
+        games=["kuhn_poker"],
+        examples=128,
+        steps=16,
+        batch_size=8,
+        learning_rate=3e-3,
+        warmup_steps=2,
+        full_share=0.5,
+        arithmetic_share=0.0,
+        eval_positions=0,
+        eval_full_positions=0,
+    )
+    pretrain_tiny_model(None, folder / "model", settings=settings)
+    return folder / "model"
+
+
+@functools.cache
 def tiny_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
@@ -61,7 +91,8 @@ class ScriptedServer:
     ) -> TokenOutput:
         tokenizer = tiny_tokenizer()
         prompt = tokenizer.decode(prompt_ids, skip_special_tokens=True)
-        seat = int(_SEAT.search(prompt).group(1)) - 1
+        found = _SEAT.search(prompt)  # full prompts name the seat; the request id always does
+        seat = int(found.group(1)) - 1 if found else int(request_id.rsplit("-seat", 1)[1])
         call = self.calls.get(request_id, 0)
         self.calls[request_id] = call + 1
         reply = self.script(legal_actions_in(prompt), seat, call)

@@ -1,14 +1,24 @@
-"""The self-play agent loop: one game per dataset row, the policy in both seats, an output a turn.
+"""The self-play agent loop: one game per dataset row, the policy in both seats.
 
 The game is played by the project's own episode engine (`games.engine.play_episode`): the same
 specs, prompt renderer, move parser, invalid-move rule and rewards as `mars arena`. Each seat is
-a `FunctionPlayer` whose reply comes from verl's server manager: the seat's chat is rendered with
-the model's chat template by verl's token builder, generated token-in/token-out, decoded, and the
-reasoning is split from the answer as the endpoint layer does. Every call becomes one
-`AgentLoopOutput` (prompt = the seat's whole chat so far, response = the generated tokens) whose
-`extra_fields` carry the game, episode, seat, turn index and the turn's own reward.
+a `FunctionPlayer` whose reply comes from verl's server manager, token-in/token-out; the decoded
+reply is split into reasoning and answer as the endpoint layer does.
 
-A dataset row gives `game`, `seed`, and optionally `prompt_style` and `invalid` (see data.py).
+What a training sample is depends on the row's `sample_unit`:
+
+- `conversation` (the default, as in the MARSHAL code): one `AgentLoopOutput` per seat. The
+  seat's chat is one growing token sequence: the first prompt (rendered with the model's chat
+  template by verl's continuous-token builder), then each reply's generated tokens verbatim
+  (reasoning included) and the observations that follow it (the next user message, rendered by
+  the same builder). The sample's response is everything after the first prompt; the response
+  mask is 1 on the seat's own replies only, and `extra_fields` hold each turn's index, reward and
+  reply span (`names.SPANS`), so each turn's advantage lands on its own reply.
+- `turn`: one output per model call, prompt = the seat's chat so far as the arena renders it
+  (earlier replies as their answers), response = that call's generated tokens.
+
+A dataset row gives `game`, `seed`, and optionally `prompt_style`, `invalid`, `sample_unit` and
+`max_new_tokens` (see data.py).
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ from train_backend.verl import names
 
 logger = logging.getLogger(__name__)
 
+SAMPLE_UNITS = ("conversation", "turn")
+Message = dict[str, str]
+
 
 @dataclass
 class _Generation:
@@ -50,6 +63,22 @@ class _Generation:
     seconds: float
     num_preempted: int
     server_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _SeatChat:
+    """One seat's conversation as one token sequence (sample_unit: conversation)."""
+
+    prompt_ids: list[int]  # the first prompt
+    tokens: list[int]  # everything the model has seen and said so far
+    mask: list[int]  # per token after the first prompt: 1 on the seat's own replies
+    log_probs: list[float] | None
+    messages: list[Message]  # the chat the last call was given
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def response_ids(self) -> list[int]:
+        return self.tokens[len(self.prompt_ids) :]
 
 
 def episode_id(row: dict[str, Any], game: str, seed: int) -> str:
@@ -77,16 +106,33 @@ class SelfPlayAgentLoop(AgentLoopBase):
             prompt_style=str(kwargs.get("prompt_style") or "full"),
             invalid=str(kwargs.get("invalid") or "penalty"),
         )
+        unit = str(kwargs.get("sample_unit") or "conversation")
+        if unit not in SAMPLE_UNITS:
+            raise ValueError(f"sample_unit must be one of {', '.join(SAMPLE_UNITS)}, not {unit!r}")
+        if options.prompt_style == "compact":
+            unit = "turn"  # every compact prompt stands alone: there is no conversation to keep
+        max_new_tokens = int(kwargs.get("max_new_tokens") or self.response_length)
         episode = episode_id(kwargs, game, seed)
         uid = kwargs.get("uid")
         generations: list[_Generation] = []
+        chats: dict[int, _SeatChat] = {}
         priority = int(kwargs.get("priority", 0))
 
-        async def respond(messages: list[dict[str, str]], seat: int, _seed: int) -> Completion:
+        async def respond(messages: list[Message], seat: int, _seed: int) -> Completion:
+            if unit == "conversation":
+                prompt_ids = await self._conversation_prompt(chats, seat, messages)
+            else:
+                prompt_ids = await self._turn_prompt(messages)
             generation = await self._generate(
-                messages, sampling_params, request_id=f"{episode}-seat{seat}", priority=priority
+                prompt_ids,
+                len(messages),
+                {**sampling_params, "max_tokens": max_new_tokens},
+                request_id=f"{episode}-seat{seat}",
+                priority=priority,
             )
             generations.append(generation)
+            if unit == "conversation":
+                await self._append_reply(chats[seat], generation)
             text = self.tokenizer.decode(generation.response_ids, skip_special_tokens=True)
             answer, reasoning = split_reasoning(text)
             usage = Usage(
@@ -102,34 +148,82 @@ class SelfPlayAgentLoop(AgentLoopBase):
         if result.error is not None:
             logger.warning("%s seed %s dropped from training: %s", game, seed, result.error)
             return []
+        if len(result.turns) != len(generations):
+            raise RuntimeError(
+                f"{len(result.turns)} turns but {len(generations)} model calls in one episode"
+            )
         episode_fields = {
             names.GAME: spec.name,
             names.SEED: seed,
             names.EPISODE: episode,
             names.GROUP: str(uid) if uid is not None else f"{spec.name}:{seed}",
         }
-        return self._outputs(result, generations, episode_fields)
+        if unit == "conversation":
+            return self._conversation_outputs(result, generations, chats, episode_fields)
+        return self._turn_outputs(result, generations, episode_fields)
 
-    async def _generate(
-        self,
-        messages: list[dict[str, str]],
-        sampling_params: dict[str, Any],
-        *,
-        request_id: str,
-        priority: int,
-    ) -> _Generation:
+    async def _turn_prompt(self, messages: list[Message]) -> list[int]:
         # verl's token builder renders the chat with the model's template. Its own wrapper
         # (`ct_build_initial_tokens`) would cut an over-long chat from the left; a seat whose chat
         # no longer fits cannot go on, so the game is dropped instead (see docs/verl.md).
         prompt_ids = await self.loop.run_in_executor(
             None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
         )
+        return self._within_budget(list(prompt_ids))
+
+    async def _conversation_prompt(
+        self, chats: dict[int, _SeatChat], seat: int, messages: list[Message]
+    ) -> list[int]:
+        """The seat's whole chat as tokens: its last context and reply, then what came after."""
+        chat = chats.get(seat)
+        if chat is None:
+            prompt_ids = await self._turn_prompt(messages)
+            chats[seat] = _SeatChat(prompt_ids, list(prompt_ids), [], None, list(messages))
+            return list(prompt_ids)
+        # The engine put this seat's last reply (as its answer) after the messages it sent last;
+        # the reply's own tokens are already in `chat.tokens`, so only what follows is rendered.
+        answered = len(chat.messages) + 1
+        merge, mask, log_probs = await self.ct_merge_context_msg(
+            messages[:answered], messages, chat.tokens, chat.mask, chat.log_probs
+        )
+        chat.tokens, chat.mask, chat.log_probs = list(merge.token_ids), mask, log_probs
+        chat.messages = list(messages)
+        return self._within_budget(list(chat.tokens))
+
+    async def _append_reply(self, chat: _SeatChat, generation: _Generation) -> None:
+        if not chat.spans and generation.log_probs is not None:
+            chat.log_probs = []  # the server reports log-probs: keep them aligned from here
+        if chat.log_probs is not None and generation.log_probs is None:
+            chat.log_probs = None
+        start = len(chat.mask)
+        merge, mask, log_probs = await self.ct_merge_assistant_token(
+            chat.tokens,
+            generation.response_ids,
+            chat.mask,
+            chat.log_probs,
+            assistant_logprobs=generation.log_probs if chat.log_probs is not None else None,
+        )
+        chat.tokens, chat.mask, chat.log_probs = list(merge.token_ids), mask, log_probs
+        chat.spans.append((start, len(chat.mask)))
+
+    def _within_budget(self, prompt_ids: list[int]) -> list[int]:
         if len(prompt_ids) > self.prompt_length:
             raise EndpointError(
                 f"a seat's chat reached {len(prompt_ids)} tokens, over "
                 f"rollout.prompt_length={self.prompt_length} (max_game_tokens)",
                 retries=0,
             )
+        return prompt_ids
+
+    async def _generate(
+        self,
+        prompt_ids: list[int],
+        messages: int,
+        sampling_params: dict[str, Any],
+        *,
+        request_id: str,
+        priority: int,
+    ) -> _Generation:
         started = time.perf_counter()
         output = await self.server_manager.generate(
             request_id=request_id,
@@ -138,7 +232,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
             priority=priority,
         )
         seconds = time.perf_counter() - started
-        response_ids = list(output.token_ids[: self.response_length])
+        limit = int(sampling_params.get("max_tokens", self.response_length))
+        response_ids = list(output.token_ids[:limit])
         if not response_ids:
             raise EndpointError("the rollout server returned no tokens", retries=0)
         log_probs = list(output.log_probs[: len(response_ids)]) if output.log_probs else None
@@ -146,22 +241,18 @@ class SelfPlayAgentLoop(AgentLoopBase):
             prompt_ids=list(prompt_ids),
             response_ids=response_ids,
             log_probs=log_probs,
-            messages=len(messages),
+            messages=messages,
             seconds=seconds,
             num_preempted=output.num_preempted if output.num_preempted is not None else -1,
             server_fields=dict(output.extra_fields),
         )
 
-    def _outputs(
+    def _turn_outputs(
         self,
         result: EpisodeResult,
         generations: list[_Generation],
         episode_fields: dict[str, Any],
     ) -> list[AgentLoopOutput]:
-        if len(result.turns) != len(generations):
-            raise RuntimeError(
-                f"{len(result.turns)} turns but {len(generations)} model calls in one episode"
-            )
         weight_versions = _weight_versions(generations)
         outputs = []
         for turn, generation in zip(result.turns, generations, strict=True):
@@ -174,10 +265,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 names.REWARD: turn["reward"],
                 names.LEGAL: turn["legal"],
                 names.ACTION: turn["action"],
-                # The keys verl's own loops always fill, so batches from any loop concatenate.
-                "turn_scores": [],
-                "tool_rewards": [],
-                "reward_extra_info": {},
+                **_VERL_KEYS,
             }
             outputs.append(
                 AgentLoopOutput(
@@ -197,6 +285,56 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 )
             )
         return outputs
+
+    def _conversation_outputs(
+        self,
+        result: EpisodeResult,
+        generations: list[_Generation],
+        chats: dict[int, _SeatChat],
+        episode_fields: dict[str, Any],
+    ) -> list[AgentLoopOutput]:
+        weight_versions = _weight_versions(generations)
+        outputs = []
+        for seat in sorted(chats):
+            chat = chats[seat]
+            turns = [turn for turn in result.turns if turn["seat"] == seat]
+            calls = [
+                g for turn, g in zip(result.turns, generations, strict=True) if turn["seat"] == seat
+            ]
+            if len(turns) != len(chat.spans):
+                raise RuntimeError(f"seat {seat}: {len(turns)} turns but {len(chat.spans)} replies")
+            extra = {
+                **weight_versions,
+                **episode_fields,
+                names.SEAT: seat,
+                names.TURN: [turn["turn"] for turn in turns],
+                names.REWARD: [turn["reward"] for turn in turns],
+                names.LEGAL: [turn["legal"] for turn in turns],
+                names.ACTION: [turn["action"] for turn in turns],
+                names.SPANS: [list(span) for span in chat.spans],
+                **_VERL_KEYS,
+            }
+            outputs.append(
+                AgentLoopOutput(
+                    prompt_ids=chat.prompt_ids,
+                    response_ids=chat.response_ids,
+                    response_mask=chat.mask,
+                    response_logprobs=chat.log_probs,
+                    # The mars trainer puts each turn's reward on its reply's last token.
+                    reward_score=sum(turn["reward"] for turn in turns),
+                    num_turns=len(chat.messages) + 1,
+                    metrics=AgentLoopMetrics(
+                        generate_sequences=sum(g.seconds for g in calls),
+                        num_preempted=sum(max(g.num_preempted, 0) for g in calls),
+                    ),
+                    extra_fields=extra,
+                )
+            )
+        return outputs
+
+
+# The keys verl's own loops always fill, so batches from any loop concatenate.
+_VERL_KEYS: dict[str, Any] = {"turn_scores": [], "tool_rewards": [], "reward_extra_info": {}}
 
 
 def _weight_versions(generations: list[_Generation]) -> dict[str, int]:

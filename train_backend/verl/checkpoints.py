@@ -7,7 +7,8 @@ each such step the publisher runs verl's merger into a hidden staging folder
     python -m verl.model_merger merge --backend fsdp --local_dir .../global_step_N/actor \
         --target_dir RUN/checkpoints/.step_N.tmp-PID
 
-writes `checkpoint.json` into it last, and renames it to `RUN/checkpoints/step_N/`: the layout of
+casts the weights back to the base model's dtype (the merger always writes bf16), writes
+`checkpoint.json` into it last, and renames it to `RUN/checkpoints/step_N/`: the layout of
 `train_backend.local.checkpoint` (the contract shared with `mars loop` and the dashboard), where a
 folder without `checkpoint.json` is never a checkpoint. Steps already published are skipped, so a
 resumed run publishes only what is new.
@@ -92,6 +93,51 @@ def saved_steps(verl_checkpoints: Path) -> list[int]:
     return sorted(steps)
 
 
+def model_dtype(model: str | None) -> str | None:
+    """The dtype a Hugging Face model's config names ("float32", ...), None if unknown."""
+    if model is None:
+        return None
+    local = Path(model).expanduser() / "config.json"
+    try:
+        if local.is_file():
+            config = json.loads(local.read_text())
+        else:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(model).to_dict()
+    except (OSError, ValueError):
+        return None
+    dtype = config.get("dtype") or config.get("torch_dtype")
+    return str(dtype).removeprefix("torch.") if dtype else None
+
+
+def restore_dtype(model_dir: Path, dtype: str) -> int:
+    """Cast the floating-point weights in `model_dir` to `dtype`; how many tensors changed."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    target = getattr(torch, dtype, None)
+    if not isinstance(target, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    changed = 0
+    for path in sorted(model_dir.glob("*.safetensors")):
+        tensors = load_file(path)
+        cast = {}
+        for name, tensor in tensors.items():
+            if tensor.is_floating_point() and tensor.dtype != target:
+                tensor = tensor.to(target)
+                changed += 1
+            cast[name] = tensor.contiguous()
+        save_file(cast, path, metadata={"format": "pt"})
+    config_path = model_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    for key in ("dtype", "torch_dtype"):
+        if key in config or key == "dtype":
+            config[key] = dtype
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return changed
+
+
 def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as handle:
@@ -115,6 +161,7 @@ class CheckpointPublisher:
         details: dict[str, Any] | None = None,
         metrics_file: Path | None = None,
         runner: Runner = run_logged,
+        dtype: str | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.verl_checkpoints = verl_checkpoints
@@ -123,6 +170,7 @@ class CheckpointPublisher:
         self.details = dict(details or {})  # e.g. the training config, the base model
         self.metrics_file = metrics_file
         self.runner = runner
+        self.dtype = dtype  # the base model's: merged weights are cast back to it
         self.failures: dict[int, str] = {}
 
     def step_dir(self, step: int) -> Path:
@@ -154,6 +202,13 @@ class CheckpointPublisher:
             why = f"exited with code {code}" if code != 0 else "wrote no model"
             self.failures[step] = f"the merger {why} (log: {log_path})"
             return False
+        if self.dtype is not None:
+            try:
+                restore_dtype(staging, self.dtype)
+            except (OSError, ValueError, RuntimeError) as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                self.failures[step] = f"casting the merged weights to {self.dtype} failed: {exc}"
+                return False
         record = {
             "schema_version": CHECKPOINT_SCHEMA_VERSION,
             "step": step,

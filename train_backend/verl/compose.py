@@ -7,6 +7,7 @@ API (the same files and grammar `python -m verl.trainer.main_ppo` uses), then ru
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -63,3 +64,46 @@ def _validate(config) -> None:  # config: omegaconf.DictConfig
         omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
     except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
         raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
+    check_first_update(config)
+
+
+def check_first_update(config) -> None:  # config: omegaconf.DictConfig
+    """What verl asserts only at its first actor update, after a whole rollout, checked now.
+
+    - A PPO mini-batch is `ppo_mini_batch_size x rollout.n` rows (turns or conversations), and
+      each must split evenly over the data-parallel ranks (verl/workers/engine_workers.py,
+      `train_mini_batch`); `validate_config` does not check it.
+    - With dynamic batching, a micro-batch's token budget must hold the longest sample
+      (verl/utils/seqlen_balancing.py, `rearrange_micro_batches`).
+    """
+    actor = config.actor_rollout_ref.actor
+    rollout = config.actor_rollout_ref.rollout
+    gpus = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+    ranks = max(1, gpus // int(actor.get("ulysses_sequence_parallel_size", 1) or 1))
+    n = int(rollout.n)
+    rows = int(actor.ppo_mini_batch_size) * n
+    if rows % ranks:
+        step = ranks // math.gcd(ranks, n)
+        raise MarsError(
+            f"verl would stop at its first update: a PPO mini-batch of {rows} rows "
+            f"(actor.ppo_mini_batch_size {actor.ppo_mini_batch_size} x rollout.n {n}) does not "
+            f"split over {ranks} data-parallel ranks; drop the ppo_mini_batch_size override "
+            f"(mars sizes it from minibatch_turns) or make it a multiple of {step}"
+        )
+    longest = rollout.get("max_model_len")
+    if not actor.use_dynamic_bsz or longest is None:
+        return
+    budgets = {
+        "actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
+        "rollout.log_prob_max_token_len_per_gpu": rollout.log_prob_max_token_len_per_gpu,
+        "ref.log_prob_max_token_len_per_gpu": config.actor_rollout_ref.ref.get(
+            "log_prob_max_token_len_per_gpu"
+        ),
+    }
+    for key, budget in budgets.items():
+        if budget is not None and int(budget) < int(longest):
+            raise MarsError(
+                f"verl would stop at its first update: {key} ({budget}) is shorter than the "
+                f"longest sample ({longest} tokens: max_game_tokens + max_new_tokens); drop the "
+                f"override or raise it to at least {longest}"
+            )

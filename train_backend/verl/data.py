@@ -62,6 +62,8 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
                 "seed": seed,
                 "prompt_style": config.prompt_style,
                 "invalid": config.invalid,
+                "sample_unit": config.sample_unit,
+                "max_new_tokens": config.max_new_tokens,
                 "extra_info": {"index": index, "game": game, "seed": seed},
             }
         )

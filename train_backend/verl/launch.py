@@ -23,9 +23,11 @@ import importlib.util
 import io
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
@@ -34,12 +36,13 @@ from harness.errors import MarsError
 from harness.processes import log_tail, stop_process_group
 from harness.runstore import RunDir
 from train_backend.config import TrainConfig
-from train_backend.verl.checkpoints import CheckpointPublisher
+from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
 
 POLL_SECONDS = 10.0
 STOP_GRACE_SECONDS = 30.0
+SESSION_GRACE_SECONDS = 5.0
 
 
 def require_verl() -> None:
@@ -64,7 +67,7 @@ def require_gpus(config: TrainConfig, gpu_count: Callable[[], int] = local_gpu_c
     Ray places; this machine may be a CPU-only head node, so nothing is checked here.
     """
     cluster = config.verl
-    if cluster.ray_address or os.environ.get("RAY_ADDRESS"):
+    if cluster.device == "cpu" or cluster.ray_address or os.environ.get("RAY_ADDRESS"):
         return
     if cluster.nnodes > 1:
         raise MarsError(
@@ -94,10 +97,10 @@ def shell_line(command: Sequence[str], env: dict[str, str]) -> str:
     return " ".join([*assignments, shlex.join(command)])
 
 
-def launch_environment(paths: RunPaths) -> dict[str, str]:
+def launch_environment(paths: RunPaths, device: str = "cuda") -> dict[str, str]:
     """The driver's environment: the plugin, the metrics file, and this checkout importable."""
     env = dict(os.environ)
-    env.update(worker_environment(paths))
+    env.update(worker_environment(paths, device))
     source_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -127,7 +130,7 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
     write_dataset(config, paths.dataset)
     check_overrides(overrides)
     command = main_ppo_command(overrides)
-    line = shell_line(command, worker_environment(paths))
+    line = shell_line(command, worker_environment(paths, config.verl.device))
     paths.command_file.write_text("#!/bin/sh\n" + line + "\n")
     print(line)
     if dry_run:
@@ -140,8 +143,9 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
         logs=paths.logs,
         details={"base_model": config.model, "config": config.model_dump(mode="json")},
         metrics_file=paths.verl_metrics,
+        dtype=model_dtype(config.model),
     )
-    train(command, launch_environment(paths), paths, publisher)
+    train(command, launch_environment(paths, config.verl.device), paths, publisher)
 
 
 def keep_earlier_metrics(path: Path) -> Path | None:
@@ -161,6 +165,40 @@ def check_overrides(overrides: list[str]) -> None:
 
     with contextlib.redirect_stdout(io.StringIO()):
         compose_verl_config(overrides)
+
+
+def session_processes(session: int) -> list[int]:
+    """Processes of a session (Linux /proc; [] elsewhere).
+
+    verl runs in its own session; Ray's workers move to process groups of their own inside it,
+    so stopping verl's process group alone can leave them behind.
+    """
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # After the command name in parentheses: state, ppid, pgrp, session, ...
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if len(fields) > 3 and int(fields[3]) == session and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def stop_session(session: int, grace_s: float) -> None:
+    """SIGTERM every process left in `session`, then SIGKILL what outlives `grace_s`."""
+    pids = session_processes(session)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.2)
+        pids = session_processes(session)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _tee(stream: IO[bytes], log_path: Path, echo: IO[str] | None) -> None:
@@ -212,6 +250,8 @@ def train(
         stop_process_group(process, STOP_GRACE_SECONDS)
         raise
     finally:
+        # verl's session leader is gone; whatever Ray left in its session goes too.
+        stop_session(process.pid, SESSION_GRACE_SECONDS)
         tee.join(timeout=5)
     publisher.publish_new()  # the last step is saved just before verl exits
     if process.returncode != 0:

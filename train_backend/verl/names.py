@@ -9,6 +9,9 @@ from __future__ import annotations
 AGENT_LOOP_NAME = "mars_selfplay"
 TRAINER_NAME = "mars"
 PLUGIN_MODULE = "train_backend.verl.plugin"
+CPU_DEVICE_MODULE = "train_backend.verl.cpu_device"  # loaded first, only with verl.device: cpu
+CPU_ROLLOUT = "mars_cpu"  # the CPU device's rollout (rollout.name)
+TURNS_DIR_ENV = "MARS_VERL_TURNS_DIR"  # where the trainer writes each step's turns
 
 # Our estimator name -> the name it is registered under in verl. verl already has a "grpo"
 # (one return per prompt group over the final output of each session), so ours gets a prefix.
@@ -20,13 +23,16 @@ VERL_ESTIMATOR_NAMES: dict[str, str] = {
     "grpo": "mars_grpo",
 }
 
-# Keys the agent loop writes into each output's `extra_fields` (one output per turn).
+# Keys the agent loop writes into each output's `extra_fields` (one output per sample).
 GAME = "mars_game"
 SEED = "mars_seed"
 EPISODE = "mars_episode"  # unique per played game: the prompt uid and the rollout session
 GROUP = "mars_group"  # games replaying the same seed (the prompt uid): GRPO's group
 SEAT = "mars_seat"
+# A turn sample holds one value each; a conversation sample (one seat's whole chat) holds a list,
+# one entry per turn, and SPANS.
 TURN = "mars_turn"  # index among the seat's own turns, from 0
 REWARD = "mars_reward"  # the turn's own shaped reward (verl's reward_score is overwritten)
 LEGAL = "mars_legal"
 ACTION = "mars_action"
+SPANS = "mars_spans"  # [start, end) of each reply in the sample's response tokens

@@ -7,6 +7,7 @@ result against verl's own config files.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from train_backend.verl.data import prompts_per_step
 # verl's dual clip bound must be > 1; a bound no ratio reaches turns it off.
 NO_DUAL_CLIP = 1.0e9
 SUPPORTED_OPTIONS = ("gamma", "scale")
+CPU_RAY_CPUS = 16  # logical: TransferQueue and verl's helper actors each ask for one
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class RunPaths:
         return self.verl_dir / "command.sh"
 
     @property
+    def turns(self) -> Path:
+        return self.verl_dir / "turns"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -77,12 +83,97 @@ def hydra_value(value: Any) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def worker_environment(paths: RunPaths) -> dict[str, str]:
-    """Variables every verl process needs: the plugin to import, where metrics go."""
-    return {
-        "VERL_USE_EXTERNAL_MODULES": names.PLUGIN_MODULE,
-        "VERL_FILE_LOGGER_PATH": str(paths.verl_metrics.resolve()),
+def worker_environment(paths: RunPaths, device: str = "cuda") -> dict[str, str]:
+    """Variables every verl process needs: the modules to import, where metrics and turns go.
+
+    With the CPU device its module comes first, so its platform is registered before anything
+    asks verl for one, and `VERL_PLATFORM` selects it.
+    """
+    modules = [names.PLUGIN_MODULE]
+    env = {}
+    if device == "cpu":
+        modules.insert(0, names.CPU_DEVICE_MODULE)
+        env["VERL_PLATFORM"] = "cpu"
+    env.update(
+        {
+            "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
+            "VERL_FILE_LOGGER_PATH": str(paths.verl_metrics.resolve()),
+            names.TURNS_DIR_ENV: str(paths.turns.resolve()),
+        }
+    )
+    return env
+
+
+def data_parallel_size(config: TrainConfig) -> int:
+    return config.verl.n_gpus_per_node * config.verl.nnodes
+
+
+def mini_batch_prompts(config: TrainConfig) -> int:
+    """verl's `ppo_mini_batch_size`, sized so that a mini-batch's rows divide over the ranks.
+
+    verl counts this setting in prompts and multiplies it by `rollout.n`, but it splits the
+    step's batch by rows (turns, or seat conversations), and at the first update asserts that a
+    mini-batch of rows divides evenly over the data-parallel ranks
+    (verl/workers/engine_workers.py, `train_mini_batch`). So the rows of a mini-batch are
+    `minibatch_turns` rounded down to a multiple of that, never more than the step's prompts
+    (verl pads a batch up to whole mini-batches) and never less than one row per rank.
+    """
+    ranks, n = data_parallel_size(config), config.group_size
+    step = ranks // math.gcd(ranks, n)  # prompts whose n rows each split over the ranks
+    wanted = min(prompts_per_step(config), max(1, config.minibatch_turns // n))
+    return max(step, wanted // step * step)
+
+
+def sequence_lengths(config: TrainConfig) -> dict[str, int]:
+    """verl's length settings for a sample: a turn's, or a seat's whole conversation.
+
+    Every turn's context stays within `max_game_tokens` (the agent loop drops a game whose chat
+    outgrows it) and its reply within `max_new_tokens`, so no sample is longer than their sum.
+    A conversation's response is everything after its first prompt.
+    """
+    budget = config.max_game_tokens + config.max_new_tokens
+    response = config.max_new_tokens if config.sample_unit == "turn" else budget
+    return {"prompt": config.max_game_tokens, "response": response, "sequence": budget}
+
+
+def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
+    """What the CPU device (cpu_device.py) needs in verl's config.
+
+    FSDP2 in fp32 (FSDP1 wants a device to sync module states; bf16 hides small updates),
+    eager attention without padding removal or torch.compile, the `mars_cpu` rollout, one agent
+    loop worker, one TransferQueue storage unit, and, unless attaching to a Ray cluster, a local
+    Ray whose logical resources are what verl's pools ask for: a "GPU" per rank and more CPUs
+    than TransferQueue's one-CPU actors need.
+    """
+    actor, ref = "actor_rollout_ref.actor", "actor_rollout_ref.ref"
+    fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    settings: dict[str, Any] = {
+        "trainer.device": "cpu",
+        f"{actor}.strategy": "fsdp2",
+        f"{actor}.fsdp_config.strategy": "fsdp2",
+        f"{ref}.fsdp_config.strategy": "fsdp2",
+        f"{actor}.use_torch_compile": False,
+        f"{actor}.fsdp_config.use_torch_compile": False,
+        f"{ref}.use_torch_compile": False,
+        f"{ref}.fsdp_config.use_torch_compile": False,
+        f"+{actor}.fsdp_config.mixed_precision": fp32,
+        f"+{ref}.fsdp_config.mixed_precision": fp32,
+        "actor_rollout_ref.model.use_remove_padding": False,
+        "+actor_rollout_ref.model.override_config.attn_implementation": "eager",
+        "actor_rollout_ref.rollout.name": names.CPU_ROLLOUT,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.dataloader_num_workers": 0,
     }
+    if not config.verl.ray_address:
+        settings.update(
+            {
+                "ray_kwargs.ray_init.num_cpus": CPU_RAY_CPUS,
+                "+ray_kwargs.ray_init.num_gpus": data_parallel_size(config),
+                "+ray_kwargs.ray_init.include_dashboard": False,
+            }
+        )
+    return settings
 
 
 def estimator_settings(config: TrainConfig) -> dict[str, Any]:
@@ -119,7 +210,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
     retries_allowed(config.invalid)  # a bad --invalid fails here, not in a Ray worker
     cluster = config.verl
     prompts = prompts_per_step(config)
-    sequence_budget = config.max_game_tokens + config.max_new_tokens
+    lengths = sequence_lengths(config)
     dataset = str(paths.dataset.resolve())
     rollout = "actor_rollout_ref.rollout"
     actor = "actor_rollout_ref.actor"
@@ -128,8 +219,8 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         "data.train_files": dataset,
         "data.val_files": dataset,
         "data.train_batch_size": prompts,
-        "data.max_prompt_length": config.max_game_tokens,
-        "data.max_response_length": config.max_new_tokens,
+        "data.max_prompt_length": lengths["prompt"],
+        "data.max_response_length": lengths["response"],
         "data.shuffle": False,
         "data.seed": config.seed,
         "actor_rollout_ref.model.path": config.model,
@@ -149,12 +240,9 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         f"{actor}.entropy_coeff": 0.0,
         f"{actor}.loss_agg_mode": "seq-mean-token-mean",
         f"{actor}.ppo_epochs": config.ppo_epochs,
-        # Rows are turns, not prompts: a mini-batch of `minibatch_turns` rows, at most one step.
-        f"{actor}.ppo_mini_batch_size": min(
-            prompts, max(1, config.minibatch_turns // config.group_size)
-        ),
+        f"{actor}.ppo_mini_batch_size": mini_batch_prompts(config),
         f"{actor}.use_dynamic_bsz": True,
-        f"{actor}.ppo_max_token_len_per_gpu": sequence_budget,
+        f"{actor}.ppo_max_token_len_per_gpu": lengths["sequence"],
         f"{rollout}.name": cluster.rollout_engine,
         f"{rollout}.n": config.group_size,
         f"{rollout}.temperature": config.temperature,
@@ -162,7 +250,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         f"{rollout}.top_k": config.top_k if config.top_k > 0 else -1,
         f"{rollout}.tensor_model_parallel_size": cluster.tensor_parallel_size,
         f"{rollout}.gpu_memory_utilization": cluster.gpu_memory_utilization,
-        f"{rollout}.max_model_len": sequence_budget,
+        f"{rollout}.max_model_len": lengths["sequence"],
         f"{rollout}.seed": config.seed,
         f"{rollout}.agent.default_agent_loop": names.AGENT_LOOP_NAME,
         # The agent loop scores every turn itself; verl's reward workers are never asked.
@@ -180,10 +268,12 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         "trainer.project_name": "mars",
         "trainer.experiment_name": paths.root.resolve().name,
         "trainer.logger": ["console", "file"],
-        "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(paths),
+        "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(paths, cluster.device),
     }
     if cluster.ray_address:
         settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
+    if cluster.device == "cpu":
+        settings.update(cpu_device_settings(config))
     return settings
 
 

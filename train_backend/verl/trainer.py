@@ -3,16 +3,22 @@
 Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trainer in one step,
 `_compute_advantage`, which it wraps rather than rewrites:
 
-1. it reads the batch's `extra_fields` (the agent loop's game, episode, seat, turn and reward of
-   each row) and the tags that mark verl's padding rows;
-2. it writes each turn's own reward back into `rm_scores` (verl's v1 worker copies the final
-   turn's score onto every earlier output of a game);
+1. it reads the batch's `extra_fields` (the agent loop's game, episode, seat, and each turn's
+   index, reward and reply span) and the tags that mark verl's padding rows;
+2. it writes each turn's own reward back into `rm_scores`, on its reply's last token (verl's v1
+   worker copies the final output's score onto every earlier output of a game);
 3. it binds the rows (`turns.bound_turn_rows`) and calls verl's own `_compute_advantage`, whose
-   call to the registered estimator then finds them.
+   call to the registered estimator then finds them;
+4. it reads back the advantages verl stored for the update and writes the step's turns with the
+   advantage each one's reply tokens carry to `RUN/verl/turns/step_N.jsonl` (when the launcher
+   names that folder in `names.TURNS_DIR_ENV`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,14 +32,14 @@ from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
 
 
-def _response_lengths(response_mask: Any, rows: int) -> list[int]:
-    if getattr(response_mask, "is_nested", False):
-        return [int(n) for n in response_mask.offsets().diff().tolist()]
-    return [int(response_mask.shape[-1])] * rows
+def _rows_of(nested: Any) -> list[torch.Tensor]:
+    if getattr(nested, "is_nested", False):
+        return list(nested.unbind())
+    return list(nested)
 
 
-def read_turn_rows(batch: KVBatchMeta) -> tuple[TurnRows, list[int]]:
-    """The turn of every row of `batch` and the length of each row's response."""
+def read_turn_rows(batch: KVBatchMeta) -> tuple[TurnRows, list[int], list[Any]]:
+    """The turns of every row of `batch`, each row's response length and policy version."""
     data = tq.kv_batch_get(
         keys=batch.keys,
         partition_id=batch.partition_id,
@@ -44,7 +50,9 @@ def read_turn_rows(batch: KVBatchMeta) -> tuple[TurnRows, list[int]]:
     extra_fields = [getattr(item, "data", item) for item in items]
     padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
     rows = TurnRows.from_extra_fields(extra_fields, padding)
-    return rows, _response_lengths(data.get("response_mask"), len(batch))
+    lengths = [int(row.numel()) for row in _rows_of(data.get("response_mask"))]
+    versions = [(fields or {}).get("min_global_steps") for fields in extra_fields]
+    return rows, lengths, versions
 
 
 def restore_turn_scores(batch: KVBatchMeta, rows: TurnRows, lengths: list[int]) -> None:
@@ -55,6 +63,48 @@ def restore_turn_scores(batch: KVBatchMeta, rows: TurnRows, lengths: list[int]) 
         partition_id=batch.partition_id,
         fields=TensorDict({"rm_scores": nested}, batch_size=len(batch)),
     )
+
+
+def applied_turns(
+    rows: TurnRows,
+    lengths: list[int],
+    advantages: list[torch.Tensor],
+    masks: list[torch.Tensor],
+    versions: list[Any],
+) -> list[dict[str, Any]]:
+    """Each turn with the advantage on its reply's tokens, as verl stored it for the update,
+    and the policy version (verl's global step of the weights) that played it."""
+    records = []
+    for index, (row, start, end) in enumerate(rows.spans(lengths)):
+        mask = masks[row][start:end].bool()
+        values = advantages[row][start:end][mask].double()
+        if values.numel() and not torch.allclose(values, values[0].expand_as(values)):
+            raise RuntimeError(f"turn {index}: its reply tokens carry different advantages")
+        records.append(
+            {
+                "game": str(rows.game[index]),
+                "episode": str(rows.episode[index]),
+                "group": str(rows.group[index]),
+                "seat": int(rows.seat[index]),
+                "turn": int(rows.turn[index]),
+                "reward": float(rows.reward[index]),
+                "tokens": int(values.numel()),
+                "advantage": float(values[0]) if values.numel() else 0.0,
+                "row": row,
+                "span": [start, end],
+                "weights_step": versions[row],
+            }
+        )
+    return records
+
+
+def write_turns(folder: Path, step: int, records: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step_{step}.jsonl"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(record) + "\n" for record in records))
+    tmp.replace(path)
+    return path
 
 
 @register_trainer(names.TRAINER_NAME)
@@ -68,7 +118,23 @@ class MarshalPPOTrainer(PPOTrainerSync):
         return super()._build_replay_buffer()
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        rows, lengths = read_turn_rows(batch)
+        rows, lengths, versions = read_turn_rows(batch)
         restore_turn_scores(batch, rows, lengths)
         with bound_turn_rows(rows):
-            return super()._compute_advantage(batch, metrics)
+            batch = super()._compute_advantage(batch, metrics)
+        folder = os.environ.get(names.TURNS_DIR_ENV)
+        if folder:
+            stored = tq.kv_batch_get(
+                keys=batch.keys,
+                partition_id=batch.partition_id,
+                select_fields=["advantages", "response_mask"],
+            )
+            records = applied_turns(
+                rows,
+                lengths,
+                _rows_of(stored.get("advantages")),
+                _rows_of(stored.get("response_mask")),
+                versions,
+            )
+            write_turns(Path(folder), int(self.global_steps), records)
+        return batch

@@ -1,11 +1,15 @@
-"""Which turn each row of a verl batch is, and the advantages of those rows.
+"""Which turns each row of a verl batch holds, and the advantages of those turns.
+
+A row is one training sample: one model call (`sample_unit: turn`), or one seat's whole
+conversation in a game (`sample_unit: conversation`), whose response holds each of the seat's
+replies with the observations in between masked out. The agent loop records, per row, the game,
+episode, seat, and per turn its index, reward and the token span of its reply in the response.
 
 verl calls an advantage estimator with token tensors only (`token_level_rewards`,
-`response_mask`, the prompt `index`); it does not pass the per-sample fields where the agent loop
-put the seat, turn, episode and game of each row. The mars trainer reads those fields for the
-batch it is about to score and binds them here (`bound_turn_rows`) for the length of verl's own
-`_compute_advantage`; the registered estimators read them back (`current_turn_rows`). Both run in
-the trainer process, in that call, in the batch's row order.
+`response_mask`, the prompt `index`); it does not pass those per-sample fields. The mars trainer
+reads them for the batch it is about to score and binds them here (`bound_turn_rows`) for the
+length of verl's own `_compute_advantage`; the registered estimators read them back
+(`current_turn_rows`). Both run in the trainer process, in that call, in the batch's row order.
 
 This module needs numpy and torch only (no verl), so it is tested without verl installed.
 """
@@ -27,11 +31,23 @@ from train_backend.verl import names
 if TYPE_CHECKING:
     import torch
 
+WHOLE_RESPONSE = -1  # a turn row's reply is its whole response
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple | np.ndarray) else [value]
+
 
 @dataclass(frozen=True)
 class TurnRows:
-    """Per batch row: its game, episode, seat and turn; `padding` marks verl's filler rows."""
+    """The turns of a batch: per turn its row, reply span, game, episode, seat, index, reward.
 
+    `padding` is per batch row: verl's filler rows, which hold no turn.
+    """
+
+    row: np.ndarray
+    start: np.ndarray  # first response token of the turn's reply
+    end: np.ndarray  # one past its last token; WHOLE_RESPONSE: the row's whole response
     game: np.ndarray
     episode: np.ndarray
     group: np.ndarray
@@ -40,31 +56,27 @@ class TurnRows:
     reward: np.ndarray  # the turn's own reward, as the agent loop scored it
     padding: np.ndarray
 
-    def __len__(self) -> int:
+    @property
+    def batch_size(self) -> int:
         return int(self.padding.size)
+
+    def __len__(self) -> int:
+        return int(self.row.size)
 
     @classmethod
     def from_extra_fields(
         cls, extra_fields: Sequence[Mapping[str, Any] | None], padding: Sequence[bool]
     ) -> TurnRows:
-        """Read the agent loop's per-turn fields; padding rows (copies verl appends) are kept
-        as placeholders so the arrays stay aligned with the batch."""
+        """Read the agent loop's fields; verl's padding rows (copies it appends) hold no turn."""
         if len(extra_fields) != len(padding):
             raise MarsError(
                 f"{len(extra_fields)} rows of extra fields for a batch of {len(padding)} rows"
             )
         required = (names.GAME, names.EPISODE, names.SEAT, names.TURN, names.REWARD)
-        n = len(padding)
-        game = np.empty(n, dtype=object)
-        episode = np.empty(n, dtype=object)
-        group = np.empty(n, dtype=object)
-        seat = np.full(n, -1, dtype=np.int64)
-        turn = np.full(n, -1, dtype=np.int64)
-        reward = np.zeros(n, dtype=np.float64)
+        columns: dict[str, list[Any]] = {key: [] for key in cls.__dataclass_fields__}
         is_padding = np.asarray(padding, dtype=bool)
         for row, fields in enumerate(extra_fields):
             if is_padding[row]:
-                game[row] = episode[row] = group[row] = ""
                 continue
             missing = [key for key in required if not fields or key not in fields]
             if missing:
@@ -73,13 +85,50 @@ class TurnRows:
                     f"samples from the '{names.AGENT_LOOP_NAME}' agent loop"
                 )
             assert fields is not None
-            game[row] = str(fields[names.GAME])
-            episode[row] = str(fields[names.EPISODE])
-            group[row] = str(fields.get(names.GROUP, fields[names.EPISODE]))
-            seat[row] = int(fields[names.SEAT])
-            turn[row] = int(fields[names.TURN])
-            reward[row] = float(fields[names.REWARD])
-        return cls(game, episode, group, seat, turn, reward, is_padding)
+            turns = _as_list(fields[names.TURN])
+            rewards = _as_list(fields[names.REWARD])
+            spans = fields.get(names.SPANS)
+            if spans is None:
+                spans = [(0, WHOLE_RESPONSE)] * len(turns)
+            if not (len(turns) == len(rewards) == len(spans)):
+                raise MarsError(
+                    f"batch row {row}: {len(turns)} turns, {len(rewards)} rewards and "
+                    f"{len(spans)} reply spans"
+                )
+            for turn, reward, (start, end) in zip(turns, rewards, spans, strict=True):
+                columns["row"].append(row)
+                columns["start"].append(int(start))
+                columns["end"].append(int(end))
+                columns["game"].append(str(fields[names.GAME]))
+                columns["episode"].append(str(fields[names.EPISODE]))
+                columns["group"].append(str(fields.get(names.GROUP, fields[names.EPISODE])))
+                columns["seat"].append(int(fields[names.SEAT]))
+                columns["turn"].append(int(turn))
+                columns["reward"].append(float(reward))
+        ints = ("row", "start", "end", "seat", "turn")
+        arrays = {
+            key: np.asarray(
+                values,
+                dtype=np.int64 if key in ints else np.float64 if key == "reward" else object,
+            )
+            for key, values in columns.items()
+            if key != "padding"
+        }
+        return cls(**arrays, padding=is_padding)
+
+    def spans(self, response_lengths: Sequence[int]) -> list[tuple[int, int, int]]:
+        """(row, start, end) of every turn's reply, whole-response spans resolved."""
+        resolved = []
+        for row, start, end in zip(self.row, self.start, self.end, strict=True):
+            length = int(response_lengths[row])
+            stop = length if end == WHOLE_RESPONSE else int(end)
+            if not 0 <= start <= stop <= length:
+                raise MarsError(
+                    f"a turn's reply span [{start}, {stop}) lies outside row {row}'s response "
+                    f"of {length} tokens"
+                )
+            resolved.append((int(row), int(start), stop))
+        return resolved
 
 
 _BOUND_ROWS: ContextVar[TurnRows | None] = ContextVar("mars_turn_rows", default=None)
@@ -105,20 +154,56 @@ def current_turn_rows(estimator: str) -> TurnRows:
 
 
 def turn_reward_scores(rows: TurnRows, response_lengths: Sequence[int]) -> list[torch.Tensor]:
-    """Per row, a score per response token: the turn's reward on its last token, else zero.
+    """Per row, a score per response token: each turn's reward on its reply's last token.
 
-    This is the layout verl's own `AgentLoopOutput.as_dict` gives `rm_scores`; the mars trainer
-    writes it back because verl copies the final turn's score onto every earlier turn.
+    This is the layout verl's own `AgentLoopOutput.as_dict` gives `rm_scores` for one reward;
+    the mars trainer writes it back because verl copies the final output's score onto the others.
     """
     import torch
 
-    scores = []
-    for row, length in enumerate(response_lengths):
-        row_scores = torch.zeros(int(length), dtype=torch.float32)
-        if length > 0 and not rows.padding[row]:
-            row_scores[-1] = float(rows.reward[row])
-        scores.append(row_scores)
+    scores = [torch.zeros(int(length), dtype=torch.float32) for length in response_lengths]
+    for (row, start, end), reward in zip(rows.spans(response_lengths), rows.reward, strict=True):
+        if end > start:
+            scores[row][end - 1] += float(reward)
     return scores
+
+
+def turn_table(
+    rows: TurnRows, token_level_rewards: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[dict[str, np.ndarray], list[tuple[int, int, int]]]:
+    """The turns as `compute_advantages` takes them, and each turn's (row, start, end).
+
+    A turn's reward is the sum of the token-level rewards over its reply (the score on its last
+    token, less any in-reward KL penalty verl applied); its tokens are the reply's masked tokens.
+    """
+    import torch
+
+    if token_level_rewards.shape != response_mask.shape:
+        raise MarsError(
+            f"token_level_rewards {tuple(token_level_rewards.shape)} and response_mask "
+            f"{tuple(response_mask.shape)} differ in shape"
+        )
+    if token_level_rewards.shape[0] != rows.batch_size:
+        raise MarsError(
+            f"the batch has {token_level_rewards.shape[0]} rows but {rows.batch_size} rows of "
+            "turn records"
+        )
+    mask = response_mask.detach().to(device="cpu", dtype=torch.float64)
+    rewards = token_level_rewards.detach().to(device="cpu", dtype=torch.float64) * mask
+    width = int(mask.shape[-1])
+    spans = rows.spans([width] * rows.batch_size)
+    reward = np.array([float(rewards[r, s:e].sum()) for r, s, e in spans], dtype=np.float64)
+    tokens = np.array([int(mask[r, s:e].sum()) for r, s, e in spans], dtype=np.int64)
+    table = {
+        "game": rows.game,
+        "episode": rows.episode,
+        "seat": rows.seat,
+        "turn": rows.turn,
+        "reward": reward,
+        "tokens": tokens,
+        "group": rows.group,
+    }
+    return table, spans
 
 
 def token_advantages(
@@ -128,35 +213,17 @@ def token_advantages(
     rows: TurnRows,
     **options: Any,
 ) -> torch.Tensor:
-    """`compute_advantages` on the batch's turns, spread over each row's response tokens.
+    """`compute_advantages` on the batch's turns, each turn's on its own reply tokens.
 
-    A turn's reward is the sum of its row's token-level rewards (the score on its last token, less
-    any in-reward KL penalty verl applied). Padding rows get advantage 0.
+    Tokens outside every reply (observations in a conversation, padding) and verl's padding rows
+    get 0.
     """
     import torch
 
-    if token_level_rewards.shape != response_mask.shape:
-        raise MarsError(
-            f"token_level_rewards {tuple(token_level_rewards.shape)} and response_mask "
-            f"{tuple(response_mask.shape)} differ in shape"
-        )
-    if token_level_rewards.shape[0] != len(rows):
-        raise MarsError(
-            f"the batch has {token_level_rewards.shape[0]} rows but {len(rows)} turn records"
-        )
-    mask = response_mask.detach().to(device="cpu", dtype=torch.float64)
-    rewards = (token_level_rewards.detach().to(device="cpu", dtype=torch.float64) * mask).sum(-1)
-    real = ~rows.padding
-    table = {
-        "game": rows.game[real],
-        "episode": rows.episode[real],
-        "seat": rows.seat[real],
-        "turn": rows.turn[real],
-        "reward": rewards.numpy()[real],
-        "tokens": mask.sum(-1).numpy()[real].astype(np.int64),
-        "group": rows.group[real],
-    }
-    per_row = np.zeros(len(rows), dtype=np.float64)
-    per_row[real] = compute_advantages(table, estimator, **options)
-    spread = torch.from_numpy(per_row).unsqueeze(-1) * mask
+    table, spans = turn_table(rows, token_level_rewards, response_mask)
+    per_turn = compute_advantages(table, estimator, **options) if len(rows) else np.zeros(0)
+    spread = torch.zeros(token_level_rewards.shape, dtype=torch.float64)
+    for (row, start, end), value in zip(spans, per_turn, strict=True):
+        spread[row, start:end] = float(value)
+    spread *= response_mask.detach().to(device="cpu", dtype=torch.float64)
     return spread.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)

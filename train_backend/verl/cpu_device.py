@@ -1,0 +1,458 @@
+"""A CPU device for verl 0.9.1: its own trainer, FSDP2 on gloo, and a transformers rollout.
+
+Loaded only with `mars train --backend verl --device cpu` (`verl: {device: cpu}`): the launcher
+puts this module first in `VERL_USE_EXTERNAL_MODULES` and sets `VERL_PLATFORM=cpu`, so every verl
+process imports it before anything asks verl for its platform. What it adds:
+
+- a `cpu` platform (verl's public `PlatformRegistry`): torch's CPU, gloo, and Ray's logical
+  "GPU" resource as the device (verl's resource pools always ask for GPUs; the launcher gives
+  the local Ray cluster as many logical GPUs as `n_gpus_per_node`);
+- verl's FSDP/FSDP2 language-model engine registered for the `cpu` device (public
+  `EngineRegistry`);
+- a rollout named `mars_cpu` (public `RolloutReplicaRegistry`): one Ray actor per replica holds
+  the model with transformers and serves verl's agent loop token-in/token-out (`TokenOutput`),
+  batching concurrent requests; the trainer's weights reach it after every step through verl's
+  "naive" weight sync.
+
+verl has no public hook for three things; each hook below names the verl file it depends on,
+which is why the CPU device needs verl exactly 0.9.1 (`VERL_VERSION`, checked by a test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import types
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import ray
+import torch
+import torch.distributed
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+from train_backend.verl import names
+
+logger = logging.getLogger(__name__)
+
+VERL_VERSION = "0.9.1"  # the private hooks below are written against this release
+PLATFORM = "cpu"
+GLOO = "cpu:gloo"
+SERVER_PREFIX = "mars_cpu_rollout_"
+MAX_BATCH = 64
+BATCH_WINDOW_S = 0.02  # how long the server waits for more requests before decoding a batch
+
+
+def _no_op(*_: Any, **__: Any) -> None:
+    return None
+
+
+def _zero(*_: Any, **__: Any) -> int:
+    return 0
+
+
+def _memory_info(*_: Any, **__: Any) -> tuple[int, int]:
+    pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    free = os.sysconf("SC_AVPHYS_PAGES") * page_size
+    return free, pages * page_size
+
+
+def _device_module() -> types.SimpleNamespace:
+    """`torch.cpu` plus the accelerator calls verl makes on its device module (no-ops here)."""
+    cpu = torch.cpu
+    return types.SimpleNamespace(
+        is_available=lambda: True,
+        device_count=lambda: 1,
+        current_device=lambda: PLATFORM,
+        set_device=_no_op,
+        synchronize=_no_op,
+        current_stream=cpu.current_stream,
+        stream=cpu.stream,
+        Stream=cpu.Stream,
+        Event=cpu.Event,
+        empty_cache=_no_op,
+        ipc_collect=_no_op,
+        memory_allocated=_zero,
+        memory_reserved=_zero,
+        max_memory_allocated=_zero,
+        max_memory_reserved=_zero,
+        reset_peak_memory_stats=_no_op,
+        mem_get_info=_memory_info,
+        set_per_process_memory_fraction=_no_op,
+        get_rng_state=lambda *_: torch.get_rng_state(),
+        set_rng_state=lambda state, *_: torch.set_rng_state(state),
+        manual_seed=torch.manual_seed,
+        manual_seed_all=torch.manual_seed,
+        get_device_name=lambda *_: PLATFORM,
+    )
+
+
+@PlatformRegistry.register(platform=PLATFORM)
+class PlatformCPU(PlatformBase):
+    """torch's CPU as verl's device; Ray's "GPU" resource stands for a device slot."""
+
+    _module = _device_module()
+
+    @property
+    def device_name(self) -> str:
+        return PLATFORM
+
+    @property
+    def vendor_name(self) -> str:
+        return PLATFORM
+
+    @property
+    def device_module(self) -> types.ModuleType:
+        return self._module  # type: ignore[return-value]
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> str:  # type: ignore[override]
+        # verl moves tensors with `.to(get_device_id())`; an index would mean cuda:N.
+        return PLATFORM
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str) -> Iterator[None]:
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        # verl's resource pools hard-code use_gpu=True and count "GPU"s
+        # (verl/single_controller/ray/base.py, ResourcePoolManager.create_resource_pool).
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+# Some verl modules ask for the platform when they are imported (e.g. the FSDP engine's
+# `device_name = get_device_name()`), so they are imported only once `cpu` is registered above.
+from verl.workers.engine import EngineRegistry  # noqa: E402
+from verl.workers.rollout.base import BaseRollout  # noqa: E402
+from verl.workers.rollout.replica import (  # noqa: E402
+    RolloutReplica,
+    RolloutReplicaRegistry,
+    TokenOutput,
+)
+
+
+def _register_engine() -> None:
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+    backends = EngineRegistry._engines.get("language_model", {})
+    if PLATFORM not in backends.get("fsdp2", {}):
+        EngineRegistry.register(
+            model_type="language_model", backend=["fsdp", "fsdp2"], device=PLATFORM
+        )(FSDPEngineWithLMHead)
+
+
+def _install_private_hooks() -> None:
+    """The three places verl 0.9.1 has no public extension point for a CPU device."""
+    import verl.workers.engine.fsdp.transformer_impl as fsdp_impl
+    import verl.workers.engine_workers as engine_workers
+    from verl.workers.rollout import base as rollout_base
+
+    # 1. verl/workers/engine_workers.py (TrainingWorker.__init__) calls
+    #    verl/utils/distributed.py:initialize_global_process_group_ray() with no backend, which
+    #    builds "cpu:gloo,<device>:<backend>" = "cpu:gloo,cpu:gloo" here: torch rejects a device
+    #    named twice. The module-level name is replaced; an explicit backend is kept.
+    original_init = engine_workers.initialize_global_process_group_ray
+    if not getattr(original_init, "_mars_cpu", False):
+
+        def init_process_group(timeout_second: Any = None, backend: str | None = None) -> None:
+            original_init(timeout_second=timeout_second, backend=backend or GLOO)
+
+        init_process_group._mars_cpu = True  # type: ignore[attr-defined]
+        engine_workers.initialize_global_process_group_ray = init_process_group
+
+    # 2. verl/workers/engine/fsdp/transformer_impl.py (FSDPEngine._build_fsdp_module) gives a
+    #    forward-only FSDP2 model (the KL reference) CPUOffloadPolicy(pin_memory=True); pinning
+    #    needs an accelerator. The name it looks up is replaced by a subclass that never pins.
+    policy = fsdp_impl.CPUOffloadPolicy
+    if policy is not None and not getattr(policy, "_mars_cpu", False):
+
+        class UnpinnedCPUOffloadPolicy(policy):  # type: ignore[misc, valid-type]
+            _mars_cpu = True
+
+            def __init__(self, pin_memory: bool = False, **kwargs: Any) -> None:
+                super().__init__(pin_memory=False, **kwargs)
+
+        fsdp_impl.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
+
+    # 3. verl/workers/rollout/base.py: the worker-side rollout is looked up in the private
+    #    `_ROLLOUT_REGISTRY` (rollout name, mode) -> class path, which has no register function.
+    rollout_base._ROLLOUT_REGISTRY[(names.CPU_ROLLOUT, "async")] = f"{__name__}.CPURolloutAdapter"
+
+
+def server_name(replica_rank: int) -> str:
+    return f"{SERVER_PREFIX}{replica_rank}"
+
+
+@ray.remote(num_cpus=0)
+class CPURolloutServer:
+    """The model with transformers, serving verl's agent loop token-in/token-out.
+
+    Concurrent `generate` calls are gathered for `BATCH_WINDOW_S` and decoded as one batch (the
+    project's `generate_batch`: KV cache, seeded sampling, per-request token limits) in a worker
+    thread; the log-probs returned are those of the sampled tokens under the temperature-scaled
+    distribution (verl's actor computes its own with the same scaling).
+    """
+
+    def __init__(self, config: Any, model_path: str, replica_rank: int) -> None:
+        from train_backend.local.policy import load_policy
+
+        torch.set_num_threads(1)
+        self.config = config
+        self.policy = load_policy(model_path)
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        self.generator = torch.Generator().manual_seed(int(config.seed) + replica_rank)
+        self.pending: list[tuple[dict[str, Any], asyncio.Future[Any]]] = []
+        self.drainer: asyncio.Task[None] | None = None
+
+    async def generate(
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        **_: Any,
+    ) -> TokenOutput:
+        request = {
+            "prompt_ids": [int(t) for t in prompt_ids],
+            **self._limits(prompt_ids, sampling_params),
+        }
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append((request, future))
+        if self.drainer is None or self.drainer.done():
+            self.drainer = asyncio.create_task(self._drain())
+        token_ids, log_probs = await future
+        return TokenOutput(
+            token_ids=token_ids,
+            log_probs=log_probs if sampling_params.get("logprobs") else None,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    def _limits(self, prompt_ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
+        # The same defaults as verl's vLLM server (vllm_async_server.py, generate).
+        config = self.config
+        room = int(config.max_model_len) - len(prompt_ids)
+        if room < 1:
+            raise ValueError(
+                f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
+                f"{config.max_model_len}"
+            )
+        wanted = params.get("max_tokens", params.get("max_new_tokens"))
+        if wanted is None:
+            wanted = min(
+                int(config.response_length),
+                int(config.prompt_length) + int(config.response_length) - len(prompt_ids),
+            )
+        top_k = int(params.get("top_k", -1))
+        return {
+            "max_new_tokens": max(1, min(int(wanted), room)),
+            "sampling": (
+                float(params.get("temperature", 1.0)),
+                float(params.get("top_p", 1.0)),
+                top_k if top_k > 0 else 0,
+            ),
+        }
+
+    async def _drain(self) -> None:
+        await asyncio.sleep(BATCH_WINDOW_S)
+        while self.pending:
+            batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+            groups: dict[tuple[float, float, int], list[int]] = {}
+            for index, (request, _) in enumerate(batch):
+                groups.setdefault(request["sampling"], []).append(index)
+            for sampling, indices in groups.items():
+                requests = [batch[i][0] for i in indices]
+                try:
+                    results = await asyncio.to_thread(self._decode, requests, sampling)
+                except Exception as exc:  # every waiting request gets the error
+                    for i in indices:
+                        if not batch[i][1].done():
+                            batch[i][1].set_exception(exc)
+                    continue
+                for i, result in zip(indices, results, strict=True):
+                    if not batch[i][1].done():
+                        batch[i][1].set_result(result)
+
+    def _decode(
+        self, requests: list[dict[str, Any]], sampling: tuple[float, float, int]
+    ) -> list[tuple[list[int], list[float]]]:
+        from train_backend.local.batcher import Request, Sampling, generate_batch
+
+        temperature, top_p, top_k = sampling
+        outputs = generate_batch(
+            self.policy,
+            [Request(r["prompt_ids"], r["max_new_tokens"]) for r in requests],
+            Sampling(temperature=temperature, top_p=top_p, top_k=top_k),
+            self.generator,
+        )
+        completions = [out.completion_ids for out in outputs]
+        log_probs = self._log_probs([r["prompt_ids"] for r in requests], completions, temperature)
+        return list(zip(completions, log_probs, strict=True))
+
+    def _log_probs(
+        self, prompts: list[list[int]], completions: list[list[int]], temperature: float
+    ) -> list[list[float]]:
+        """Log-probs of each completion's tokens, one teacher-forced pass over the batch."""
+        rows = [p + c for p, c in zip(prompts, completions, strict=True)]
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), self.policy.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        with torch.inference_mode():
+            logits = self.policy.model(input_ids=ids, attention_mask=mask).logits.float()
+        scale = temperature if temperature > 0 else 1.0
+        log_softmax = torch.log_softmax(logits / scale, dim=-1)
+        result = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+            if not completion:
+                result.append([])
+                continue
+            positions = torch.arange(len(prompt) - 1, len(prompt) + len(completion) - 1)
+            picked = log_softmax[i, positions, torch.tensor(completion)]
+            result.append([float(v) for v in picked])
+        return result
+
+    def update_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None) -> int:
+        # state_dict, not named_parameters: tied weights (lm_head) are listed under both names.
+        params = self.policy.model.state_dict()
+        unknown = sorted(set(weights) - set(params))
+        if unknown:
+            raise KeyError(f"rollout model has no parameter(s) {', '.join(unknown[:5])}")
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                params[name].copy_(tensor)
+        self.global_steps = global_steps
+        return len(weights)
+
+    def parameter(self, name: str) -> torch.Tensor:
+        return self.policy.model.state_dict()[name].detach().clone()
+
+    # The control calls verl makes on every rollout server: nothing to free or resume on a CPU.
+    def wake_up(self) -> None: ...
+    def sleep(self) -> None: ...
+    def clear_kv_cache(self) -> None: ...
+    def release_kv_cache(self) -> None: ...
+    def resume_kv_cache(self) -> None: ...
+    def abort_all_requests(self, reject_request: bool = False) -> None: ...
+    def resume_generation(self) -> None: ...
+    def start_profile(self, **_: Any) -> None: ...
+    def stop_profile(self) -> None: ...
+
+
+class CPURolloutReplica(RolloutReplica):
+    """One rollout server per replica, started next to verl's hybrid workers."""
+
+    async def launch_servers(self) -> None:
+        name = server_name(self.replica_rank)
+        server = CPURolloutServer.options(name=name, max_concurrency=1000).remote(
+            self.config,
+            str(self.model_config.get("local_path") or self.model_config.path),
+            self.replica_rank,
+        )
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = name  # no HTTP: the agent loop calls the actor handle
+        await server.wake_up.remote()
+
+
+class CPURolloutAdapter(BaseRollout):
+    """The rollout inside verl's actor worker: forwards the trained weights to its server."""
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, **kwargs: Any) -> None:
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        world = (
+            self.config.tensor_model_parallel_size
+            * self.config.data_parallel_size
+            * self.config.pipeline_model_parallel_size
+        )
+        self.replica_rank = rank // world
+        self.is_leader_rank = rank % world == 0
+        self.server: Any = None
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    async def update_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]],
+        wire_format: str = "named_tensors",
+        **kwargs: Any,
+    ) -> None:
+        if wire_format != "named_tensors":
+            raise NotImplementedError(f"the CPU rollout takes full tensors, not {wire_format}")
+        # Every rank walks the generator: FSDP gathers each full tensor collectively.
+        state = {name: tensor.detach().to("cpu").clone() for name, tensor in weights}
+        if not self.is_leader_rank:
+            return
+        if self.server is None:
+            self.server = ray.get_actor(server_name(self.replica_rank))
+        await self.server.update_weights.remote(state, kwargs.get("global_steps"))
+
+
+def _register_rollout() -> None:
+    RolloutReplicaRegistry.register(names.CPU_ROLLOUT, lambda: CPURolloutReplica)
+
+
+def register() -> None:
+    if torch.distributed.is_available():
+        _register_engine()
+    _install_private_hooks()
+    _register_rollout()
+
+
+register()
