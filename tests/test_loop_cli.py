@@ -99,6 +99,36 @@ def test_each_complete_checkpoint_is_evaluated_once_and_broken_ones_give_error_r
     assert RunDir.read_info(run_dir).status == "completed_with_errors"
 
 
+def test_a_baseline_is_evaluated_once_as_step_0_with_the_first_checkpoints_settings(
+    tmp_path: Path,
+) -> None:
+    from harness.tiny_model import ensure_tiny_model
+
+    tiny = ensure_tiny_model()
+    watch, run_dir = tmp_path / "checkpoints", tmp_path / "loop"
+    _copy_checkpoint(tiny, watch, 3, complete=True)
+    args = ["loop", "--watch", str(watch), "--eval", SPEC, "--once", "--run-dir", str(run_dir)]
+    result = CliRunner().invoke(app, [*args, "--baseline", str(tiny)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    rows = [
+        json.loads(line) for line in (run_dir / "learning_curve.jsonl").read_text().splitlines()
+    ]
+    assert [row["step"] for row in rows] == [0, 3]
+    start = rows[0]
+    assert start["baseline"] is True and start["checkpoint"] == str(tiny.resolve())
+    assert start["error"] is None and start["train_metrics"] is None
+    # The baseline has no checkpoint.json: it is played as the first checkpoint was trained.
+    assert start["settings"]["prompt_style"] == "compact" and start["settings"]["max_tokens"] == 24
+    assert start["evals"][KEY]["seats"]["first"]["n"] == 2
+
+    again = CliRunner().invoke(app, [*args, "--baseline", str(tiny)])
+    assert again.exit_code == 0, again.output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["evaluated_now"] == [] and summary["skipped"] == [0, 3]
+    bad = CliRunner().invoke(app, [*args, "--baseline", str(tmp_path)])
+    assert "is not a model folder" in str(bad.exception)
+
+
 def test_loop_rejects_bad_input_before_serving(tmp_path: Path) -> None:
     from harness.errors import MarsError
 

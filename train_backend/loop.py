@@ -497,14 +497,23 @@ def _now() -> str:
 
 
 def evaluate_checkpoint(
-    checkpoint: Checkpoint, spec: LoopSpec, loop_dir: Path, *, backend: str = "auto"
+    checkpoint: Checkpoint,
+    spec: LoopSpec,
+    loop_dir: Path,
+    *,
+    backend: str = "auto",
+    defaults_from: Checkpoint | None = None,
 ) -> dict[str, Any]:
-    """Serve the checkpoint once, run every evaluation against it, and return its curve row."""
+    """Serve the checkpoint once, run every evaluation against it, and return its curve row.
+
+    `defaults_from`: the checkpoint whose training config gives the default prompt style and
+    reply length (a baseline model has none of its own).
+    """
     from harness.endpoint import GenerationConfig
     from harness.model_access import model_endpoint
 
     started = time.perf_counter()
-    settings = resolve_settings(spec, checkpoint)
+    settings = resolve_settings(spec, defaults_from or checkpoint)
     info = checkpoint.info()
     metrics = info.get("metrics")
     row: dict[str, Any] = {
@@ -647,11 +656,16 @@ def run_loop(
     poll_s: float = 30.0,
     timeout_s: float = 86_400.0,
     backend: str = "auto",
+    baseline: Path | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LoopOutcome:
     """Evaluate every complete checkpoint under `watch` that has no good row yet.
+
+    `baseline`: a model folder (the one training started from) evaluated once as step 0, with the
+    prompt style and reply length of the first checkpoint found, so the curve starts where
+    training did.
 
     With `once`, what is there now and return. Otherwise poll every `poll_s` seconds until
     `timeout_s` has passed, or the training run that writes the checkpoints has finished (its
@@ -672,7 +686,24 @@ def run_loop(
         if not folder.is_dir() and not announced_missing and on_wait is not None:
             on_wait(f"waiting for {watch} to appear")
             announced_missing = True
-        for checkpoint in complete_checkpoints(folder):
+        found = complete_checkpoints(folder)
+        if baseline is not None and 0 not in attempted and (found or once):
+            attempted.add(0)
+            if 0 in done:
+                skipped.append(0)
+            else:
+                start = Checkpoint(0, baseline)
+                first = found[0] if found else None
+                row = evaluate_checkpoint(
+                    start, spec, run.path, backend=backend, defaults_from=first
+                )
+                row["baseline"] = True
+                run.append(row)
+                write_curve(run)
+                evaluated.append(0)
+                if on_row is not None:
+                    on_row(row)
+        for checkpoint in found:
             if checkpoint.step in attempted:
                 continue
             if checkpoint.step in done:

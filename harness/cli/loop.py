@@ -69,6 +69,9 @@ def loop_command(
     temperature: float = typer.Option(None, "--temperature", min=0.0, help="Default 0."),
     concurrency: int = typer.Option(None, "--concurrency", min=1, help="Default 16."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files for eval."),
+    baseline: Path = typer.Option(
+        None, "--baseline", help="Also evaluate this model folder as step 0 (where training began)."
+    ),
     backend: str = options.BACKEND,
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
@@ -90,6 +93,10 @@ def loop_command(
     watch = watch.expanduser().resolve()
     if once and not watch.is_dir():
         raise MarsError(f"--watch {watch} is not a folder")
+    if baseline is not None:
+        baseline = baseline.expanduser().resolve()
+        if not (baseline / "config.json").is_file():
+            raise MarsError(f"--baseline {baseline} is not a model folder (no config.json)")
     run = RunDir.resolve(out=out, run_dir=run_dir, kind="loop", slug=watch.name)
     run.start(
         command=["mars", *sys.argv[1:]],
@@ -100,6 +107,7 @@ def loop_command(
             "poll_s": poll,
             "timeout_s": timeout,
             "backend": backend,
+            "baseline": str(baseline) if baseline is not None else None,
         },
     )
     typer.echo(f"watching {watch}; learning curve in {run.path}")
@@ -112,6 +120,7 @@ def loop_command(
             poll_s=poll,
             timeout_s=timeout,
             backend=backend,
+            baseline=baseline,
             on_row=lambda row: typer.echo(_describe(row)),
             on_wait=typer.echo,
         )
