@@ -233,3 +233,76 @@ def test_without_verl_the_error_names_the_install(tmp_path):
     assert "verl is not installed" in line and "make setup-verl" in line
     assert "`verl` extra" in line  # which extra to install
     assert not any(tmp_path.iterdir())  # refused before a run directory was made
+
+
+# ---- mini-batches: sized in rows, and what verl would refuse at its first update -------------
+
+
+def test_twelve_games_a_step_on_eight_gpus_get_mini_batches_that_divide(tmp_path):
+    # verl splits a step's rows (seat conversations) into mini-batches and asserts at the first
+    # update that each divides over the 8 data-parallel ranks; 12 rows would not.
+    settings, _ = dry_run(tmp_path / "twelve", "--model", "Qwen/Qwen3-4B", "--games-per-step", "12")
+    assert settings["data.train_batch_size"] == "12"
+    assert settings["actor_rollout_ref.actor.ppo_mini_batch_size"] == "24"  # 2 seats x 12
+    assert int(settings["actor_rollout_ref.actor.ppo_mini_batch_size"]) % 8 == 0
+
+
+def test_a_dry_run_refuses_mini_batches_verl_would_stop_at_in_one_line(tmp_path):
+    config_file = tmp_path / "forced.yaml"
+    config_file.write_text(
+        "games_per_step: 12\nverl:\n  extra_overrides:\n"
+        "    - actor_rollout_ref.actor.ppo_mini_batch_size=12\n"
+    )
+    result = run_mars(
+        "train", "--backend", "verl", "--model", "Qwen/Qwen3-4B", "--config", str(config_file),
+        "--dry-run", "--run-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    line = one_error_line(result)
+    assert "verl would stop at its first update" in line
+    assert "12 rows" in line and "8 data-parallel ranks" in line
+    assert "multiple of 8" in line  # the fix
+    assert not (tmp_path / "run" / "logs").exists()  # nothing was launched
+
+
+def test_a_dry_run_refuses_a_token_budget_shorter_than_a_sample(tmp_path):
+    from train_backend.verl.compose import compose_verl_config
+
+    _, overrides = dry_run(tmp_path / "ok", "--model", "Qwen/Qwen3-4B")
+    from harness.errors import MarsError
+
+    with pytest.raises(MarsError, match=r"ppo_max_token_len_per_gpu \(4096\) is shorter"):
+        compose_verl_config([*overrides, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"])
+
+
+# ---- --device cpu ---------------------------------------------------------------------------
+
+
+def test_dry_run_on_the_cpu_device(tmp_path):
+    settings, _ = dry_run(
+        tmp_path / "cpu", "--device", "cpu", "--model", "m", "--games", "kuhn_poker"
+    )
+    # CPU-sized defaults (as --backend local), one logical device, verl's own trainer
+    assert settings["trainer.device"] == "cpu" and settings["trainer.n_gpus_per_node"] == "1"
+    assert settings["data.train_batch_size"] == "32"
+    assert settings["actor_rollout_ref.rollout.name"] == "mars_cpu"
+    assert settings["actor_rollout_ref.actor.strategy"] == "fsdp2"
+    assert settings["+actor_rollout_ref.model.override_config.attn_implementation"] == "eager"
+    assert settings["+ray_kwargs.ray_init.num_gpus"] == "1"
+    env = settings["+ray_kwargs.ray_init.runtime_env.env_vars"]
+    assert "VERL_PLATFORM:cpu" in env
+    assert "train_backend.verl.cpu_device,train_backend.verl.plugin" in env
+    info = json.loads((tmp_path / "cpu" / "run.json").read_text())
+    assert info["config"]["verl"]["device"] == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "verl", "--device", "tpu"], "--device must be cuda or cpu"),
+        (["--backend", "local", "--device", "cpu"], "--device is for --backend verl"),
+    ],
+)
+def test_a_bad_device_is_one_error_line(tmp_path, args, message):
+    result = run_mars("train", *args, "--model", "m", "--dry-run", "--out", str(tmp_path))
+    assert message in one_error_line(result)
+    assert not any(tmp_path.iterdir())

@@ -19,6 +19,7 @@ from train_backend.verl.overrides import (
     NO_DUAL_CLIP,
     RunPaths,
     hydra_value,
+    mini_batch_prompts,
     verl_overrides,
     verl_settings,
 )
@@ -273,3 +274,73 @@ def test_settings_verl_cannot_take_are_refused(tmp_path: Path, changes, message)
     config = TrainConfig(**{"model": "m", **changes})
     with pytest.raises(MarsError, match=message):
         verl_settings(config, RunPaths(tmp_path))
+
+
+# ---- mini-batches in rows --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("games", "gpus", "nodes", "group", "turns", "unit", "expected"),
+    [
+        (12, 8, 1, 1, 64, "conversation", 24),  # 12 games, 2 seats: 24 rows, 3 per rank
+        (12, 8, 1, 1, 64, "turn", 8),  # at least 12 turns: 8 rows, 1 per rank
+        (192, 8, 1, 1, 64, "conversation", 64),  # the paper's generalist
+        (6, 8, 1, 1, 64, "turn", 8),  # fewer games than ranks: one row per rank
+        (48, 4, 2, 4, 32, "conversation", 32),  # 8 prompts x rollout.n 4 = 32 rows
+        (24, 6, 1, 4, 64, "turn", 24),  # 4 rows a prompt on 6 ranks: whole 3 prompts
+        (10, 1, 1, 1, 64, "conversation", 20),
+    ],
+)
+def test_mini_batches_are_sized_in_rows_that_split_over_the_ranks(
+    games, gpus, nodes, group, turns, unit, expected
+):
+    config = TrainConfig(
+        model="m",
+        games_per_step=games,
+        group_size=group,
+        minibatch_turns=turns,
+        sample_unit=unit,
+        verl=VerlSettings(n_gpus_per_node=gpus, nnodes=nodes),
+    )
+    prompts = mini_batch_prompts(config)
+    assert prompts * group % (gpus * nodes) == 0  # verl's assertion at the first update
+    assert prompts == expected // group
+
+
+def test_each_sizing_passes_the_first_update_check(tmp_path: Path):
+    from train_backend.verl.compose import compose_verl_config
+
+    for gpus in (1, 3, 8):
+        for games in (2, 7, 12, 30):
+            config = TrainConfig(
+                model="m", games_per_step=games, verl=VerlSettings(n_gpus_per_node=gpus)
+            )
+            # composing needs verl's config files only, and the check needs no verl import
+            compose_verl_config(verl_overrides(config, RunPaths(tmp_path)), validate=False)
+
+
+def test_the_cpu_device_settings_come_only_with_the_cpu_device(tmp_path: Path):
+    paths = RunPaths(tmp_path)
+    cuda = verl_settings(TrainConfig(model="m"), paths)
+    assert cuda["trainer.n_gpus_per_node"] == 8 and "trainer.device" not in cuda
+    assert "VERL_PLATFORM" not in cuda["+ray_kwargs.ray_init.runtime_env.env_vars"]
+    cpu = verl_settings(TrainConfig(model="m", verl={"device": "cpu"}), paths)
+    assert cpu["trainer.n_gpus_per_node"] == 1  # one logical device unless asked for more
+    assert cpu["trainer.device"] == "cpu" and cpu["+ray_kwargs.ray_init.num_gpus"] == 1
+    env = cpu["+ray_kwargs.ray_init.runtime_env.env_vars"]
+    assert env["VERL_PLATFORM"] == "cpu"
+    assert env["VERL_USE_EXTERNAL_MODULES"] == f"{names.CPU_DEVICE_MODULE},{names.PLUGIN_MODULE}"
+    two = TrainConfig(model="m", verl={"device": "cpu", "n_gpus_per_node": 2})
+    assert verl_settings(two, paths)["+ray_kwargs.ray_init.num_gpus"] == 2
+    attached = TrainConfig(model="m", verl={"device": "cpu", "ray_address": "h:1"})
+    assert "+ray_kwargs.ray_init.num_gpus" not in verl_settings(attached, paths)  # its own GPUs
+
+
+def test_conversation_samples_span_the_whole_game(tmp_path: Path):
+    config = TrainConfig(model="m", max_game_tokens=8000, max_new_tokens=500)
+    settings = verl_settings(config, RunPaths(tmp_path))
+    assert settings["data.max_prompt_length"] == 8000
+    assert settings["data.max_response_length"] == 8500
+    assert settings["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == 8500
+    turn = verl_settings(config.model_copy(update={"sample_unit": "turn"}), RunPaths(tmp_path))
+    assert turn["data.max_response_length"] == 500

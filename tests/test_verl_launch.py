@@ -155,7 +155,8 @@ class FakeMerger:
         self.exit_code = exit_code
         self.writes_model = writes_model
 
-    def __call__(self, command: list[str], log_path: Path) -> int:
+    def __call__(self, command: list[str], log_path: Path, env: dict[str, str]) -> int:
+        assert env["VERL_USE_EXTERNAL_PLUGINS"] == "none"  # the merger needs no plugin
         self.commands.append(command)
         target = Path(command[command.index("--target_dir") + 1])
         assert not (target / CHECKPOINT_FILE).exists()
@@ -174,7 +175,7 @@ def save_verl_step(verl_checkpoints: Path, step: int, *, latest: bool = True) ->
     return actor
 
 
-def publisher_for(root: Path, runner) -> CheckpointPublisher:
+def publisher_for(root: Path, runner, dtype: str | None = None) -> CheckpointPublisher:
     paths = RunPaths(root)
     return CheckpointPublisher(
         run_dir=root,
@@ -184,6 +185,7 @@ def publisher_for(root: Path, runner) -> CheckpointPublisher:
         details={"base_model": "Qwen/Qwen3-4B", "config": {"estimator": "marshal"}},
         metrics_file=paths.verl_metrics,
         runner=runner,
+        dtype=dtype,
     )
 
 
@@ -383,7 +385,9 @@ def test_verls_real_merger_turns_verls_own_fsdp_checkpoint_into_a_hugging_face_m
     assert (actor / "model_world_size_1_rank_0.pt").is_file()
     (paths.verl_checkpoints / LATEST_FILE).write_text("3")  # verl's trainer writes it last
 
-    publisher = publisher_for(tmp_path, lambda command, log: run_logged(command, log, env))
+    publisher = publisher_for(
+        tmp_path, lambda command, log, _env: run_logged(command, log, env), dtype="float32"
+    )
     assert publisher.publish_new() == [3], publisher.failures
     step_dir = paths.checkpoints / "step_3"
     merged = AutoModelForCausalLM.from_pretrained(step_dir).state_dict()
@@ -391,8 +395,32 @@ def test_verls_real_merger_turns_verls_own_fsdp_checkpoint_into_a_hugging_face_m
     trained = "model.layers.0.mlp.down_proj.weight"
     for name, tensor in original.items():
         expected = tensor + 0.25 if name == trained else tensor
-        # the merger writes the weights in bfloat16
-        assert torch.equal(merged[name].float(), expected.to(torch.bfloat16).float()), name
+        # the merger rounds to bfloat16; the published model is float32 again, like its base
+        assert merged[name].dtype == torch.float32
+        assert torch.equal(merged[name], expected.to(torch.bfloat16).float()), name
+    assert json.loads((step_dir / "config.json").read_text())["dtype"] == "float32"
     assert (step_dir / "tokenizer_config.json").is_file()
     assert json.loads((step_dir / CHECKPOINT_FILE).read_text())["step"] == 3
     assert merge_command(actor, step_dir)[3:6] == ["merge", "--backend", "fsdp"]
+
+
+def test_merged_weights_are_cast_back_to_the_base_models_dtype(tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from train_backend.verl.checkpoints import model_dtype, restore_dtype
+
+    save_file(
+        {"w": torch.ones(2, 3, dtype=torch.bfloat16), "steps": torch.arange(3)},
+        tmp_path / "model.safetensors",
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "bfloat16", "hidden_size": 8}))
+    assert model_dtype(str(tmp_path)) == "bfloat16"
+    assert restore_dtype(tmp_path, "float32") == 1
+    tensors = load_file(tmp_path / "model.safetensors")
+    assert tensors["w"].dtype == torch.float32 and torch.equal(tensors["w"], torch.ones(2, 3))
+    assert tensors["steps"].dtype == torch.int64  # integer tensors are left alone
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config == {"dtype": "float32", "hidden_size": 8}
+    with pytest.raises(ValueError, match="unknown dtype"):
+        restore_dtype(tmp_path, "float99")

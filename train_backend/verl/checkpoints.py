@@ -33,8 +33,8 @@ CHECKPOINT_SCHEMA_VERSION = 1
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
-# (command, log file) -> exit code
-Runner = Callable[[list[str], Path], int]
+# (command, log file, environment) -> exit code
+Runner = Callable[[list[str], Path, dict[str, str]], int]
 
 
 def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) -> list[str]:
@@ -50,6 +50,13 @@ def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) 
         "--target_dir",
         str(target_dir),
     ]
+
+
+def merge_environment() -> dict[str, str]:
+    """The merger needs verl alone: without the project's plugin it starts seconds sooner."""
+    env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
+    env["VERL_USE_EXTERNAL_PLUGINS"] = "none"
+    return env
 
 
 def run_logged(command: list[str], log_path: Path, env: dict[str, str] | None = None) -> int:
@@ -196,7 +203,7 @@ class CheckpointPublisher:
         log_path = self.logs / f"merge-step_{step}.log"
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
-        code = self.runner(merge_command(actor_dir, staging), log_path)
+        code = self.runner(merge_command(actor_dir, staging), log_path, merge_environment())
         if code != 0 or not (staging / "config.json").is_file():
             shutil.rmtree(staging, ignore_errors=True)
             why = f"exited with code {code}" if code != 0 else "wrote no model"

@@ -2,11 +2,13 @@
 
 `compose_verl_config` composes `ppo_trainer` from verl's own config directory with Hydra's compose
 API (the same files and grammar `python -m verl.trainer.main_ppo` uses), then runs verl's own
-`validate_config` on the result. Any failure becomes one MarsError line naming the cause.
+`validate_config` on the result and checks what verl would only reject at its first update. Any
+failure becomes one MarsError line naming the cause.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 from pathlib import Path
@@ -17,9 +19,11 @@ CONFIG_NAME = "ppo_trainer"
 
 
 def verl_config_dir() -> Path:
-    import verl
-
-    return Path(verl.__file__).resolve().parent / "trainer" / "config"
+    """verl's config files, found without importing verl (which takes seconds)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise MarsError("verl is not installed: run `make setup-verl`")
+    return Path(next(iter(spec.submodule_search_locations))).resolve() / "trainer" / "config"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -27,8 +31,9 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(lines) or type(exc).__name__
 
 
-def compose_verl_config(overrides: list[str]):  # -> omegaconf.DictConfig
-    """verl's `ppo_trainer` config with `overrides` applied, validated as main_ppo validates it."""
+def compose_verl_config(overrides: list[str], *, validate: bool = True):  # -> DictConfig
+    """verl's `ppo_trainer` config with `overrides` applied, checked for what verl would reject
+    at its first update, and (`validate`) validated as main_ppo validates it."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -42,7 +47,9 @@ def compose_verl_config(overrides: list[str]):  # -> omegaconf.DictConfig
         raise MarsError(f"verl rejects the overrides: {_one_line(exc)}") from exc
     finally:
         GlobalHydra.instance().clear()
-    _validate(config)
+    check_first_update(config)  # before importing verl, whose import is chatty on stderr
+    if validate:
+        _validate(config)
     return config
 
 
@@ -64,7 +71,6 @@ def _validate(config) -> None:  # config: omegaconf.DictConfig
         omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
     except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
         raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
-    check_first_update(config)
 
 
 def check_first_update(config) -> None:  # config: omegaconf.DictConfig

@@ -15,7 +15,7 @@ process imports it before anything asks verl for its platform. What it adds:
   "naive" weight sync.
 
 verl has no public hook for three things; each hook below names the verl file it depends on,
-which is why the CPU device needs verl exactly 0.9.1 (`VERL_VERSION`, checked by a test).
+which is why the CPU device needs verl exactly 0.9.1 (`names.VERL_VERSION`, checked by a test).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from train_backend.verl import names
 
 logger = logging.getLogger(__name__)
 
-VERL_VERSION = "0.9.1"  # the private hooks below are written against this release
 PLATFORM = "cpu"
 GLOO = "cpu:gloo"
 SERVER_PREFIX = "mars_cpu_rollout_"
@@ -449,6 +448,13 @@ def _register_rollout() -> None:
 
 
 def register() -> None:
+    import verl
+
+    if verl.__version__ != names.VERL_VERSION:
+        raise ImportError(
+            f"the CPU device hooks into verl {names.VERL_VERSION} internals, but verl "
+            f"{verl.__version__} is installed: run `make setup-verl`"
+        )
     if torch.distributed.is_available():
         _register_engine()
     _install_private_hooks()

@@ -128,7 +128,9 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
     paths = RunPaths(Path(run.path))
     overrides = verl_overrides(config, paths)
     write_dataset(config, paths.dataset)
-    check_overrides(overrides)
+    # A launch leaves verl's own validation to main_ppo, which runs it first thing; importing
+    # verl here for it would cost seconds of every start.
+    check_overrides(overrides, validate=dry_run)
     command = main_ppo_command(overrides)
     line = shell_line(command, worker_environment(paths, config.verl.device))
     paths.command_file.write_text("#!/bin/sh\n" + line + "\n")
@@ -159,12 +161,12 @@ def keep_earlier_metrics(path: Path) -> Path | None:
     return kept
 
 
-def check_overrides(overrides: list[str]) -> None:
-    """Compose and validate with verl's own config files; verl's chatter stays out of the way."""
+def check_overrides(overrides: list[str], *, validate: bool = True) -> None:
+    """Compose (and validate) with verl's own config files; verl's chatter stays out of the way."""
     from train_backend.verl.compose import compose_verl_config
 
     with contextlib.redirect_stdout(io.StringIO()):
-        compose_verl_config(overrides)
+        compose_verl_config(overrides, validate=validate)
 
 
 def session_processes(session: int) -> list[int]:

@@ -5,6 +5,9 @@ Nothing here imports verl, so the launcher can build overrides without loading i
 
 from __future__ import annotations
 
+# The CPU device hooks into private verl names (cpu_device.py): it needs exactly this release.
+VERL_VERSION = "0.9.1"
+
 # verl registries (agent loops, trainers, advantage estimators) are keyed by these names.
 AGENT_LOOP_NAME = "mars_selfplay"
 TRAINER_NAME = "mars"

@@ -115,13 +115,20 @@ def mini_batch_prompts(config: TrainConfig) -> int:
     step's batch by rows (turns, or seat conversations), and at the first update asserts that a
     mini-batch of rows divides evenly over the data-parallel ranks
     (verl/workers/engine_workers.py, `train_mini_batch`). So the rows of a mini-batch are
-    `minibatch_turns` rounded down to a multiple of that, never more than the step's prompts
+    `minibatch_turns` rounded down to a multiple of that, never more than a step surely holds
     (verl pads a batch up to whole mini-batches) and never less than one row per rank.
     """
     ranks, n = data_parallel_size(config), config.group_size
     step = ranks // math.gcd(ranks, n)  # prompts whose n rows each split over the ranks
-    wanted = min(prompts_per_step(config), max(1, config.minibatch_turns // n))
+    wanted = min(prompts_per_step(config) * samples_per_game(config), config.minibatch_turns // n)
     return max(step, wanted // step * step)
+
+
+def samples_per_game(config: TrainConfig) -> int:
+    """The training samples a self-play game normally yields: one per seat as conversations
+    (both seats of these two-player games), else at least one turn."""
+    conversation = config.sample_unit == "conversation" and config.prompt_style == "full"
+    return 2 if conversation else 1
 
 
 def sequence_lengths(config: TrainConfig) -> dict[str, int]:
