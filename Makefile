@@ -2,9 +2,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# The stamp names a hash of pyproject.toml, so editing dependencies reinstalls and nothing else does.
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# The stamps name a hash of pyproject.toml, so editing dependencies reinstalls and nothing else does.
+DEPS   := $(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(DEPS)
+VSTAMP := $(VENV)/.installed-verl-$(DEPS)
 TORCH  := torch==2.13.0
+VERL   := verl==0.9.1
 
 .PHONY: setup test demo lint bench setup-verl clean
 
@@ -16,12 +19,12 @@ $(STAMP): pyproject.toml
 	# torch first: the CPU wheel on this machine's disk; a bare `torch` requirement would pull CUDA.
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-[0-9]*
 	touch $(STAMP)
 
 # The dashboard's browser test drives Debian's Chromium: installed here if missing (as root, or with
 # password-less sudo); otherwise a warning, and that one test is skipped.
-test: setup
+test: setup-verl
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium for the dashboard browser test"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  ($$SUDO apt-get install -y -qq chromium || ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium)) >/dev/null 2>&1 \
@@ -38,12 +41,21 @@ lint: setup
 bench: setup
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
-# verl for clusters: installed without its dependency pins, which would replace torch (facts.md);
-# the `verl` extra lists what it needs instead. The last line checks that torch was left alone.
-setup-verl: setup
-	$(BIN)/python -m pip install --quiet -e ".[verl]"
-	$(BIN)/python -m pip install --quiet --no-deps verl==0.9.1
-	$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('$(subst torch==,,$(TORCH))') else 'verl setup replaced torch ' + v)"
+# verl (the tests train with it on the CPU): the project and its `verl` extra in one resolve with
+# the dev tools (separate resolves leave versions Ray rejects), then verl itself without its pins,
+# which would replace torch. The check: `pip check` clean but for the pins skipped on purpose,
+# torch untouched, verl 0.9.1.
+setup-verl: $(VSTAMP)
+
+$(VSTAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[dev,verl]"
+	$(BIN)/python -m pip install --quiet --no-deps $(VERL)
+	$(BIN)/python .ci/check_env.py $(subst torch==,,$(TORCH))
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP) $(VSTAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
