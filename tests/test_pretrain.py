@@ -45,6 +45,42 @@ def test_every_synthetic_reply_is_a_legal_move_for_its_prompt(style: str) -> Non
                     assert move.label == example.legal[-1]
 
 
+def test_restating_replies_copy_the_seats_view_then_name_one_legal_move() -> None:
+    spec = get_game("kuhn_poker")
+    examples = game_examples(
+        spec, "compact", count=60, first_seed=9, teachers=build_teachers(spec, ["random"]),
+        restate=True,
+    )  # fmt: skip
+    for example in examples:
+        note, answer = example.reply.split("\n")
+        prompt = example.messages[-1]["content"]
+        assert note in prompt  # Kuhn's compact view is one line: copied whole
+        assert note.startswith("card ") and "I choose" not in example.reply
+        assert parse_move(answer, list(example.legal)).label == example.move
+    # A random teacher names both moves about equally whatever the card: no strategy is taught.
+    for card in "JQK":
+        moves = [e.move for e in examples if e.reply.startswith(f"card {card}")]
+        assert 0.2 < moves.count("<BET>") / len(moves) < 0.8
+
+
+def test_recipe_teachers_replace_the_default_bots_per_game() -> None:
+    from train_backend.pretrain import SELFPLAY_START, training_examples
+
+    def j_calls(teachers: list[str]) -> tuple[int, int]:
+        settings = SELFPLAY_START.model_copy(
+            update={"examples": 300, "arithmetic_share": 0.0, "teachers": {"kuhn_poker": teachers}}
+        )
+        examples = training_examples([get_game("kuhn_poker")], settings)
+        facing = [e for e in examples if e.reply.startswith("card J; bets: opponent BET")]
+        return sum(e.move == "<BET>" for e in facing), len(facing)
+
+    # An equilibrium policy never calls a bet with the J; a random one calls half the time.
+    calls, positions = j_calls(["cfr:300"])
+    assert positions > 5 and calls == 0
+    calls, positions = j_calls(["random"])
+    assert positions > 5 and calls > 0
+
+
 def test_full_style_chats_carry_the_seats_earlier_replies() -> None:
     spec = get_game("tic_tac_toe")
     examples = game_examples(

@@ -30,6 +30,8 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import pyspiel
+
 from games.actions import vocabulary
 from games.chance import ChanceSampler
 from games.players import PlayerContext, make_player
@@ -56,10 +58,27 @@ class Example:
     reply: str
     legal: tuple[str, ...] = ()  # the legal labels at this position (games)
     answer: str = ""  # the expected answer text (arithmetic)
+    move: str = ""  # the legal label the reply names (games)
 
 
-def game_reply(label: str) -> str:
+def game_reply(label: str, note: str = "") -> str:
+    """The target reply: `I choose X.` then the answer tag, or the state restated then the tag.
+
+    With a note the move is named once: two copies of it are two sampled decisions that can
+    disagree, and self-play credits both for what only the answer tag decided.
+    """
+    if note:
+        return f"{note}\n<answer>{label}</answer>"
     return f"I choose {label}.\n<answer>{label}</answer>"
+
+
+def state_note(spec: GameSpec, state: pyspiel.State, seat: int) -> str:
+    """The seat's compact view of the state on one line, as a reply restates it before choosing.
+
+    A ~1M model attends to nearby tokens more readily than to a card or a hint dozens of tokens
+    back in the prompt; with the state restated, the move token sits right after what decides it.
+    """
+    return "; ".join(line.strip() for line in spec.view(state, seat).compact.splitlines())
 
 
 def teachers_for(spec: GameSpec) -> list[str]:
@@ -95,6 +114,7 @@ def _episode_positions(
     last_listed_share: float,
     max_seat_turns: int | None = None,
     reply_teacher: Player | None = None,
+    restate: bool = False,
 ) -> Iterator[Example]:
     """Every decision of one game between two teachers, as the mover's prompt and reply.
 
@@ -138,9 +158,9 @@ def _episode_positions(
             label = vocab.label(seat, action if namer is agent else namer.choose(state))
         if style == "full":
             action = vocab.action(seat, label)  # type: ignore[assignment]
-        reply = game_reply(label)
+        reply = game_reply(label, state_note(spec, state, seat) if restate else "")
         if max_seat_turns is None or turns[seat] < max_seat_turns:
-            yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal))
+            yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal), move=label)
         turns[seat] += 1
         prompters[seat].accept_reply(reply)
         history.append((seat, vocab.label(seat, action)))
@@ -159,6 +179,7 @@ def game_examples(
     balance: int = 1,
     max_seat_turns: int | None = None,
     reply_teacher: Player | None = None,
+    restate: bool = False,
 ) -> list[Example]:
     """`count` positions from games with seeds first_seed, first_seed + 1, ...
 
@@ -186,6 +207,7 @@ def game_examples(
                 last_listed_share,
                 max_seat_turns=max_seat_turns,
                 reply_teacher=reply_teacher,
+                restate=restate,
             )
         )
         if per_episode is not None and len(positions) > per_episode:
@@ -201,7 +223,7 @@ def game_examples(
 def _even_over_moves(pool: list[Example], count: int) -> list[Example]:
     by_move: dict[str, list[Example]] = {}
     for example in pool:
-        by_move.setdefault(example.reply, []).append(example)
+        by_move.setdefault(example.move, []).append(example)
     queues = [list(reversed(group)) for _, group in sorted(by_move.items())]
     out: list[Example] = []
     while len(out) < count:

@@ -19,7 +19,7 @@ from train_backend.format_data import Example
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-EVAL_MAX_NEW_TOKENS = 32
+EVAL_MAX_NEW_TOKENS = 96
 EVAL_BATCH = 32
 
 

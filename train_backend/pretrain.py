@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -80,6 +80,14 @@ class PretrainSettings(BaseModel):
     # `last_listed_share`, else the teacher's move (see train_backend.format_data for why).
     reply_teacher: str | None = None
     last_listed_share: float = Field(1.0, ge=0, le=1)
+    # Bots whose games make the positions (and, in poker and Hanabi, whose moves the replies
+    # name), per game; games not named use `random` plus a strong bot where one exists.
+    # `{kuhn_poker: [random]}` teaches the format with no strategy at all.
+    teachers: dict[str, list[str]] = Field(default_factory=dict)
+    # The reply: `choose` = "I choose X." then the answer tag; `restate` = in the hidden-information
+    # games, the seat's compact view of the state on one line, then the answer tag (see
+    # train_backend.format_data.game_reply); perfect-information games keep `choose`.
+    reply_style: Literal["choose", "restate"] = "choose"
     # Examples per game are split in proportion to these weights (1 for games not named): the
     # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the
     # information tokens; Kuhn's never changes (both its actions are always legal).
@@ -104,6 +112,22 @@ class PretrainSettings(BaseModel):
             "data_version": FORMAT_DATA_VERSION,
             **self.model_dump(exclude={"eval_positions", "eval_full_positions", "threads"}),
         }
+
+
+# The starting model of the self-play demo and ablation: the format only, no strategy. Poker and
+# Hanabi replies name uniformly random legal moves and restate the state first, so self-play has
+# a policy to improve and the move token sits right after what decides it. Tic-Tac-Toe keeps the
+# last-listed copying (a legal reply within budget; see docs/pretraining.md).
+SELFPLAY_START = PretrainSettings(
+    games=["kuhn_poker", "mini_hanabi", "tic_tac_toe"],
+    teachers={"kuhn_poker": ["random"], "mini_hanabi": ["random"]},
+    reply_style="restate",
+    examples=4000,
+    steps=240,
+    full_share=0.0,
+    eval_full_positions=0,
+)
+SELFPLAY_START_NAME = "selfplay"
 
 
 def load_recipe(path: Path, **overrides: Any) -> PretrainSettings:
@@ -198,7 +222,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     full_counts = _split(full_total, weights)
     examples: list[Example] = []
     for index, spec in enumerate(specs):
-        teachers = build_teachers(spec, teachers_for(spec))
+        teachers = build_teachers(spec, settings.teachers.get(spec.name) or teachers_for(spec))
         reply_teacher = reply_teacher_for(spec, settings.reply_teacher)
         if reply_teacher is not None:
             teachers.append(reply_teacher)
@@ -224,6 +248,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     reply_teacher=reply_teacher,
                     balance=settings.balance if spec.perfect_information else 1,
                     max_seat_turns=settings.full_seat_turns if style == "full" else None,
+                    restate=settings.reply_style == "restate" and not spec.perfect_information,
                 )
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
     random.Random(settings.seed).shuffle(examples)
@@ -540,12 +565,12 @@ def read_report(folder: Path) -> dict[str, Any]:
         raise MarsError(f"cannot read {path}: {exc}") from exc
 
 
-def default_pretrained_dir() -> Path:
-    """Beside the tiny model: `$MARS_CACHE_DIR/tiny-model-v1-format` (else ~/.cache/mars/...)."""
+def default_pretrained_dir(name: str = "") -> Path:
+    """Beside the tiny model: `$MARS_CACHE_DIR/tiny-model-v1-format[-NAME]` (else ~/.cache/mars)."""
     from harness.tiny_model import default_tiny_model_dir
 
     tiny = default_tiny_model_dir()
-    return tiny.with_name(f"{tiny.name}-format")
+    return tiny.with_name(f"{tiny.name}-format" + (f"-{name}" if name else ""))
 
 
 def _base_recipe(base_dir: Path) -> dict[str, Any] | None:
@@ -558,35 +583,41 @@ def _base_recipe(base_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def ensure_pretrained_tiny_model() -> Path:
-    """The format-pre-trained tiny model, built on first use and rebuilt when its recipe changes.
+def ensure_pretrained_tiny_model(
+    settings: PretrainSettings | None = None, *, name: str = ""
+) -> Path:
+    """A format-pre-trained tiny model, built on first use and rebuilt when its recipe changes.
 
-    It lives beside the tiny model (`default_pretrained_dir()`). Its recipe is the default
-    `PretrainSettings` plus the tiny model's own build recipe, so a change to either rebuilds it.
-    Built like `ensure_tiny_model`: into a temporary sibling renamed into place, so concurrent
-    callers see the whole folder or nothing, and whichever build lands first is kept.
+    The default recipe (`PretrainSettings()`) lives in `default_pretrained_dir()`; another recipe
+    needs a `name` and lives beside it (`...-format-NAME`). The recipe plus the tiny model's own
+    build recipe decide the result, so a change to either rebuilds it. Built like
+    `ensure_tiny_model`: into a temporary sibling renamed into place, so concurrent callers see
+    the whole folder or nothing, and whichever build lands first is kept.
     """
     from harness.tiny_model import ensure_tiny_model
 
+    if settings is not None and not name:
+        raise MarsError("a pre-training recipe other than the default needs a cache name")
+    settings = settings or PretrainSettings()
     base = ensure_tiny_model()
-    target = default_pretrained_dir()
-    if is_current_default_build(target, base):
+    target = default_pretrained_dir(name)
+    if is_current_build(target, base, settings):
         return target
     if target.exists() and any(target.iterdir()) and not (target / REPORT_FILE).is_file():
         raise MarsError(f"{target} exists but is not a pre-trained tiny model; remove it and retry")
     with contextlib.suppress(FileExistsError):
-        pretrain_tiny_model(base, target, overwrite=True)
+        pretrain_tiny_model(base, target, overwrite=True, settings=settings)
     return target
 
 
-def is_current_default_build(folder: Path, base: Path) -> bool:
-    """Whether `folder` holds the default recipe's pre-training of the current tiny model."""
+def is_current_build(folder: Path, base: Path, settings: PretrainSettings | None = None) -> bool:
+    """Whether `folder` holds this recipe's (default: the default's) pre-training of `base`."""
     try:
         report = json.loads((folder / REPORT_FILE).read_text())
     except (OSError, json.JSONDecodeError):
         return False
     return (
-        report.get("recipe") == PretrainSettings().recipe()
+        report.get("recipe") == (settings or PretrainSettings()).recipe()
         and report.get("base_recipe") is not None
         and report.get("base_recipe") == _base_recipe(base)
     )
