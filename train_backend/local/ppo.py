@@ -115,8 +115,13 @@ class PackedBatch:
 
 
 def pack(
-    prompts: Sequence[list[int]], completions: Sequence[list[int]], pad_id: int
+    prompts: Sequence[list[int]],
+    completions: Sequence[list[int]],
+    pad_id: int,
+    loss_masks: Sequence[Sequence[int] | None] | None = None,
 ) -> PackedBatch:
+    """`loss_masks` (per row, one value per completion token; None: all 1) keeps tokens of a
+    completion out of `mask`: a seat's conversation holds the context between its replies."""
     import torch
 
     lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
@@ -134,7 +139,8 @@ def pack(
             attention[row, width - len(sequence) :] = 1
         if completion:
             targets[row, keep - len(completion) :] = torch.tensor(completion)
-            mask[row, keep - len(completion) :] = 1.0
+            kept = loss_masks[row] if loss_masks is not None else None
+            mask[row, keep - len(completion) :] = 1.0 if kept is None else torch.tensor(kept)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
     return PackedBatch(input_ids, attention, positions, targets, mask, keep)
 

@@ -4,7 +4,8 @@ Each game runs through `games.engine.play_episode` with the policy in both seats
 `FunctionPlayer` whose replies come from one `MicroBatcher`: all pending turns of all games are
 decoded as one batch. Records are exactly what `mars selfplay` writes (plus `step`); the token ids
 of every model call are kept, keyed by (game, episode seed, seat) in call order, so the update
-never re-tokenises text.
+never re-tokenises text. With `conversation` each seat's context is kept as one token sequence
+(train_backend.local.conversation), and a step's samples are the seats' conversations.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from games.selfplay import selfplay_record, turn_table
 from games.spec import GameSpec, get_game
 from harness.reasoning import split_reasoning
 from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
+from train_backend.local.conversation import ChatContinuation, SeatConversation
 from train_backend.local.opponents import policy_seat
 
 if TYPE_CHECKING:
@@ -41,7 +43,10 @@ TokenKey = tuple[str, int, int]  # (game, episode seed, seat)
 
 @dataclass(frozen=True)
 class TurnSample:
-    """One model call as a training sequence: the prompt's and the reply's token ids."""
+    """A training sequence: one model call's prompt and reply token ids, or a seat's whole
+    conversation (its first prompt, then every reply with the context between them, which
+    `loss_mask` marks 0). `rows` are the step's turn rows it holds and `spans` their replies'
+    [start, end) in `completion_ids`; empty means one turn whose reply is all of it."""
 
     game: str
     episode: int
@@ -49,6 +54,9 @@ class TurnSample:
     turn: int
     prompt_ids: list[int]
     completion_ids: list[int]
+    loss_mask: tuple[int, ...] | None = None
+    rows: tuple[int, ...] = ()
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 class PolicyResponder:
@@ -62,6 +70,7 @@ class PolicyResponder:
         max_new_tokens: int,
         max_context_tokens: int,
         keep_tokens: bool,
+        conversation: bool = False,
     ) -> None:
         self.policy = policy
         self.batcher = batcher
@@ -69,6 +78,9 @@ class PolicyResponder:
         self.max_context_tokens = max_context_tokens
         self.keep_tokens = keep_tokens
         self.tokens: dict[TokenKey, list[tuple[list[int], list[int]]]] = {}
+        # `conversation`: each seat's context is its earlier tokens, replies verbatim (full prompts)
+        self.continuation = ChatContinuation(policy) if conversation else None
+        self.chats: dict[TokenKey, SeatConversation] = {}
         self.generated_tokens = 0
 
     def player(self, game: str, name: str = "policy") -> FunctionPlayer:
@@ -83,7 +95,15 @@ class PolicyResponder:
         from harness.endpoint import Completion, Usage
 
         started = time.perf_counter()
-        prompt_ids = self.policy.encode_chat(messages)
+        key = (game, seed, seat)
+        chat = self.chats.get(key)
+        if self.continuation is None:
+            prompt_ids = self.policy.encode_chat(messages)
+        elif chat is None:
+            chat = self.chats[key] = self.continuation.start(messages)
+            prompt_ids = list(chat.tokens)
+        else:
+            prompt_ids = self.continuation.next_prompt(chat, messages)
         # A seat's chat may not outgrow max_context_tokens (the config's max_game_tokens); a turn
         # with no room left gets an empty reply, which the game scores as invalid.
         room = min(self.max_new_tokens, self.max_context_tokens - len(prompt_ids))
@@ -91,7 +111,9 @@ class PolicyResponder:
         ids = generated.completion_ids
         self.generated_tokens += len(ids)
         if self.keep_tokens:
-            self.tokens.setdefault((game, seed, seat), []).append((prompt_ids, ids))
+            self.tokens.setdefault(key, []).append((prompt_ids, ids))
+        if chat is not None:
+            ChatContinuation.add_reply(chat, ids)
         text, reasoning = split_reasoning(self.policy.decode(ids))
         return Completion(
             text=text,
@@ -100,6 +122,33 @@ class PolicyResponder:
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(ids)),
             latency_s=time.perf_counter() - started,
         )
+
+    def samples(self, rows: Sequence[Mapping[str, Any]]) -> list[TurnSample]:
+        """The training samples of a step's turn rows (kept tokens): one per row, or, for a
+        conversation responder, one per seat and game holding that seat's rows."""
+        samples = []
+        if self.continuation is None:
+            for row in rows:
+                key = (row["game"], row["episode"], row["seat"])
+                prompt_ids, completion_ids = self.tokens[key][row["turn"]]
+                samples.append(TurnSample(*key, row["turn"], prompt_ids, completion_ids))
+            return samples
+        by_seat: dict[TokenKey, list[int]] = {}
+        for index, row in enumerate(rows):
+            by_seat.setdefault((row["game"], row["episode"], row["seat"]), []).append(index)
+        for key, indices in by_seat.items():
+            chat = self.chats[key]
+            sample = TurnSample(
+                *key,
+                turn=rows[indices[0]]["turn"],
+                prompt_ids=chat.prompt_ids,
+                completion_ids=chat.completion_ids,
+                loss_mask=tuple(chat.mask),
+                rows=tuple(indices),
+                spans=tuple(chat.spans[rows[i]["turn"]] for i in indices),
+            )
+            samples.append(sample)
+        return samples
 
 
 def make_responder(
@@ -111,6 +160,7 @@ def make_responder(
     max_context_tokens: int,
     keep_tokens: bool,
     max_batch: int = MAX_BATCH,
+    conversation: bool = False,
 ) -> PolicyResponder:
     batcher = MicroBatcher(
         lambda requests: generate_batch(policy, requests, sampling, generator),
@@ -122,6 +172,7 @@ def make_responder(
         max_new_tokens=max_new_tokens,
         max_context_tokens=max_context_tokens,
         keep_tokens=keep_tokens,
+        conversation=conversation,
     )
 
 
@@ -206,20 +257,10 @@ async def play_step(
     if opponents is not None:  # a checkpoint opponent's turns are model turns too: not trained
         policy_seats = {(r["game"], r["seed"]): r["policy_seat"] for r in records}
         rows = [row for row in rows if row["seat"] == policy_seats[(row["game"], row["episode"])]]
-    samples = []
-    for row in rows:
-        prompt_ids, completion_ids = responder.tokens[(row["game"], row["episode"], row["seat"])][
-            row["turn"]
-        ]
-        samples.append(
-            TurnSample(
-                row["game"], row["episode"], row["seat"], row["turn"], prompt_ids, completion_ids
-            )
-        )
     return StepRollout(
         records=records,
         rows=rows,
-        samples=samples,
+        samples=responder.samples(rows),
         generated_tokens=responder.generated_tokens,
         seconds=time.perf_counter() - started,
         generate_calls=responder.batcher.calls,

@@ -6,10 +6,12 @@ One step:
    temperature / top-p / top-k;
 2. advantages: `compute_advantages` over the step's table of turns with the chosen estimator; each
    turn's advantage applies to every token of its reply;
-3. update: each model call is one training sequence (its prompt + its reply; only reply tokens
-   carry loss). PPO-clip with dual clip and an optional k3 KL to the frozen initial model, token
-   mean per sequence then mean over sequences; `ppo_epochs` passes over the turns in minibatches
-   of `minibatch_turns` (one AdamW update each), gradients clipped to `grad_clip`;
+3. update: a training sequence is a seat's whole conversation (`sample_unit: conversation`,
+   with `full` prompts: loss on each of its replies, with its turn's advantage) or one model call
+   (its prompt + its reply; only reply tokens carry loss). PPO-clip with dual clip and an
+   optional k3 KL to the frozen initial model, token mean per sequence then mean over sequences;
+   `ppo_epochs` passes over the sequences in minibatches of `minibatch_turns` (one AdamW update
+   each), gradients clipped to `grad_clip`;
 4. every `eval_every` steps: greedy arena evaluation against each game's opponents;
 5. one line in metrics.jsonl, the step's records in records.jsonl, and every `save_every` steps
    (and at the end) a checkpoint.
@@ -251,6 +253,7 @@ class LocalTrainer:
             max_new_tokens=config.max_new_tokens,
             max_context_tokens=config.max_game_tokens,
             keep_tokens=True,
+            conversation=config.sample_unit == "conversation" and config.prompt_style == "full",
         )
         return asyncio.run(
             play_step(
@@ -317,17 +320,20 @@ class LocalTrainer:
         import torch
 
         config = self.config
-        # A turn with advantage 0 adds no policy gradient; without a KL term it adds nothing.
+        # Each reply token carries its turn's advantage (a sample holds one turn, or a seat's
+        # conversation). A sample whose advantages are all 0 adds no policy gradient; without
+        # a KL term it adds nothing.
+        token_advantages = [_token_advantages(s, i, advantages) for i, s in enumerate(samples)]
         chosen = [
             i
             for i, sample in enumerate(samples)
-            if sample.completion_ids and (config.kl_coef > 0 or advantages[i] != 0.0)
+            if sample.completion_ids and (config.kl_coef > 0 or bool(token_advantages[i].any()))
         ]
         stats = UpdateStats(sequences=len(chosen))
         if not chosen:
             return stats
         batch_samples = [samples[i] for i in chosen]
-        batch_advantages = torch.tensor(advantages[chosen], dtype=torch.float32)
+        batch_advantages = [token_advantages[i] for i in chosen]
         size = min(config.minibatch_turns, len(chosen))
         minibatches_per_epoch = math.ceil(len(chosen) / size)
         total_updates = config.ppo_epochs * minibatches_per_epoch
@@ -354,6 +360,7 @@ class LocalTrainer:
                         [batch_samples[i].prompt_ids for i in micro],
                         [batch_samples[i].completion_ids for i in micro],
                         self.policy.pad_id,
+                        [batch_samples[i].loss_mask for i in micro],
                     )
                     log_probs = token_log_probs(model, packed, temperature)
                     old_lp = (
@@ -365,7 +372,7 @@ class LocalTrainer:
                     terms = ppo_loss(
                         log_probs,
                         old_lp,
-                        batch_advantages[micro],
+                        _aligned(batch_advantages, micro, packed.keep),
                         packed.mask,
                         clip_ratio=config.clip_ratio,
                         dual_clip=config.dual_clip,
@@ -411,6 +418,19 @@ class LocalTrainer:
                     length = len(samples[index].completion_ids)
                     out[index] = values[row, packed.keep - length :].clone()
         return out
+
+
+def _token_advantages(sample: TurnSample, index: int, advantages: np.ndarray) -> torch.Tensor:
+    """Per completion token of `sample`, the advantage of the turn whose reply it is (0 between
+    replies); a sample without `rows` is turn row `index`, its whole completion the reply."""
+    import torch
+
+    values = torch.zeros(len(sample.completion_ids), dtype=torch.float32)
+    rows = sample.rows or (index,)
+    spans = sample.spans or ((0, len(sample.completion_ids)),)
+    for row, (start, end) in zip(rows, spans, strict=True):
+        values[start:end] = float(advantages[row])
+    return values
 
 
 def _micro_batches(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
