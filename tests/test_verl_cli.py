@@ -199,7 +199,7 @@ def test_a_real_launch_without_a_gpu_suggests_the_local_backend(tmp_path):
         env=env,
     )  # fmt: skip
     line = one_error_line(result)
-    assert "no GPU" in line and "--backend local" in line
+    assert "no GPU" in line and "--backend local" in line and "--device cpu" in line
     assert not any(tmp_path.iterdir())  # refused before a run directory was made
 
 

@@ -78,8 +78,8 @@ def require_gpus(config: TrainConfig, gpu_count: Callable[[], int] = local_gpu_c
     if found == 0:
         raise MarsError(
             "no GPU on this machine: the verl backend trains on CUDA GPUs (or a Ray cluster "
-            "given by verl.ray_address); on a CPU use `mars train --backend local`, or check "
-            "the setup with --dry-run"
+            "given by verl.ray_address); on a CPU use --device cpu (verl on this CPU) or "
+            "`mars train --backend local`, or check the setup with --dry-run"
         )
     if found < cluster.n_gpus_per_node:
         raise MarsError(
