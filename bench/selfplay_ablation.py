@@ -1,31 +1,31 @@
-"""Self-play ablation on Tic-Tac-Toe with the embedded CPU trainer: estimators side by side.
+"""The paper in miniature: estimators and training modes side by side on the CPU trainer.
 
-Same budget (steps x games per step), same seeds, same starting model for every estimator:
-`marshal` (turn-level return, per-seat normalisation), `no_turn_level`, `no_agent_norm` and
-`grpo`. The starting model is the format-pre-trained tiny model
-(`train_backend.pretrain.ensure_pretrained_tiny_model()`, built and cached on first use); the
-plain tiny model never writes a legal move, so self-play would have nothing to learn from.
+One generalist run per (arm, seed): Kuhn Poker, Mini Hanabi and Tic-Tac-Toe in one mix (a third of
+each step's games each), the same budget (steps x games per step, learning rate, temperature) and
+the same starting model for every arm:
 
-Each (estimator, seed) is one `mars train --backend local` run in its own process (`--parallel`
-at a time, one torch thread each). Its last checkpoint then plays `random` and `mcts:100` from
-both seats, in another process, twice: greedy (what the trainer's own evaluation does) and sampled
-at temperature 1.0 (seeded), since a small policy's greedy choice can be degenerate
-while its sampled play is what training improves. The tables pool the seeds (Wilson 95% intervals
-over all their games); the starting model is evaluated the same way for reference. The last line
-is the JSON result for the target: marshal at >= 90% non-loss against `random` from both seats
-(greedy, as the trainer evaluates; the sampled figure rides along) within 15 minutes of CPU
-training per run.
+- self-play with `marshal`, `marshal_reference`, `no_turn_level`, `no_agent_norm`, `grpo`;
+- `vs_random`: `marshal` trained against a fixed `random` opponent (the MARSHAL code's second
+  mode; the policy's seat alternates).
 
-Self-play temperature (`--temperature`, default 1.0): a near-deterministic policy playing itself
-replays the same game in every slot of a step; the returns then differ only by a turn's place in
-the game, never by the move chosen, so there is nothing to learn about play. A higher temperature
-(1.5) makes the games differ. `--model DIR` starts from another model, e.g. the Tic-Tac-Toe
-specialist of `bench/recipes/tactics-ttt.yaml` (`mars tiny-model pretrain --recipe ...`), which
-blocks one-move threats some of the time (docs/training.md has both measurements).
+The starting model is the format-only tiny model of `bench/recipes/selfplay-generalist.yaml`
+(legal replies; uniformly random poker and Hanabi moves with the state restated before the
+answer; Tic-Tac-Toe's last-listed copying), built and cached on first use. Each run is a
+`mars train --backend local` process (`--parallel` at a time, one torch thread each); its last
+checkpoint, and the starting model, are then measured in another process, every figure sampled at the training temperature (the policy that was trained):
 
-Run: .venv/bin/python bench/selfplay_ablation.py [--steps 40] [--games-per-step 32]
-     [--seeds 0,1,2] [--eval-episodes 50] [--parallel 2] [--out runs/bench-ablation]
-     [--model DIR] [--temperature 1.0] [--lr 1e-3]
+- Kuhn: exact exploitability of the model's policy (`K` replies per information state, bootstrap
+  95% interval; `train_backend.local.exploitability`);
+- Mini Hanabi: the mean self-play score over `--hanabi-episodes` games (bootstrap 95% interval);
+- Tic-Tac-Toe: non-loss against `random` and `mcts:100` from each seat (Wilson 95% intervals).
+
+Targets (the last line, JSON): `marshal` self-play at most halves Kuhn exploitability from the
+starting model in every seed (`value` = the worst seed's end / start ratio, target <= 0.5), and
+raises the Mini Hanabi self-play score with non-overlapping 95% intervals (seeds pooled); with at
+most 5 minutes of training per run.
+
+Run: .venv/bin/python bench/selfplay_ablation.py [--steps 40] [--games-per-step 48]
+     [--seeds 0,1,2] [--arms marshal,...] [--parallel 2] [--out runs/bench-ablation]
 """
 
 from __future__ import annotations
@@ -40,48 +40,55 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.stats import wilson_ci
+from harness.stats import bootstrap_mean_ci, wilson_ci
 
-ESTIMATORS = ("marshal", "no_turn_level", "no_agent_norm", "grpo")
-EVAL_MODES = ("greedy", "sampled")
-OPPONENTS = ("random", "mcts:100")
+GAMES = ("kuhn_poker", "mini_hanabi", "tic_tac_toe")
+ARMS: dict[str, dict[str, str]] = {
+    "marshal": {"estimator": "marshal"},
+    "marshal_reference": {"estimator": "marshal_reference"},
+    "no_turn_level": {"estimator": "no_turn_level"},
+    "no_agent_norm": {"estimator": "no_agent_norm"},
+    "grpo": {"estimator": "grpo"},
+    "vs_random": {"estimator": "marshal", "opponent": "random"},
+}
+TTT_OPPONENTS = ("random", "mcts:100")
 SEATS = ("first", "second")
-TARGET_NON_LOSS = 0.9
-TARGET_MINUTES = 15.0
+TARGET_RATIO = 0.5
+TARGET_MINUTES = 5.0
 REPO = Path(__file__).resolve().parents[1]
 
 
-def starting_model() -> tuple[str, str]:
-    """The format-pre-trained tiny model when the pre-training module exists, else the plain one."""
-    try:
-        from train_backend.pretrain import ensure_pretrained_tiny_model
-    except ImportError:
-        from harness.tiny_model import ensure_tiny_model
-
-        return str(ensure_tiny_model()), "plain tiny model (no train_backend.pretrain)"
-    return str(ensure_pretrained_tiny_model()), "format-pre-trained tiny model"
+RECIPE = REPO / "bench" / "recipes" / "selfplay-generalist.yaml"
 
 
-def train_run(
-    model: str, estimator: str, seed: int, args: argparse.Namespace, root: Path
-) -> dict[str, Any]:
-    run_dir = root / f"{estimator}-seed{seed}"
+def starting_model() -> str:
+    from train_backend.pretrain import ensure_pretrained_tiny_model, load_recipe
+
+    return str(ensure_pretrained_tiny_model(load_recipe(RECIPE), name=RECIPE.stem))
+
+
+def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: Path) -> dict:
+    run_dir = root / f"{arm}-seed{seed}"
     config = {
         "warmup_steps": args.warmup,
         "save_every": args.steps,
         "temperature": args.temperature,
+        "kl_coef": args.kl_coef,
+        "max_new_tokens": args.max_new_tokens,
+        "estimator": ARMS[arm]["estimator"],
+        "opponent": ARMS[arm].get("opponent"),
     }
-    config_file = root / f"{estimator}-seed{seed}.yaml"
+    config_file = root / f"{arm}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     command = [
         sys.executable, "-m", "harness", "train",
         "--model", model,
-        "--games", "tic_tac_toe",
-        "--estimator", estimator,
+        "--games", ",".join(GAMES),
         "--seed", str(seed),
         "--steps", str(args.steps),
         "--games-per-step", str(args.games_per_step),
@@ -96,198 +103,195 @@ def train_run(
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     wall = time.perf_counter() - started
     if result.returncode != 0:
-        raise RuntimeError(f"{estimator} seed {seed} failed:\n{result.stderr[-2000:]}")
+        raise RuntimeError(f"{arm} seed {seed} failed:\n{result.stderr[-2000:]}")
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_s = sum(m["seconds_per_step"] for m in metrics)
     checkpoint = run_dir / "checkpoints" / f"step_{args.steps}"
-    evals = evaluate_in_process(checkpoint, args.eval_episodes, run_dir)
-    print(f"  {estimator} seed {seed}: {wall / 60:.1f} min ({train_s / 60:.1f} min training)")
-    return {
-        "estimator": estimator,
-        "seed": seed,
-        "wall_s": wall,
-        "train_s": train_s,
-        "final": metrics[-1],
-        "first": metrics[0],
-        "records": evals,
-    }
+    figures = measure_in_child(checkpoint, args, run_dir)
+    print(f"  {arm} seed {seed}: {wall / 60:.1f} min ({train_s / 60:.1f} min training)")
+    return {"arm": arm, "seed": seed, "train_s": train_s, "metrics": metrics, **figures}
 
 
-def evaluate_in_process(model: Path | str, episodes: int, out: Path) -> dict[str, Path]:
-    """Run `evaluate_model` in a child process; returns {"greedy": path, "sampled": path}."""
+def measure_in_child(model: Path | str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """`measure` in a child process (one torch thread, its own memory); returns its figures."""
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--evaluate", str(model),
-        "--eval-episodes", str(episodes), "--out", str(out),
+        sys.executable, str(Path(__file__).resolve()), "--measure", str(model),
+        "--out", str(out), "--temperature", str(args.temperature),
+        "--max-new-tokens", str(args.max_new_tokens), "--kuhn-samples", str(args.kuhn_samples),
+        "--hanabi-episodes", str(args.hanabi_episodes), "--ttt-episodes", str(args.ttt_episodes),
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"evaluating {model} failed:\n{result.stderr[-2000:]}")
-    return {mode: out / f"eval-{mode}.jsonl" for mode in EVAL_MODES}
+        raise RuntimeError(f"measuring {model} failed:\n{result.stderr[-2000:]}")
+    return json.loads((out / "figures.json").read_text())
 
 
-def evaluate_model(model: str, episodes: int, out: Path) -> None:
-    """Both seats against each opponent, greedy and sampled, through the trainer's arena code."""
+def measure(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Kuhn exploitability, Mini Hanabi self-play score, Tic-Tac-Toe non-loss per seat."""
     import torch
 
     from games.engine import EpisodeOptions
     from games.spec import get_game
-    from train_backend.local.batcher import GREEDY, Sampling
+    from train_backend.local.batcher import Sampling
     from train_backend.local.evaluate import eval_pairs, evaluate
+    from train_backend.local.exploitability import policy_exploitability
     from train_backend.local.policy import load_policy
     from train_backend.local.rollout import make_responder
 
     torch.set_num_threads(1)
     policy = load_policy(model)
-    pairs = eval_pairs([get_game("tic_tac_toe")], {"tic_tac_toe": list(OPPONENTS)})
-    for mode, sampling in (("greedy", GREEDY), ("sampled", Sampling(temperature=1.0))):
+    sampling = Sampling(temperature=args.temperature)
+    kuhn = policy_exploitability(
+        policy, get_game("kuhn_poker"), samples=args.kuhn_samples, sampling=sampling,
+        prompt_style="compact", max_new_tokens=args.max_new_tokens,
+    )  # fmt: skip
+    options = EpisodeOptions(prompt_style="compact")
+
+    def play(game: str, opponents: list[str], episodes: int) -> list[dict[str, Any]]:
         responder = make_responder(
-            policy, sampling, generator=torch.Generator().manual_seed(0), max_new_tokens=48,
-            max_context_tokens=2048, keep_tokens=False,
+            policy, sampling, generator=torch.Generator().manual_seed(0),
+            max_new_tokens=args.max_new_tokens, max_context_tokens=2048, keep_tokens=False,
         )  # fmt: skip
+        pairs = eval_pairs([get_game(game)], {game: opponents})
         _, records = asyncio.run(
-            evaluate(
-                responder,
-                pairs,
-                episodes=episodes,
-                options=EpisodeOptions(prompt_style="compact"),
-                step=0,
-            )
+            evaluate(responder, pairs, episodes=episodes, options=options, step=0)
         )
-        path = out / f"eval-{mode}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return records
+
+    hanabi = [r["returns"][0] for r in play("mini_hanabi", ["self"], args.hanabi_episodes)]
+    ttt: dict[str, dict[str, list[int]]] = {}
+    for record in play("tic_tac_toe", list(TTT_OPPONENTS), args.ttt_episodes):
+        index = SEATS.index(record["seat"])
+        cell = ttt.setdefault(f"{record['opponent']}/{record['seat']}", {"n": 0, "non_loss": 0})
+        cell["n"] += 1
+        cell["non_loss"] += record["outcomes"][index] != "loss"
+    return {
+        "kuhn": {
+            "exploitability": kuhn["exploitability"],
+            "ci95": list(kuhn["ci95"]),
+            "invalid_rate": kuhn["invalid_rate"],
+        },
+        "hanabi": hanabi,
+        "ttt": ttt,
+    }
 
 
-def tally(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (opponent, seat): outcome counts and invalid replies pooled over the given eval files."""
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in paths:
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            seat = record["seat"]
-            index = SEATS.index(seat)
-            cell = cells.setdefault(
-                (record["opponent"], seat),
-                {"n": 0, "win": 0, "draw": 0, "loss": 0, "turns": 0, "invalid": 0},
-            )
-            cell["n"] += 1
-            cell[record["outcomes"][index]] += 1
-            cell["turns"] += record["model_turns"][index]
-            cell["invalid"] += record["invalid_turns"][index]
-    return cells
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    low, high = bootstrap_mean_ci(values)
+    return float(np.mean(values)) if values else 0.0, low, high
 
 
-def fmt(count: int, n: int) -> str:
-    low, high = wilson_ci(count, n)
-    return f"{count / n:.2f} [{low:.2f},{high:.2f}]"
+def print_tables(start: dict[str, Any], runs: list[dict[str, Any]], arms: list[str]) -> None:
+    print("\nKuhn exploitability (sampled policy; 95% bootstrap interval), per seed:")
+    print(f"  start {start['kuhn']['exploitability']:.3f} {_interval(start['kuhn']['ci95'])}")
+    for arm in arms:
+        cells = [
+            f"s{r['seed']} {r['kuhn']['exploitability']:.3f} {_interval(r['kuhn']['ci95'])}"
+            for r in runs
+            if r["arm"] == arm
+        ]
+        print(f"  {arm:<18}" + "   ".join(cells))
+    print("\nMini Hanabi self-play score (mean [95% bootstrap], seeds pooled):")
+    rows = {"start": start["hanabi"]}
+    rows.update({arm: [v for r in runs if r["arm"] == arm for v in r["hanabi"]] for arm in arms})
+    for name, values in rows.items():
+        mean, low, high = mean_ci(values)
+        print(f"  {name:<18}{mean:.3f} [{low:.3f}, {high:.3f}]  n={len(values)}")
+    print("\nTic-Tac-Toe non-loss (seeds pooled; Wilson 95%):")
+    keys = [f"{opponent}/{seat}" for opponent in TTT_OPPONENTS for seat in SEATS]
+    print(f"  {'model':<18}" + "".join(f"{key:<24}" for key in keys))
+    tables = {"start": [start]} | {arm: [r for r in runs if r["arm"] == arm] for arm in arms}
+    for name, members in tables.items():
+        cells = []
+        for key in keys:
+            n = sum(m["ttt"].get(key, {}).get("n", 0) for m in members)
+            wins = sum(m["ttt"].get(key, {}).get("non_loss", 0) for m in members)
+            low, high = wilson_ci(wins, n)
+            cells.append(f"{wins / n if n else 0:.2f} [{low:.2f},{high:.2f}]".ljust(24))
+        print(f"  {name:<18}" + "".join(cells))
 
 
-def print_table(rows: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> None:
-    header = f"{'model':<16}{'opponent':<10}{'seat':<8}{'n':>5}  " + "  ".join(
-        f"{name:<17}" for name in ("win", "draw", "loss", "non-loss")
-    )
-    print(header + "  invalid")
-    for name, cells in rows.items():
-        for opponent in OPPONENTS:
-            for seat in SEATS:
-                cell = cells.get((opponent, seat))
-                if not cell:
-                    continue
-                n = cell["n"]
-                invalid = cell["invalid"] / cell["turns"] if cell["turns"] else 0.0
-                print(
-                    f"{name:<16}{opponent:<10}{seat:<8}{n:>5}  "
-                    f"{fmt(cell['win'], n):<17}  {fmt(cell['draw'], n):<17}  "
-                    f"{fmt(cell['loss'], n):<17}  {fmt(n - cell['loss'], n):<17}  {invalid:.3f}"
-                )
+def _interval(ci: list[float]) -> str:
+    return f"[{ci[0]:.3f},{ci[1]:.3f}]"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--games-per-step", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--temperature", type=float, default=1.0, help="self-play sampling")
+    parser.add_argument("--games-per-step", type=int, default=48)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--kl-coef", type=float, default=0.0)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--estimators", default=",".join(ESTIMATORS))
-    parser.add_argument("--eval-episodes", type=int, default=50)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--kuhn-samples", type=int, default=64)
+    parser.add_argument("--hanabi-episodes", type=int, default=200)
+    parser.add_argument("--ttt-episodes", type=int, default=30)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-selfplay-ablation"))
-    parser.add_argument("--model", help="starting model folder (default: pre-trained tiny model)")
-    parser.add_argument("--evaluate", help=argparse.SUPPRESS)  # internal: evaluate one model
+    parser.add_argument("--model", help="starting model folder (default: the recipe's build)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: measure one model
     args = parser.parse_args()
-    if args.evaluate:
-        evaluate_model(args.evaluate, args.eval_episodes, args.out)
+    if args.measure:
+        figures = measure(args.measure, args)
+        (args.out / "figures.json").write_text(json.dumps(figures))
         return
     seeds = [int(s) for s in args.seeds.split(",")]
-    estimators = args.estimators.split(",")
+    arms = args.arms.split(",")
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown:
+        sys.exit(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
     root.mkdir()
 
     started = time.perf_counter()
-    model, model_note = (args.model, f"given: {args.model}") if args.model else starting_model()
-    print(f"starting model: {model} ({model_note})")
+    model = args.model or starting_model()
+    print(f"starting model: {model}")
     print(
-        f"budget per run: {args.steps} steps x {args.games_per_step} games, lr {args.lr}, "
-        f"warm-up {args.warmup}, temperature {args.temperature}; seeds {seeds}; "
-        f"{args.eval_episodes} eval games per seat and "
-        f"opponent, greedy and sampled; {args.parallel} runs at a time, 1 thread each"
+        f"budget per run: {args.steps} steps x {args.games_per_step} games of "
+        f"{','.join(GAMES)}, lr {args.lr}, warm-up {args.warmup}, KL {args.kl_coef}, "
+        f"temperature {args.temperature}; seeds {seeds}; {args.parallel} runs at a time"
     )
     start_dir = root / "start"
     start_dir.mkdir()
-    jobs = [(estimator, seed) for estimator in estimators for seed in seeds]
+    jobs = [(arm, seed) for arm in arms for seed in seeds]
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        start_eval = pool.submit(evaluate_in_process, model, args.eval_episodes, start_dir)
+        start_job = pool.submit(measure_in_child, model, args, start_dir)
         runs = list(pool.map(lambda job: train_run(model, job[0], job[1], args, root), jobs))
-        start_records = start_eval.result()
-
-    tables = {}
-    for mode in EVAL_MODES:
-        rows = {"start": tally([start_records[mode]])}
-        for estimator in estimators:
-            rows[estimator] = tally(
-                [r["records"][mode] for r in runs if r["estimator"] == estimator]
-            )
-        tables[mode] = rows
-        print(f"\n{mode} play, seeds pooled (rate [Wilson 95%]):")
-        print_table(rows)
-    print()
-    print(f"{'estimator':<16}{'train min/run':>14}{'invalid@1':>11}{'invalid@end':>12}")
-    for estimator in estimators:
-        mine = [r for r in runs if r["estimator"] == estimator]
-        minutes = sum(r["train_s"] for r in mine) / len(mine) / 60
-        first = sum(r["first"]["invalid_rate"] for r in mine) / len(mine)
-        last = sum(r["final"]["invalid_rate"] for r in mine) / len(mine)
-        print(f"{estimator:<16}{minutes:>14.1f}{first:>11.3f}{last:>12.3f}")
+        start = start_job.result()
+    print_tables(start, runs, arms)
     print(f"\nbench wall time {(time.perf_counter() - started) / 60:.1f} min; runs in {root}")
 
-    def worst_seat_non_loss(mode: str) -> float:
-        cells = tables[mode].get("marshal", {})
-        rates = [
-            (cells[key]["n"] - cells[key]["loss"]) / cells[key]["n"]
-            for key in (("random", seat) for seat in SEATS)
-            if key in cells
-        ]
-        return min(rates) if rates else 0.0
-
-    marshal_runs = [r for r in runs if r["estimator"] == "marshal"]
-    minutes = max((r["train_s"] for r in marshal_runs), default=0.0) / 60
-    value = worst_seat_non_loss("greedy")
+    marshal = [r for r in runs if r["arm"] == "marshal"]
+    start_exploit = start["kuhn"]["exploitability"]
+    ratios = [r["kuhn"]["exploitability"] / start_exploit for r in marshal]
+    worst = max(ratios, default=float("inf"))
+    _, _, start_high = mean_ci(start["hanabi"])
+    hanabi_mean, hanabi_low, _ = mean_ci([v for r in marshal for v in r["hanabi"]])
+    minutes = max((r["train_s"] for r in runs), default=0.0) / 60
+    kuhn_met = worst <= TARGET_RATIO
+    hanabi_met = hanabi_low > start_high
     result = {
-        "metric": "marshal_non_loss_vs_random_min_over_seats",
-        "value": round(value, 4),
-        "target": TARGET_NON_LOSS,
-        "met": value >= TARGET_NON_LOSS and minutes <= TARGET_MINUTES,
-        "sampled_value": round(worst_seat_non_loss("sampled"), 4),
-        "train_minutes_per_run": round(minutes, 1),
+        "metric": "marshal_kuhn_exploitability_end_over_start_worst_seed",
+        "value": round(worst, 4),
+        "target": TARGET_RATIO,
+        "met": kuhn_met and hanabi_met and minutes <= TARGET_MINUTES,
+        "kuhn_met": kuhn_met,
+        "hanabi_met": hanabi_met,
+        "kuhn_start": round(start_exploit, 4),
+        "kuhn_marshal_per_seed": [round(r["kuhn"]["exploitability"], 4) for r in marshal],
+        "hanabi_start_mean_ci": [round(v, 4) for v in mean_ci(start["hanabi"])],
+        "hanabi_marshal_mean_low": [round(hanabi_mean, 4), round(hanabi_low, 4)],
+        "train_minutes_per_run_max": round(minutes, 2),
         "minutes_budget": TARGET_MINUTES,
         "steps": args.steps,
         "games_per_step": args.games_per_step,
-        "seeds": seeds,
         "learning_rate": args.lr,
         "temperature": args.temperature,
-        "starting_model": model_note,
+        "seeds": seeds,
     }
     print(json.dumps(result))
 

@@ -114,16 +114,16 @@ class PretrainSettings(BaseModel):
         }
 
 
-# The starting model of the self-play demo and ablation: the format only, no strategy. Poker and
-# Hanabi replies name uniformly random legal moves and restate the state first, so self-play has
-# a policy to improve and the move token sits right after what decides it. Tic-Tac-Toe keeps the
-# last-listed copying (a legal reply within budget; see docs/pretraining.md).
+# The starting model of the self-play demo: the format only, no strategy. Its replies restate the
+# seat's view of the state, then name a uniformly random legal move, so self-play has a policy to
+# improve. Kuhn and Mini Hanabi only (Tic-Tac-Toe's last-listed copying needs most of a recipe's
+# steps); `bench/recipes/selfplay-generalist.yaml` adds it for the ablation.
 SELFPLAY_START = PretrainSettings(
-    games=["kuhn_poker", "mini_hanabi", "tic_tac_toe"],
+    games=["kuhn_poker", "mini_hanabi"],
     teachers={"kuhn_poker": ["random"], "mini_hanabi": ["random"]},
     reply_style="restate",
-    examples=4000,
-    steps=240,
+    examples=2500,
+    steps=160,
     full_share=0.0,
     eval_full_positions=0,
 )

@@ -78,15 +78,19 @@ async def _chat_through_endpoint(base_url: str, model: str, identity: str) -> No
     )
 
 
-ARENA_FLAGS = ("--game", "tic_tac_toe", "--player", "llm", "--opponent", "random",
-               "--prompt-style", "compact", "--max-tokens", "48", "--temperature", "0")  # fmt: skip
+# The paper in miniature: self-play on the two training games whose learning can be measured
+# exactly (Kuhn exploitability) or plainly (the Mini Hanabi score), from a format-only start.
+DEMO_GAMES = "kuhn_poker,mini_hanabi"
+DEMO_TRAIN = {"learning_rate": 5e-4, "warmup_steps": 10, "max_new_tokens": 96, "temperature": 1.0}
+KUHN_SAMPLES = 48  # replies per information state
+HANABI_EPISODES = 50  # self-play games from each seat
 
 
 @app.command("demo")
 def demo(
     out: Path = typer.Option(None, help="Where the demo's runs go (default: runs/demo-TIME)."),
-    train_steps: int = typer.Option(12, help="Self-play training steps (updates)."),
-    arena_episodes: int = typer.Option(20, help="Arena episodes per seat for each model."),
+    train_steps: int = typer.Option(30, help="Self-play training steps (updates)."),
+    games_per_step: int = typer.Option(48, help="Self-play games per step."),
 ) -> None:
     """The paper in miniature on CPU: serve, evaluate, pre-train, self-play train, re-evaluate."""
     from harness.servers import ModelServer
@@ -116,42 +120,43 @@ def demo(
                   "--quiet", *target)  # fmt: skip
             eval_runs.append(str(run_dir))
         _mars("report", *eval_runs, "--save", str(out))
-
-        _step("5. game arena: the tiny model against a random player")
-        _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes),
-              "--run-dir", str(out / "arena-base"), *target)  # fmt: skip
     console.print("server stopped")
 
-    _step("6. format pre-training: answer <answer>ACTION</answer> with a legal move")
-    pretrained = _format_pretrained_model()
-    _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes), "--model", str(pretrained),
-          "--run-dir", str(out / "arena-pretrained"))  # fmt: skip
+    _step("5. format pre-training: legal replies, no strategy")
+    start = _format_pretrained_model()
 
-    _step("7. self-play training on tic-tac-toe (turn-level, agent-normalised advantages)")
+    _step("6. self-play training on Kuhn Poker and Mini Hanabi (turn-level, agent-normalised)")
     train_dir = out / "train"
-    _mars("train", "--backend", "local", "--model", str(pretrained), "--games", "tic_tac_toe",
-          "--estimator", "marshal", "--steps", str(train_steps), "--games-per-step", "32",
-          "--save-every", str(train_steps), "--eval-every", "0",
-          "--run-dir", str(train_dir))  # fmt: skip
-    trained = _latest_checkpoint(train_dir)
+    config = out / "train.yaml"
+    config.write_text(json.dumps(DEMO_TRAIN))  # JSON is YAML
+    _mars("train", "--backend", "local", "--model", str(start), "--games", DEMO_GAMES,
+          "--estimator", "marshal", "--steps", str(train_steps),
+          "--games-per-step", str(games_per_step), "--save-every", str(train_steps),
+          "--eval-every", "0", "--config", str(config), "--run-dir", str(train_dir),
+          "--quiet")  # fmt: skip
 
-    _step("8. serve the new checkpoint and evaluate it again")
-    _mars("arena", *ARENA_FLAGS, "--episodes", str(arena_episodes), "--model", str(trained),
-          "--run-dir", str(out / "arena-trained"))  # fmt: skip
-    _mars("eval", "--suite", "gsm8k,aqua", "--limit", "3", "--model", str(trained),
-          "--max-tokens", "64", "--run-dir", str(out / "eval-trained"), "--quiet")  # fmt: skip
+    _step("7. every checkpoint back into evaluation, served (mars loop, the start as step 0)")
+    loop_dir = out / "loop"
+    evals = f"exploit:kuhn_poker:{KUHN_SAMPLES},arena:mini_hanabi:self:{HANABI_EPISODES}"
+    _mars("loop", "--watch", str(train_dir), "--baseline", str(start), "--once",
+          "--eval", evals, "--temperature", "1", "--run-dir", str(loop_dir))  # fmt: skip
 
-    _step("9. before / after")
-    _print_before_after(out)
+    _step("8. before / after, from the learning curve")
+    _print_before_after(loop_dir)
     console.print(f"all runs: {out}  (browse them with: mars dashboard --runs {out})")
 
 
 def _format_pretrained_model() -> Path:
-    """The format-pre-trained tiny model (cached after the first demo) and its legal-move rates."""
-    from train_backend.pretrain import ensure_pretrained_tiny_model, read_report
+    """The format-only starting model (cached after the first demo) and its legal-move rates."""
+    from train_backend.pretrain import (
+        SELFPLAY_START,
+        SELFPLAY_START_NAME,
+        ensure_pretrained_tiny_model,
+        read_report,
+    )
 
-    console.print("fine-tuning on transcripts of legal play (cached after the first run) ...")
-    folder = ensure_pretrained_tiny_model()
+    console.print("fine-tuning on transcripts of random legal play (cached after the first run)")
+    folder = ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
     evaluation = read_report(folder).get("evaluation", {})
     before, after = evaluation.get("legal_rate_before", {}), evaluation.get("legal_rate_after", {})
     table = Table(title=f"legal-move rate on held-out positions ({folder})")
@@ -163,29 +168,48 @@ def _format_pretrained_model() -> Path:
     return folder
 
 
-def _latest_checkpoint(train_dir: Path) -> Path:
-    from train_backend.local.checkpoint import latest_checkpoint
+def before_after_rows(curve: list[dict]) -> list[tuple[str, str, str, str]]:
+    """(measure, start, trained, verdict) from the loop's first (step 0) and last rows."""
+    first, last = curve[0], curve[-1]
+    rows = []
+    for key, entry in first["evals"].items():
+        after = last["evals"].get(key, {})
+        if entry.get("kind") == "exploit" and "exploitability" in after:
+            low, high = entry["ci95"]
+            low2, high2 = after["ci95"]
+            verdict = "better" if high2 < low else ("worse" if low2 > high else "overlapping")
+            rows.append((
+                "Kuhn exploitability (lower is better)",
+                f"{entry['exploitability']:.3f} [{low:.3f}, {high:.3f}]",
+                f"{after['exploitability']:.3f} [{low2:.3f}, {high2:.3f}]",
+                verdict,
+            ))  # fmt: skip
+        elif entry.get("kind") == "arena" and "seats" in after:
+            seat, seat2 = entry["seats"].get("first", {}), after["seats"].get("first", {})
+            if "normalized_return_ci" not in seat or "normalized_return_ci" not in seat2:
+                continue
+            low, high = seat["normalized_return_ci"]
+            low2, high2 = seat2["normalized_return_ci"]
+            verdict = "better" if low2 > high else ("worse" if high2 < low else "overlapping")
+            game = key.split("-")[1] if "-" in key else key
+            rows.append((
+                f"{game} score, % of max (higher is better)",
+                f"{seat['normalized_return']:.1f} [{low:.1f}, {high:.1f}]",
+                f"{seat2['normalized_return']:.1f} [{low2:.1f}, {high2:.1f}]",
+                verdict,
+            ))  # fmt: skip
+    return rows
 
-    found = latest_checkpoint(train_dir)
-    if found is None:
-        raise MarsError(f"training wrote no checkpoint under {train_dir}")
-    return found[1]
 
+def _print_before_after(loop_dir: Path) -> None:
+    from train_backend.loop import CURVE_JSONL
 
-def _print_before_after(out: Path) -> None:
-    table = Table(title="tic-tac-toe vs random, greedy (first seat / second seat)")
-    for column in ("model", "win", "draw", "loss", "invalid moves", "normalised return"):
+    curve = [json.loads(line) for line in (loop_dir / CURVE_JSONL).read_text().splitlines()]
+    if len(curve) < 2 or curve[0]["step"] != 0:
+        raise MarsError(f"the learning curve in {loop_dir} lacks the start or a trained step")
+    table = Table(title=f"step 0 (start) vs step {curve[-1]['step']} (trained), 95% intervals")
+    for column in ("measure", "start", "trained", "intervals"):
         table.add_column(column)
-    for label, run in (("tiny model", "arena-base"), ("format pre-trained", "arena-pretrained"),
-                       ("self-play trained", "arena-trained")):  # fmt: skip
-        seats = json.loads((out / run / "summary.json").read_text())["seats"]
-        first, second = seats["first"], seats["second"]
-
-        def pair(key: str, scale: float = 100.0) -> str:
-            return f"{scale * first[key]:.0f} / {scale * second[key]:.0f}"  # noqa: B023
-
-        table.add_row(
-            label, pair("win"), pair("draw"), pair("loss"), pair("invalid_rate"),
-            pair("normalized_return", 1.0),
-        )  # fmt: skip
+    for row in before_after_rows(curve):
+        table.add_row(*row)
     console.print(table)
