@@ -34,7 +34,7 @@ CONFIG = """\
 prompt_style: full
 invalid: retry:1
 games_per_step: 6
-max_new_tokens: 24
+max_new_tokens: 20
 learning_rate: 0.001
 warmup_steps: 0
 kl_coef: 0.2
@@ -156,7 +156,7 @@ def test_the_loop_evaluates_while_a_rerun_resumes_and_sigterm_leaves_no_process(
         loop = tmp_path / "loop"
         result = run_mars(
             "loop", "--watch", str(run), "--eval", "arena:kuhn_poker:random:2", "--once",
-            "--max-tokens", "24", "--run-dir", str(loop), timeout=300,
+            "--max-tokens", "20", "--run-dir", str(loop), timeout=300,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         curve = (loop / "learning_curve.jsonl").read_text().splitlines()

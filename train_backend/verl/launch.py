@@ -40,7 +40,7 @@ from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
 
-POLL_SECONDS = 10.0
+POLL_SECONDS = 2.0  # a look at one small file: publish each checkpoint soon after it lands
 STOP_GRACE_SECONDS = 30.0
 SESSION_GRACE_SECONDS = 5.0
 
