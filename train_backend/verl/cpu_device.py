@@ -14,8 +14,9 @@ process imports it before anything asks verl for its platform. What it adds:
   batching concurrent requests; the trainer's weights reach it after every step through verl's
   "naive" weight sync.
 
-verl has no public hook for three things; each hook below names the verl file it depends on,
-which is why the CPU device needs verl exactly 0.9.1 (`names.VERL_VERSION`, checked by a test).
+verl has no public hook for three things (and its engine table is read to register only once);
+each hook below names the verl file it depends on, which is why the CPU device needs verl
+exactly 0.9.1 (`names.VERL_VERSION`: it refuses to load on another release, and a test checks).
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ from verl.workers.rollout.replica import (  # noqa: E402
 def _register_engine() -> None:
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
+    # A second import must not register twice (verl asserts); the registry's table is private
+    # (verl/workers/engine/base.py, EngineRegistry._engines).
     backends = EngineRegistry._engines.get("language_model", {})
     if PLATFORM not in backends.get("fsdp2", {}):
         EngineRegistry.register(
