@@ -225,6 +225,11 @@ def _train_verl(
     from train_backend.local.trainer import check_games_and_estimator
 
     check_games_and_estimator(config)
+    if config.opponent:
+        raise MarsError(
+            "--opponent is not supported by the verl backend yet (its agent loop plays self-play); "
+            "use --backend local"
+        )
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:
