@@ -226,6 +226,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--marshal-seeds", help="seeds of the marshal arm (default: --seeds)")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--kuhn-samples", type=int, default=64)
     parser.add_argument("--hanabi-episodes", type=int, default=200)
@@ -258,7 +259,8 @@ def main() -> None:
     )
     start_dir = root / "start"
     start_dir.mkdir()
-    jobs = [(arm, seed) for arm in arms for seed in seeds]
+    marshal_seeds = [int(s) for s in (args.marshal_seeds or args.seeds).split(",")]
+    jobs = [(arm, seed) for arm in arms for seed in (marshal_seeds if arm == "marshal" else seeds)]
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         start_job = pool.submit(measure_in_child, model, args, start_dir)
         runs = list(pool.map(lambda job: train_run(model, job[0], job[1], args, root), jobs))
@@ -293,6 +295,7 @@ def main() -> None:
         "learning_rate": args.lr,
         "temperature": args.temperature,
         "seeds": seeds,
+        "marshal_seeds": marshal_seeds,
     }
     print(json.dumps(result))
 
