@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import types
 from collections.abc import Iterable, Iterator
@@ -35,8 +34,6 @@ import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
 from train_backend.verl import names
-
-logger = logging.getLogger(__name__)
 
 PLATFORM = "cpu"
 GLOO = "cpu:gloo"
