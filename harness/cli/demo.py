@@ -82,7 +82,7 @@ async def _chat_through_endpoint(base_url: str, model: str, identity: str) -> No
 # exactly (Kuhn exploitability) or plainly (the Mini Hanabi score), from a format-only start.
 DEMO_GAMES = "kuhn_poker,mini_hanabi"
 DEMO_TRAIN = {"learning_rate": 5e-4, "warmup_steps": 10, "max_new_tokens": 96, "temperature": 1.0}
-KUHN_SAMPLES = 48  # replies per information state
+KUHN_SAMPLES = 160  # replies per information state: the interval of a near-uniform start is +-0.04
 HANABI_EPISODES = 50  # self-play games from each seat
 
 
