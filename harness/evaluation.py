@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.benchmarks import Sample, Suite
 from harness.errors import EndpointError
+from harness.graders import Grader, grade_by_rules
 from harness.runstore import RunDir
 from harness.stats import pass_at_k, wilson_ci
 
@@ -57,7 +58,11 @@ def record_key(record: dict[str, Any]) -> Hashable:
 
 
 def build_record(
-    item: WorkItem, solved: SolvedSample | None, error: str | None, latency: float
+    item: WorkItem,
+    solved: SolvedSample | None,
+    error: str | None,
+    latency: float,
+    grade: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     sample = item.sample
     record: dict[str, Any] = {
@@ -76,11 +81,8 @@ def build_record(
         "latency_s": round(latency, 4),
     }
     if solved is not None:
-        verdict = item.suite.grade(solved.final_answer, sample.gold, sample.choices)
         record.update(
-            extracted=verdict.extracted,
-            correct=verdict.correct,
-            extraction_failed=verdict.extraction_failed,
+            **(grade or {}),
             final_answer=solved.final_answer,
             transcript=solved.transcript,
             metrics=solved.metrics,
@@ -140,6 +142,7 @@ async def run_items(
     workers: int,
     console: Console | None = None,
     show_progress: bool = True,
+    grader: Grader = grade_by_rules,
 ) -> int:
     """Solve, grade and record every item; returns the number of records written."""
     queue: asyncio.Queue[WorkItem] = asyncio.Queue()
@@ -167,7 +170,13 @@ async def run_items(
                 error = f"EndpointError: {exc}"
             except Exception as exc:  # one broken sample must not sink the run; it is recorded
                 error = f"{type(exc).__name__}: {exc}"
-            record = build_record(item, solved, error, time.perf_counter() - started)
+            grade: dict[str, Any] | None = None
+            if solved is not None:
+                try:  # off the event loop, with a time limit (harness.graders)
+                    grade = await grader(item, solved)
+                except Exception as exc:  # a grading failure is this sample's error
+                    error = f"{type(exc).__name__}: {exc}"
+            record = build_record(item, solved, error, time.perf_counter() - started, grade)
             run.append(record)
             written += 1
             progress.update(record)

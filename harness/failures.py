@@ -29,13 +29,13 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import EndpointError
+from harness.errors import EndpointError, MarsError
 from harness.mast import (
     CATEGORIES,
     CATEGORIES_BY_KEY,
@@ -44,6 +44,7 @@ from harness.mast import (
     normalize_mode_id,
     taxonomy_text,
 )
+from harness.runstore import canonical, refuse_changed_identity
 from harness.stats import paired_bootstrap_diff, wilson_ci
 
 if TYPE_CHECKING:  # the dashboard reads verdicts without loading the endpoint layer (openai)
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # the dashboard reads verdicts without loading the endpoint l
 SCHEMA_VERSION = 1
 FAILURES_FILE = "failures.jsonl"
 FAILURES_SUMMARY_FILE = "failures_summary.json"
+FAILURES_RUN_FILE = "failures_run.json"  # the analysis's identity, written before judging
 _RAW_REPLY_CHARS = 4000
 _EVIDENCE_CHARS = 300
 
@@ -377,6 +379,47 @@ class FailuresFile:
                 os.fsync(handle.fileno())
             os.replace(tmp, self.path)
         return kept
+
+
+def failures_identity(judge_model: str | None, settings: JudgeSettings) -> dict[str, Any]:
+    """What a verdict means: the judge (a model name, or a served checkpoint's fingerprint),
+    its generation settings and the truncation limits. The selection (`--all`, `--limit`) is
+    not part of it: a rerun may judge more transcripts with the same judge."""
+    return canonical(
+        {
+            "kind": "failures",
+            "judge_model": judge_model,
+            "generation": settings.gen.model_dump(),
+            "limits": asdict(settings.limits),
+        }
+    )
+
+
+def check_failures_identity(run_path: Path, identity: dict[str, Any]) -> None:
+    """Refuse to resume an analysis judged with other settings (before any file changes).
+
+    An analysis from before identities were stored adopts this one (a note is printed)."""
+    path = Path(run_path) / FAILURES_RUN_FILE
+    if path.is_file():
+        try:
+            stored = json.loads(path.read_text()).get("identity")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise MarsError(f"cannot read {path}: {exc}") from exc
+    elif (Path(run_path) / FAILURES_FILE).is_file():
+        stored = None  # verdicts without a stored identity: an older analysis
+    else:
+        return
+    note = refuse_changed_identity(Path(run_path) / FAILURES_FILE, stored, identity)
+    if note:
+        print(note)
+
+
+def write_failures_identity(run_path: Path, identity: dict[str, Any]) -> None:
+    path = Path(run_path) / FAILURES_RUN_FILE
+    tmp = path.with_suffix(".json.tmp")
+    payload = {"schema_version": SCHEMA_VERSION, "identity": identity}
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def _has_key(value: dict[str, Any]) -> bool:

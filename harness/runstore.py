@@ -7,7 +7,10 @@
 
 A rerun with the same `--run-dir` resumes: `prepare_resume` rewrites records.jsonl keeping one
 good record per key (dropping errored, duplicate and half-written lines), and the command redoes
-what is missing. The format is documented in docs/run-format.md.
+what is missing. Before that, `check_identity` compares the run's identity (the settings that
+decide what a record means: kind, suites or game, MAS and options, model, generation, grader,
+prompt style) with the one stored at the first attempt, and refuses a rerun that changed any of
+them, before anything on disk changes. The format is documented in docs/run-format.md.
 """
 
 from __future__ import annotations
@@ -84,6 +87,94 @@ class RunInfo(BaseModel):
     started_at: str = Field(default_factory=_now)
     ended_at: str | None = None
     attempts: int = 1
+    # The settings a resume must not change (`check_identity`); None in runs of older versions.
+    identity: dict[str, Any] | None = None
+
+
+def canonical(value: Any) -> Any:
+    """A value as it reads back from JSON (tuples become lists, keys become strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+_MISSING = object()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys; an empty dict adds no key (the same as an absent one)."""
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "(unset)"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def identity_changes(
+    stored: dict[str, Any], current: dict[str, Any], *, complete: bool = True
+) -> list[str]:
+    """Each setting that differs, as `key old -> new` (nested keys joined by dots, sorted).
+
+    With `complete=False` the current identity is partial: keys it lacks are not compared.
+    """
+    old, new = _flatten(canonical(stored)), _flatten(canonical(current))
+    keys = sorted(set(old) | set(new)) if complete else sorted(new)
+    return [
+        f"{key} {_show(old.get(key, _MISSING))} -> {_show(new.get(key, _MISSING))}"
+        for key in keys
+        if old.get(key, _MISSING) != new.get(key, _MISSING)
+    ]
+
+
+def refuse_changed_identity(
+    where: Path, stored: dict[str, Any] | None, current: dict[str, Any], *, complete: bool = True
+) -> str | None:
+    """Raise a one-line MarsError naming every changed setting; return a note (or None).
+
+    `stored` None means the run was written before identities were stored: it adopts the
+    current identity, and the note says so.
+    """
+    if stored is None:
+        return (
+            f"note: {where} has no stored settings (an older run); "
+            "resuming it with this command's settings"
+        )
+    changes = identity_changes(stored, current, complete=complete)
+    if changes:
+        raise MarsError(
+            f"{where} was run with other settings ({'; '.join(changes)}); rerun with the same "
+            "settings to resume it, or give a new --run-dir"
+        )
+    return None
+
+
+def identity_of(
+    kind: str, config: dict[str, Any], *, resumable: tuple[str, ...], **extra: Any
+) -> dict[str, Any]:
+    """A run's identity: its kind, its config without the `resumable` settings (how much or how
+    fast: episodes, limits, concurrency), and `extra` entries (the model, ...)."""
+    identity = {key: value for key, value in config.items() if key not in resumable}
+    return {"kind": kind, **identity, **extra}
+
+
+def model_identity(model: str | None, base_url: str | None) -> str | None:
+    """The model part of a run's identity, known before any server starts.
+
+    With --base-url: the model name sent (None when the name is not known yet). Otherwise the
+    fingerprint of the checkpoint that will be served (the embedded tiny model by default), so a
+    retrained folder at the same path is another model.
+    """
+    if base_url:
+        return model
+    from harness.model_access import default_model
+    from harness.servers import model_fingerprint
+
+    return model_fingerprint(model or default_model())
 
 
 def _slugify(text: str) -> str:
@@ -160,6 +251,18 @@ class RunDir:
     def info(self) -> RunInfo:
         return self.read_info(self.path)
 
+    def check_identity(self, identity: dict[str, Any], *, complete: bool = True) -> None:
+        """Refuse to resume this directory with other settings (one line naming each change).
+
+        Called before anything in the directory is rewritten; a directory without run.json is
+        new. A run from before identities were stored adopts `identity` (a note is printed).
+        """
+        if not self.info_path.exists():
+            return
+        note = refuse_changed_identity(self.path, self.info().identity, identity, complete=complete)
+        if note and complete:
+            print(note)
+
     def start(
         self,
         *,
@@ -168,12 +271,14 @@ class RunDir:
         model: str | None = None,
         endpoint: dict[str, Any] | None = None,
         seeds: dict[str, Any] | None = None,
+        identity: dict[str, Any] | None = None,
     ) -> None:
         attempts = 1
         started_at = _now()
         if self.info_path.exists():
             previous = self.info()
             attempts, started_at = previous.attempts + 1, previous.started_at
+            identity = identity if identity is not None else previous.identity
         info = RunInfo(
             kind=self.kind,
             command=command,
@@ -185,6 +290,7 @@ class RunDir:
             seeds=seeds or {},
             started_at=started_at,
             attempts=attempts,
+            identity=canonical(identity) if identity is not None else None,
         )
         self._write_json_atomic(self.info_path, info.model_dump())
 

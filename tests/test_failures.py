@@ -361,7 +361,7 @@ def test_a_different_judge_needs_fresh(tmp_path: Path, cli: Any) -> None:
     with ScriptedServer(_judge_script, model="judge") as server:
         base = [str(run), "--base-url", server.base_url, "--quiet"]
         assert cli(*base, "--judge-model", "judge", "--limit", "1").exit_code == 0
-        with pytest.raises(MarsError, match="was judged by judge"):
+        with pytest.raises(MarsError, match="judge_model judge -> other-judge"):
             cli(*base, "--judge-model", "other-judge")
         assert cli(*base, "--judge-model", "other-judge", "--fresh").exit_code == 0
         assert {v["judge_model"] for v in _lines(run / FAILURES_FILE)} == {"other-judge"}

@@ -131,7 +131,7 @@ def arena_command(
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player, needs_model
     from games.spec import get_game
-    from harness.runstore import RunDir
+    from harness.runstore import RunDir, identity_of, model_identity
 
     spec = get_game(game)
     episode_options = EpisodeOptions(prompt_style=prompt_style, invalid=invalid)  # type: ignore[arg-type]
@@ -153,11 +153,6 @@ def arena_command(
     run = RunDir.resolve(
         out=out, run_dir=run_dir, kind="arena", slug=f"{spec.name}-{player}-vs-{opponent}"
     )
-    done = run.prepare_resume(record_key)
-    total = len(config.seat_indices()) * episodes
-    todo = total - sum(1 for key in done if key[0] == spec.name)
-    if done:
-        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
     gen = _generation(temperature, top_p, max_tokens, seed)
     run_config = {
         "game": spec.describe(),
@@ -171,6 +166,18 @@ def arena_command(
         "concurrency": concurrency,
         "generation": gen.model_dump() if wants_model else None,
     }
+    identity = identity_of(
+        "arena",
+        run_config,
+        resumable=("episodes_per_seat", "seats", "first_seed", "concurrency"),
+        model=model_identity(model, base_url) if wants_model else None,
+    )
+    run.check_identity(identity)  # before anything in the run directory changes
+    done = run.prepare_resume(record_key)
+    total = len(config.seat_indices()) * episodes
+    todo = total - sum(1 for key in done if key[0] == spec.name)
+    if done:
+        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
     endpoint_settings = {
         "backend": backend,
         "concurrency": concurrency,
@@ -191,6 +198,7 @@ def arena_command(
             model=endpoint_config.model if endpoint_config else None,
             endpoint=endpoint_config.public() if endpoint_config else None,
             seeds={"first_episode_seed": seed},
+            identity=identity,
         )
 
         async def play() -> None:

@@ -84,8 +84,8 @@ def eval_command(
     """Run reasoning suites through a MAS and grade every answer."""
     from harness.benchmarks import get_suite
     from harness.endpoint import GenerationConfig
-    from harness.evaluation import WorkItem, record_key
-    from harness.runstore import RunDir
+    from harness.evaluation import WorkItem, eval_identity, record_key
+    from harness.runstore import RunDir, model_identity
     from mas.base import get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
@@ -106,15 +106,6 @@ def eval_command(
             print(f"{s.name}: skipped {result.skipped} malformed rows in {result.source}")
         loaded.append(result)
 
-    run = RunDir.resolve(out=out, run_dir=run_dir, kind="eval", slug=f"{mas_name}-{suite}")
-    done = run.prepare_resume(record_key)
-    items = [
-        WorkItem(suite=s, sample=sample, epoch=epoch)
-        for s, result in zip(suites, loaded, strict=True)
-        for epoch in range(epochs)
-        for sample in result.samples
-        if (s.name, sample.id, epoch) not in done
-    ]
     gen = GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     config: dict[str, Any] = {
         "suites": suite_names,
@@ -127,8 +118,10 @@ def eval_command(
         "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()},
         "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
     }
-    if done:
-        print(f"resuming {run.path}: {len(done)} records kept, {len(items)} to run")
+    identity = eval_identity(config, model_identity(model, base_url))
+    run = RunDir.resolve(out=out, run_dir=run_dir, kind="eval", slug=f"{mas_name}-{suite}")
+    # Refused here, before a server starts or a file changes, when the settings differ.
+    run.check_identity(identity, complete="model" in identity)
 
     from harness.model_access import model_endpoint
 
@@ -144,12 +137,26 @@ def eval_command(
         log_dir=run.path,
         gen=gen,
     ) as endpoint_config:
+        if "model" not in identity:  # the server named the model: check it too
+            identity["model"] = endpoint_config.model
+            run.check_identity(identity)
+        done = run.prepare_resume(record_key)
+        items = [
+            WorkItem(suite=s, sample=sample, epoch=epoch)
+            for s, result in zip(suites, loaded, strict=True)
+            for epoch in range(epochs)
+            for sample in result.samples
+            if (s.name, sample.id, epoch) not in done
+        ]
+        if done:
+            print(f"resuming {run.path}: {len(done)} records kept, {len(items)} to run")
         run.start(
             command=["mars", *sys.argv[1:]],
             config=config,
             model=endpoint_config.model,
             endpoint=endpoint_config.public(),
             seeds={"seed": seed},
+            identity=identity,
         )
         started, cpu_started = time.perf_counter(), time.process_time()
         try:

@@ -94,20 +94,26 @@ def _open_eval_run(path: Path) -> Any:
 
 def _analyse(run_path: Path, **kw: Any) -> None:
     import asyncio
+    import dataclasses
 
     from harness.endpoint import GenerationConfig
     from harness.failures import (
         FAILURES_FILE,
+        FAILURES_RUN_FILE,
         FAILURES_SUMMARY_FILE,
         FailuresFile,
         JudgeSettings,
         TruncationLimits,
+        check_failures_identity,
+        failures_identity,
         is_judged,
         record_key,
         select_records,
         summarize_failures,
+        write_failures_identity,
     )
     from harness.model_access import model_endpoint
+    from harness.runstore import model_identity
 
     run = _open_eval_run(run_path)
     records = run.records()
@@ -115,8 +121,17 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     if kw["limit"]:
         selected = selected[: kw["limit"]]
     out = FailuresFile(run.path / FAILURES_FILE)
-    if kw["fresh"] and out.path.exists():
-        out.path.unlink()
+    settings = JudgeSettings(
+        model="",  # the name the endpoint sends, set once it is known
+        limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
+        gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
+    )
+    identity = failures_identity(model_identity(kw["judge_model"], kw["base_url"]), settings)
+    if kw["fresh"]:
+        for stale in (out.path, run.path / FAILURES_RUN_FILE):
+            stale.unlink(missing_ok=True)
+    else:
+        check_failures_identity(run.path, identity)  # before any file changes
     done = out.prepare_resume(lambda v: is_judged(v, retry_unparsed=kw["retry_unparsed"]))
     todo = [r for r in selected if record_key(r) not in done]
     print(
@@ -143,11 +158,8 @@ def _analyse(run_path: Path, **kw: Any) -> None:
                     f"{out.path} was judged by {', '.join(sorted(earlier))}; rerun with the same "
                     "--judge-model, or with --fresh to start over"
                 )
-            settings = JudgeSettings(
-                model=endpoint_config.model,
-                limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
-                gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
-            )
+            settings = dataclasses.replace(settings, model=endpoint_config.model)
+            write_failures_identity(run.path, identity)
             judge_info = {"model": endpoint_config.model, "base_url": endpoint_config.base_url}
             asyncio.run(_judge(todo, endpoint_config, settings, out, kw["quiet"]))
     verdicts = out.records()
