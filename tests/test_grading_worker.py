@@ -1,0 +1,88 @@
+"""Grading off the event loop: a grade that hangs or raises is that sample's error, recorded,
+while the other samples' requests keep flowing (real scripted server on 127.0.0.1, real worker
+processes, real math-verify)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.benchmarks import Sample, get_suite
+from harness.benchmarks.grading_worker import GradingError, GradingPool
+from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from harness.evaluation import SolvedSample, WorkItem, run_items
+from harness.runstore import RunDir
+from harness.testing.scripted_server import Reply, ScriptedServer
+
+# sympy computes this tower in C while holding the GIL: on a thread it freezes the event loop.
+TOWER = r"\boxed{9^{9^{9^{9}}}}"
+
+
+async def test_a_hanging_grade_times_out_in_its_worker_and_the_loop_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    suite = get_suite("math500")
+    samples = [Sample(id="tower", question="q", gold="1")]
+    samples += [Sample(id=f"s{i}", question=f"q{i}", gold=str(i)) for i in range(24)]
+    samples.append(Sample(id="no-gold", question="q", gold="   "))  # the grader raises MarsError
+
+    def script(request: dict) -> Reply:
+        question = request["messages"][-1]["content"].split("\n", 1)[0]
+        if question == "q":
+            return Reply(text=TOWER)
+        return Reply(text=f"\\boxed{{{question[1:]}}}", delay_s=0.1)
+
+    pool = GradingPool(workers=2, timeout_s=1.5)
+
+    async def grade(item: WorkItem, solved: SolvedSample) -> dict:
+        verdict = await pool.grade(
+            item.suite.name, solved.final_answer, item.sample.gold, item.sample.choices
+        )
+        return verdict.model_dump(exclude={"gold"})
+
+    with ScriptedServer(script) as server:
+        endpoint = Endpoint(EndpointConfig(base_url=server.base_url, model="scripted"))
+
+        async def solve(item: WorkItem) -> SolvedSample:
+            reply = await endpoint.complete(
+                [{"role": "user", "content": item.prompt}], gen=GenerationConfig(max_tokens=8)
+            )
+            return SolvedSample(final_answer=reply.text)
+
+        items = [WorkItem(suite=suite, sample=s, epoch=0) for s in samples]
+        run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="eval", slug="t")
+        started = time.monotonic()
+        written = await run_items(items, solve, run, workers=2, show_progress=False, grader=grade)
+        wall = time.monotonic() - started
+        await endpoint.aclose()
+        seen = [request.at - started for request in server.seen]
+    pool.close()
+
+    records = {r["sample_id"]: r for r in run.records()}
+    assert written == len(samples) == len(records)
+    assert records["tower"]["error"] == "GradingError: grading timed out after 1.5s"
+    assert records["tower"]["final_answer"] == TOWER  # the reply is kept for inspection
+    assert records["no-gold"]["error"].startswith("GradingError: MarsError: math500: the gold")
+    assert all(records[f"s{i}"]["correct"] and not records[f"s{i}"]["error"] for i in range(24))
+    assert pool.killed == 1
+    # One runner worker sat on the hanging grade for 1.5 s; the other kept sending requests
+    # (0.1 s each) all that time, so the run took about max(1.5, 24 x 0.1 / 1) s, not their sum.
+    during_hang = [t for t in seen if 0.3 < t < 1.4]
+    assert len(during_hang) >= 6, seen
+    assert wall < 4.0
+
+
+async def test_pool_results_and_failures() -> None:
+    pool = GradingPool(workers=1, timeout_s=20)
+    try:
+        verdict = await pool.grade("math500", r"\boxed{\frac{1}{2}}", "0.5")
+        assert verdict.correct and verdict.extracted == r"\frac{1}{2}"
+        choice = await pool.grade("aqua", r"\boxed{7(√3 – 1)}", "C", ["1", "2", "7(√3 – 1)"])
+        assert choice.correct
+        with pytest.raises(GradingError, match="unknown suite"):
+            await pool.grade("nope", "x", "1")
+        assert not (await pool.grade("gsm8k", r"\boxed{17}", "18")).correct  # worker still fine
+    finally:
+        pool.close()
