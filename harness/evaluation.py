@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.benchmarks import Sample, Suite
 from harness.errors import EndpointError
 from harness.graders import Grader, grade_by_rules
-from harness.runstore import RunDir
+from harness.runstore import RunDir, identity_of
 from harness.stats import pass_at_k, wilson_ci
 
 
@@ -51,6 +51,27 @@ class SolvedSample:
 
 
 Solver = Callable[[WorkItem], Awaitable[SolvedSample]]
+
+
+# Settings of `mars eval`'s config that say how much or how fast, not what a record means: a
+# resume may change them. Everything else in the config is part of the run's identity.
+RESUMABLE_SETTINGS = ("limit", "epochs", "concurrency", "data", "roles")
+
+
+def eval_identity(config: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """What an eval run's records mean (`RunDir.check_identity`): the config without its
+    resumable settings, the suites as a set with their versions, the model of each role (not
+    its URL), and the model (left out while not known yet)."""
+    extra: dict[str, Any] = {
+        "suites": sorted(config["suites"]),
+        "suite_versions": {
+            name: data.get("version") for name, data in sorted(config.get("data", {}).items())
+        },
+        "roles": {role: t.get("model") for role, t in config.get("roles", {}).items()},
+    }
+    if model is not None:
+        extra["model"] = model
+    return identity_of("eval", config, resumable=RESUMABLE_SETTINGS, **extra)
 
 
 def record_key(record: dict[str, Any]) -> Hashable:
