@@ -72,6 +72,19 @@ CASES: list[tuple[str, str, str, str | None, bool]] = [
     ("mmlu_stem", "A", r"First \boxed{B}, on reflection \boxed{A}", "A", True),
     ("mmlu_stem", "A", r"\boxed{B}", "B", False),
     ("mmlu_stem", "A", "I am not sure.", None, False),
+    # A hedge between two options is no answer, not the first option named
+    ("aqua", "C", "The answer is C or D.", None, False),
+    ("aqua", "C", "The answer is (C) or (D)", None, False),
+    ("aqua", "C", "Answer: C/D", None, False),
+    ("aqua", "B", "The answer is either B or C.", None, False),
+    ("aqua", "C", r"\boxed{C or D}", None, False),
+    ("aqua", "C", r"\boxed{C \text{ or } D}", None, False),
+    ("aqua", "C", r"\boxed{C, D}", None, False),
+    ("aqua", "D", r"\boxed{C} or \boxed{D}", None, False),
+    ("aqua", "C", r"So the answer is C. \boxed{either C or D}", None, False),
+    ("gpqa_diamond", "C", "The answer is C, not D.", "C", True),
+    ("gpqa_diamond", "C", "The answer is C. D is wrong because it ignores friction.", "C", True),
+    ("gpqa_diamond", "C", r"Not \boxed{D}: the answer is \boxed{C}", "C", True),
 ]
 
 

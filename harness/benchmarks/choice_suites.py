@@ -59,7 +59,7 @@ def string_list(value: object, expected: int) -> list[str]:
 
 @benchmark("aqua")
 class AQUA(ChoiceSuite):
-    version = "1.0"
+    version = "1.1"
     num_choices = 5
     hub = HubSource("deepmind/aqua_rat", split="test", config="raw")
     local = LocalSource("aqua/test.json", "jsonl")  # JSON Lines despite the extension
@@ -81,7 +81,7 @@ class AQUA(ChoiceSuite):
 
 @benchmark("gpqa_diamond")
 class GPQADiamond(ChoiceSuite):
-    version = "1.0"
+    version = "1.1"
     num_choices = 4
     hub = HubSource("Idavidrein/gpqa", split="train", config="gpqa_diamond")
     local = LocalSource("gpqa_diamond/gpqa_diamond.csv", "csv")
@@ -114,7 +114,7 @@ class GPQADiamond(ChoiceSuite):
 
 @benchmark("mmlu_stem")
 class MMLUStem(ChoiceSuite):
-    version = "1.0"
+    version = "1.1"
     num_choices = 4
     hub = HubSource(
         "cais/mmlu",

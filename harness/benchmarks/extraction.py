@@ -5,7 +5,9 @@ explicit answer statement ("The final answer is ...", "Answer: ...", "#### ...")
 
 Multiple choice, strictly: the last boxed letter; failing that, the last statement such as
 "the answer is (C)"; failing that, a response that is nothing but a letter. A letter must be one
-of the options on offer. Nothing is guessed from loose mentions of a letter in the reasoning.
+of the options on offer. Nothing is guessed from loose mentions of a letter in the reasoning, and
+a hedge is no answer: when the deciding box or statement offers two options ("C or D", "either B
+or C", "B/C", "\\boxed{C} or \\boxed{D}"), extraction fails rather than taking the first.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ _CHOICE_STATEMENT = re.compile(
     r"(?:(?i:option|choice)\s+)?[(\[]?(?P<letter>[A-Z])[)\]]?(?![A-Za-z0-9])"
 )
 _LONE_LETTER = re.compile(r"\s*[(\[]?(?P<letter>[A-Z])[)\].]?\s*")
+# Two options offered as one answer: "C or D", "either B or C", "B/C", "(B) or (C)".
+# In prose only "or" and slashes join options ("C, not D" commits to C); in a box, commas and
+# "and" do too ("\\boxed{C, D}").
+_OPTION = r"(?:(?i:option|choice)\s+)?[(\[]?[A-Z][)\]]?"
+_ALTERNATIVE = r"\s*(?:\b(?i:or)\b|/|\|)\s*" + _OPTION + r"(?![A-Za-z0-9])"
+_BOX_ALTERNATIVE = r"\s*(?:\b(?i:or|and)\b|/|\||,|&)\s*" + _OPTION + r"(?![A-Za-z0-9])"
+_HEDGED_AFTER_LETTER = re.compile(r"[)\]]?" + _ALTERNATIVE)
+_HEDGED_BOX = re.compile(
+    r"\s*(?:(?i:either)\s+)?" + _OPTION + r"(?:" + _BOX_ALTERNATIVE + r")+\s*\.?\s*"
+)
+_BOX_THEN_OR = re.compile(r"\\(?:boxed|fbox)\s*\{[^{}]*\}\s*(?:\b(?i:or)\b|/)\s*$")
+_EITHER_BEFORE = re.compile(r"\b(?i:either)\s+[(\[]?$")
 _LETTER_WITH_TEXT = re.compile(r"[(\[]?(?P<letter>[A-Z])(?:[)\]]|[).:]\s.*)?", re.DOTALL)
 _TEXT_WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm|mbox)\s*\{([^{}]*)\}")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
@@ -29,24 +43,30 @@ _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 def last_boxed(text: str) -> str | None:
     r"""Content of the last complete `\boxed{...}`; a box cut off by truncation is passed over."""
-    starts = [match.end() for match in _BOX_COMMANDS.finditer(text)]
-    if not starts:
+    found = _last_box(text)
+    return found[1] if found else None
+
+
+def _last_box(text: str) -> tuple[int, str] | None:
+    """Where the last complete box's command starts, and its content."""
+    commands = list(_BOX_COMMANDS.finditer(text))
+    if not commands:
         return None
     closing = _matching_braces(text)
-    for start in reversed(starts):
-        position = start
+    for command in reversed(commands):
+        position = command.end()
         while position < len(text) and text[position] == " ":
             position += 1
         if position >= len(text):
             continue
         if text[position] == "{":
             if position in closing:
-                return text[position + 1 : closing[position]].strip()
+                return command.start(), text[position + 1 : closing[position]].strip()
             continue
         # "\boxed 5": the argument runs to the next space or dollar sign.
         bare = re.match(r"[^\s$]+", text[position:])
         if bare:
-            return bare.group(0)
+            return command.start(), bare.group(0)
     return None
 
 
@@ -99,6 +119,12 @@ def strip_text_wrappers(value: str) -> str:
     return value
 
 
+def _plain(content: str) -> str:
+    """Boxed content without text wrappers, bold markers, dollars and LaTeX `\\ `, `\\quad`."""
+    value = strip_text_wrappers(content).replace("*", "").replace("$", "")
+    return re.sub(r"\\(?:quad|qquad|,|;| )", " ", value)
+
+
 def _normalise_option_text(text: str) -> str:
     return re.sub(r"\s+", " ", strip_text_wrappers(text).replace("$", "")).strip().lower()
 
@@ -125,17 +151,24 @@ def extract_choice_letter(
     response: str, letters: str, choices: list[str] | None = None
 ) -> str | None:
     """The chosen letter (one of `letters`), or None when the response commits to none."""
-    boxed = last_boxed(response)
-    if boxed:
+    box = _last_box(response)
+    if box and box[1]:
+        start, boxed = box
+        if _HEDGED_BOX.fullmatch(_plain(boxed)) or _BOX_THEN_OR.search(response, 0, start):
+            return None
         letter = letter_from_boxed(boxed, letters, choices)
         if letter:
             return letter
-    statement_letter: str | None = None
-    for match in _CHOICE_STATEMENT.finditer(strip_text_wrappers(response)):
+    text = strip_text_wrappers(response)
+    statement: re.Match[str] | None = None
+    for match in _CHOICE_STATEMENT.finditer(text):
         if match.group("letter") in letters:
-            statement_letter = match.group("letter")
-    if statement_letter:
-        return statement_letter
+            statement = match
+    if statement:
+        hedged = _HEDGED_AFTER_LETTER.match(text, statement.end("letter")) or (
+            _EITHER_BEFORE.search(text, 0, statement.start("letter"))
+        )
+        return None if hedged else statement.group("letter")
     lone = _LONE_LETTER.fullmatch(response)
     if lone and lone.group("letter") in letters:
         return lone.group("letter")
