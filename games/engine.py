@@ -17,12 +17,20 @@ from dataclasses import dataclass
 import pyspiel
 
 from games.actions import vocabulary
-from games.chance import ChanceSampler, stream
+from games.chance import ChanceSampler, DealTable, deal_table, stream
 from games.episode import EpisodeResult, Turn
 from games.parsing import parse_move
 from games.players.base import ModelAgent, Player
 from games.prompts import PROMPT_STYLES, PromptStyle, SeatPrompter
-from games.rewards import assign_rewards, forfeit, outcome_labels, outcome_reward, turn_reward
+from games.rewards import (
+    assign_rewards,
+    forfeit,
+    outcome_labels,
+    outcome_reward,
+    pay_step,
+    turn_reward,
+)
+from games.rules import DEFAULT_RULES, PlayRules
 from games.spec import GameSpec
 from harness.errors import MarsError
 
@@ -42,6 +50,7 @@ def retries_allowed(invalid: str) -> int:
 class EpisodeOptions:
     prompt_style: PromptStyle = "full"
     invalid: str = "penalty"  # "penalty" (the game ends at once) or "retry:K"
+    rules: PlayRules = DEFAULT_RULES  # dealing, parsing and scoring switches (games.rules)
 
     def __post_init__(self) -> None:
         if self.prompt_style not in PROMPT_STYLES:
@@ -72,8 +81,11 @@ async def play_episode(
     seed: int,
     options: EpisodeOptions = DEFAULT_OPTIONS,
 ) -> EpisodeResult:
-    if bots_only(players):
-        return play_bot_episode(spec, players, seed)
+    rules = options.rules
+    deals = deal_table(spec, rules.leduc_deals)
+    pay_steps = rules.turn_rewards == "step"
+    if bots_only(players) and not pay_steps:
+        return play_bot_episode(spec, players, seed, deals)
     game = spec.game
     labels = vocabulary(spec).labels
     max_actions = spec.rewards.max_actions
@@ -99,13 +111,14 @@ async def play_episode(
     turns = result.turns
     history: list[tuple[int, str]] = []  # (seat, label) of every move, for model prompts
     turn_counts = [0] * len(players)
+    latest: list[Turn | None] = [None] * len(players)  # each seat's latest turn (step rewards)
     chance: ChanceSampler | None = None
     state = game.new_initial_state()
     steps = 0
     while not state.is_terminal():
         if state.is_chance_node():
             if chance is None:
-                chance = ChanceSampler(spec, seed)
+                chance = ChanceSampler(spec, seed, deals)
             state.apply_action(chance.sample(state))
             continue
         if steps >= max_actions:
@@ -129,7 +142,7 @@ async def play_episode(
             assert model is not None
             try:
                 action = await _model_turn(
-                    spec, state, seat, model, history, turn_counts, steps, turns, retries
+                    spec, state, seat, model, history, turn_counts, steps, turns, retries, rules
                 )
             except EndpointError as exc:
                 result.error = f"seat {seat}: {exc}"
@@ -141,12 +154,17 @@ async def play_episode(
         history.append((seat, label))
         state.apply_action(action)
         steps += 1
+        if pay_steps:
+            latest[seat] = turns[-1]
+            pay_step(spec, state, seat, latest)
     result.num_actions = steps
-    _finish(spec, state, result)
+    _finish(spec, state, result, rules)
     return result
 
 
-def play_bot_episode(spec: GameSpec, players: Sequence[Player], seed: int) -> EpisodeResult:
+def play_bot_episode(
+    spec: GameSpec, players: Sequence[Player], seed: int, deals: DealTable | None = None
+) -> EpisodeResult:
     """One episode between classic bots only: synchronous, close to a bare OpenSpiel loop.
 
     The same result as the general path, with each seat's reward summed as its moves are made
@@ -177,7 +195,7 @@ def play_bot_episode(spec: GameSpec, players: Sequence[Player], seed: int) -> Ep
     while not is_terminal():
         if is_chance_node is not None and is_chance_node():
             if chance is None:
-                chance = ChanceSampler(spec, seed)
+                chance = ChanceSampler(spec, seed, deals)
             apply_action(chance.sample(state))
             continue
         if steps >= max_actions:
@@ -245,6 +263,7 @@ async def _model_turn(
     steps: int,
     turns: list[Turn],
     retries: int,
+    rules: PlayRules,
 ) -> int | None:
     """Ask the model (re-asking up to `retries` times); the action played, or None if invalid."""
     vocab = vocabulary(spec)
@@ -252,14 +271,16 @@ async def _model_turn(
     messages, reused = model.prompter.turn_messages(state, legal_labels, history)
     for attempt in range(retries + 1):
         completion = await model.agent.respond(messages)
-        move = parse_move(completion.text, legal_labels)
+        move = parse_move(completion.text, legal_labels, rules.parse_mode)
         usage = completion.usage
         turn: Turn = {
             "seat": seat,
             "turn": turn_counts[seat],
             "action": move.label,
             "legal": move.ok,
-            "reward": turn_reward(spec.rewards, move.ok, usage.completion_tokens),
+            "reward": turn_reward(
+                spec.rewards, move.ok, usage.completion_tokens, rules.length_penalty
+            ),
             "step": steps,
             "prompt": messages[reused:],
             "context_len": reused,
@@ -289,7 +310,7 @@ async def _model_turn(
     return None
 
 
-def _finish(spec: GameSpec, state: pyspiel.State, result: EpisodeResult) -> None:
+def _finish(spec: GameSpec, state: pyspiel.State, result: EpisodeResult, rules: PlayRules) -> None:
     seats = len(result.players)
     calls, invalid, tokens = [0] * seats, [0] * seats, [0] * seats
     for turn in result.turns:
@@ -301,10 +322,14 @@ def _finish(spec: GameSpec, state: pyspiel.State, result: EpisodeResult) -> None
     result.model_turns, result.invalid_turns, result.completion_tokens = calls, invalid, tokens
     if result.error is not None:
         return
-    penalty = None
+    steps_paid = rules.turn_rewards == "step"
+    forfeited = None
     if result.invalid_seat is not None:
-        result.returns, penalty = forfeit(spec, state, result.invalid_seat)
+        forfeited = forfeit(
+            spec, state, result.invalid_seat, rules.invalid_outcome, steps_paid=steps_paid
+        )
+        result.returns = forfeited.returns
     else:
         result.returns = state.returns()
     result.outcomes = outcome_labels(spec, result.returns)
-    assign_rewards(spec, result, invalid_penalty=penalty)
+    assign_rewards(spec, result, forfeited=forfeited, outcome_paid=steps_paid)

@@ -1,21 +1,35 @@
-"""Reading a model's move out of its reply.
+"""Reading a model's move out of its reply, in one of two modes.
 
-The reply must give its move as `<answer>ACTION</answer>`; the last such tag counts. ACTION is
-compared with the legal action labels ignoring case, whitespace and one pair of outer angle
-brackets, so `<answer> <x(1,1)> </answer>` and `<answer>X(1,1)</answer>` both choose `<X(1,1)>`.
-Anything else (no tag, an empty tag, a label that is not legal now) is an invalid move. The scan
-is linear in the reply's length, so a 100 KB reply costs microseconds, not a regex blow-up.
+lenient (the default): the reply gives its move as `<answer>ACTION</answer>` anywhere; the last
+such tag counts. ACTION is compared with the legal action labels ignoring case, whitespace and one
+pair of outer angle brackets, so `<answer> <x(1,1)> </answer>` and `<answer>X(1,1)</answer>` both
+choose `<X(1,1)>`. The scan is linear in the reply's length, so a 100 KB reply costs microseconds.
+
+strict (the MARSHAL code's rule, docs/parity.md): the whole reply is an optional
+`<think>...</think>` block, then `<answer>ACTION</answer>`, with only whitespace around them (a
+reasoning parser leaves a blank line where it cut the think block out). ACTION, stripped of
+surrounding whitespace and cut at the code's action separator `||`, must equal a legal label
+exactly, case and brackets included.
+
+In both modes anything else (no tag, an empty tag, a label that is not legal now) is an invalid
+move.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from games.actions import normalize_label
+from games.rules import CHOICES, ParseMode
 
 OPEN_TAG = "<answer>"
 CLOSE_TAG = "</answer>"
 MAX_ANSWER_CHARS = 200
+PARSE_MODES: tuple[str, ...] = CHOICES["parse_mode"]
+# The code keeps only the first of several actions joined by its `action_sep`.
+STRICT_ACTION_SEPARATOR = "||"
+_STRICT_REPLY = re.compile(r"\s*(?:<think>.*?</think>\s*)?<answer>(.*?)</answer>\s*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,9 @@ def extract_answer(reply: str) -> str | None:
     return reply[open_ + len(OPEN_TAG) : close]
 
 
-def parse_move(reply: str, legal_labels: list[str]) -> ParsedMove:
+def parse_move(reply: str, legal_labels: list[str], mode: ParseMode = "lenient") -> ParsedMove:
+    if mode == "strict":
+        return parse_move_strict(reply, legal_labels)
     answer = extract_answer(reply or "")
     if answer is None:
         return ParsedMove(None, "no <answer>ACTION</answer> tag found")
@@ -54,3 +70,18 @@ def parse_move(reply: str, legal_labels: list[str]) -> ParsedMove:
             return ParsedMove(label)
     shown = " ".join(answer.split())
     return ParsedMove(None, f"{shown!r} is not one of the legal actions")
+
+
+def parse_move_strict(reply: str, legal_labels: list[str]) -> ParsedMove:
+    match = _STRICT_REPLY.fullmatch(reply or "")
+    if match is None:
+        return ParsedMove(
+            None, "the reply is not an optional <think> block then <answer>ACTION</answer>"
+        )
+    answer = match.group(1).split(STRICT_ACTION_SEPARATOR)[0].strip()
+    if not answer:
+        return ParsedMove(None, "the answer tag is empty")
+    if answer in legal_labels:
+        return ParsedMove(answer)
+    shown = answer if len(answer) <= MAX_ANSWER_CHARS else answer[:MAX_ANSWER_CHARS] + "..."
+    return ParsedMove(None, f"{shown!r} is not exactly one of the legal actions")

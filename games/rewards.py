@@ -1,45 +1,88 @@
-"""Turn rewards and episode outcomes (the numbers are documented in docs/games.md).
+"""Turn rewards and episode outcomes (the numbers are documented in docs/games.md; the switches
+between this project's choices and the MARSHAL code's are in games.rules and docs/parity.md).
 
 Per turn and seat:
 - +format_bonus (0.05) for a reply that parsed to a legal action (bots: every move);
-- minus a light length penalty for model replies over `length_threshold` completion tokens;
-- on the seat's last turn, the game outcome: its OpenSpiel return, or `draw_reward` (0.1) for a
-  drawn board game;
-- an invalid move (after any re-asks) ends the game: the offender's last turn gets
-  forfeit - invalid_extra instead (-1-10 board, -own bet-10 poker, -score-10 Hanabi) and the
-  other seat gets nothing more for that step.
+- minus a length penalty for model replies over `length_threshold` completion tokens;
+- the game's payoff: with turn_rewards="outcome" the seat's OpenSpiel return (or `draw_reward`,
+  0.1, for a drawn board game) on its last turn; with "step" OpenSpiel's reward of every step,
+  paid on the acting seat's turn and on the other seat's latest turn (`pay_step`);
+- an invalid move (after any re-asks) ends the game: the offender's last turn gets a penalty
+  (`forfeit`: -1-10 board, -own bet-10 poker, -score-10 Hanabi).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyspiel
 
 from games.episode import EpisodeResult, Outcome, Turn
+from games.rules import InvalidOutcome, LengthPenaltyStyle
 from games.spec import GameSpec, RewardRules
 
+# The MARSHAL code's length penalty (roll/agentic/rollout/env_manager.py, compute_length_penalty):
+# 0.5 x (1 - (L - 11) / (2048 - 11)) when negative, i.e. -0.5 per 2,037 tokens over 2,048.
+REFERENCE_LENGTH_MIN = 11
+REFERENCE_LENGTH_MAX = 2048
+REFERENCE_LENGTH_SCALE = 0.5
 
-def length_penalty(rules: RewardRules, completion_tokens: int) -> float:
+
+def length_penalty(
+    rules: RewardRules, completion_tokens: int, style: LengthPenaltyStyle = "light"
+) -> float:
+    if style == "reference":
+        span = REFERENCE_LENGTH_MAX - REFERENCE_LENGTH_MIN
+        over = completion_tokens - REFERENCE_LENGTH_MAX
+        return REFERENCE_LENGTH_SCALE * over / span if over > 0 else 0.0
     over = completion_tokens - rules.length_threshold
     if over <= 0:
         return 0.0
     return min(rules.length_penalty_cap, over * rules.length_penalty_per_token)
 
 
-def forfeit(spec: GameSpec, state: pyspiel.State, offender: int) -> tuple[list[float], float]:
-    """Returns per seat after `offender` forfeits, and the offender's penalty reward."""
+@dataclass(frozen=True)
+class Forfeit:
+    returns: list[float]  # the episode's returns per seat (what the arena scores)
+    penalty: float  # added to the offender's last turn
+    partner_reward: float = 0.0  # added to the other seat's last turn
+
+
+def forfeit(
+    spec: GameSpec,
+    state: pyspiel.State,
+    offender: int,
+    outcome: InvalidOutcome = "forfeit",
+    *,
+    steps_paid: bool = False,
+) -> Forfeit:
+    """What an invalid move by `offender` costs, under `outcome` (games.rules).
+
+    steps_paid: the per-step rewards were already paid (turn_rewards="step"), so in Hanabi the
+    seats hold the score so far in their turn rewards.
+    """
     rules = spec.rewards
+    extra = rules.invalid_extra
+    other = 1 - offender
     returns = [0.0, 0.0]
-    if rules.penalty_kind == "board":
-        lost = 1.0
-        returns[offender] = -lost
-    elif rules.penalty_kind == "bet":
+    if rules.penalty_kind == "score":
+        score = float(state.returns()[offender])
+        if outcome == "forfeit":  # the score is lost for both seats
+            return Forfeit(returns, -score - extra)
+        returns = [score, score]
+        if steps_paid:  # both hold the score already: the offender's total becomes -extra
+            return Forfeit(returns, -score - extra)
+        return Forfeit(returns, -extra, partner_reward=score)
+    if rules.penalty_kind == "bet":
         if spec.own_bet is None:
             raise ValueError(f"{spec.name}: a 'bet' penalty needs own_bet")
         lost = spec.own_bet(state, offender)
-        returns[offender] = -lost
-    else:  # "score": the team's score so far is lost, for both seats
-        lost = float(state.returns()[offender])
-    return returns, -lost - rules.invalid_extra
+    else:
+        lost = 1.0
+    returns[offender] = -lost
+    if outcome == "reference":  # the other seat wins what the offender loses
+        returns[other] = lost
+    return Forfeit(returns, -lost - extra)
 
 
 def outcome_labels(spec: GameSpec, returns: list[float]) -> list[Outcome]:
@@ -49,20 +92,46 @@ def outcome_labels(spec: GameSpec, returns: list[float]) -> list[Outcome]:
     return ["win" if r > 0 else "loss" if r < 0 else "draw" for r in returns]
 
 
-def turn_reward(rules: RewardRules, legal: bool, completion_tokens: int | None) -> float:
+def turn_reward(
+    rules: RewardRules,
+    legal: bool,
+    completion_tokens: int | None,
+    style: LengthPenaltyStyle = "light",
+) -> float:
     """A turn's own reward before the outcome: format bonus minus any length penalty."""
     reward = rules.format_bonus if legal else 0.0
     if completion_tokens is not None:
-        reward -= length_penalty(rules, completion_tokens)
+        reward -= length_penalty(rules, completion_tokens, style)
     return reward
 
 
-def assign_rewards(
-    spec: GameSpec, result: EpisodeResult, *, invalid_penalty: float | None = None
-) -> None:
-    """Add the outcome (or the penalty) to each seat's last turn and total the rewards per seat.
+def pay_step(spec: GameSpec, state: pyspiel.State, seat: int, latest: list[Turn | None]) -> None:
+    """Pay OpenSpiel's rewards of the step `seat` just made (turn_rewards="step").
 
-    Every turn must already hold its own `turn_reward`; `result.returns` must be final.
+    The acting seat's turn `latest[seat]` gets its reward; the other seat's latest turn gets the
+    other's (a seat that has not moved yet gets nothing, as in the code).
+    """
+    rewards = state.rewards()
+    zero = spec.rewards.step_terminal_zero
+    if zero is not None and state.is_terminal():
+        rewards = [zero if value == 0 else value for value in rewards]
+    for receiver, value in enumerate(rewards):
+        turn = latest[receiver]
+        if turn is not None and value:
+            turn["reward"] += value
+
+
+def assign_rewards(
+    spec: GameSpec,
+    result: EpisodeResult,
+    *,
+    forfeited: Forfeit | None = None,
+    outcome_paid: bool = False,
+) -> None:
+    """Add the outcome (or the forfeit) to each seat's last turn and total the rewards per seat.
+
+    Every turn must already hold its own `turn_reward` (and, when `outcome_paid`, its step
+    rewards); `result.returns` must be final.
     """
     seats = len(result.returns)
     sums = [0.0] * seats
@@ -75,12 +144,14 @@ def assign_rewards(
         if turn is None:
             continue
         if result.invalid_seat is None:
+            if outcome_paid:
+                continue
             extra = outcome_reward(spec.rewards, result, seat)
-        elif seat == result.invalid_seat:
-            assert invalid_penalty is not None, "an invalid episode needs its penalty"
-            extra = invalid_penalty
         else:
-            continue  # the other seat gets nothing for the offender's step
+            assert forfeited is not None, "an invalid episode needs its forfeit"
+            extra = forfeited.penalty if seat == result.invalid_seat else forfeited.partner_reward
+            if not extra:
+                continue
         turn["reward"] += extra
         sums[seat] += extra
     result.rewards = sums

@@ -34,6 +34,9 @@ class RewardRules:
     length_penalty_per_token: float = 0.1 / 2048  # -0.1 per 2048 tokens over the threshold...
     length_penalty_cap: float = 0.5  # ...but never more than -0.5 per turn
     max_actions: int = 50  # both seats counted; the game stops there (see engine)
+    # Per-step rewards (turn_rewards="step"): what a terminal step's zero reward pays instead, as
+    # the MARSHAL code's board-game and Hanabi environments do (None: it stays 0, as in poker).
+    step_terminal_zero: float | None = None
 
 
 @dataclass(frozen=True)

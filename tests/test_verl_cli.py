@@ -67,18 +67,21 @@ def test_dry_run_of_the_papers_generalist_on_one_node_of_8_gpus(tmp_path):
         "data.train_batch_size": "192",
         f"{rollout}.n": "1",
         f"{actor}.ppo_mini_batch_size": "64",
-        "algorithm.adv_estimator": "marshal",
+        # the verl backend's default: the `marshal` preset, the released code's choices
+        "algorithm.adv_estimator": "marshal_reference",
         "algorithm.gamma": "1.0",
         "algorithm.norm_adv_by_std_in_grpo": "true",
         f"{actor}.optim.lr": "1e-06",
         f"{actor}.optim.lr_scheduler_type": "cosine",
         f"{actor}.optim.lr_warmup_steps": "10",
         f"{actor}.optim.weight_decay": "0.05",
+        f"{actor}.optim.betas": "[0.9,0.95]",
+        f"{actor}.optim.min_lr_ratio": "0.0",
         f"{actor}.use_kl_loss": "true",
         f"{actor}.kl_loss_coef": "0.2",
         f"{actor}.kl_loss_type": "low_var_kl",
         f"{actor}.clip_ratio": "0.2",
-        f"{actor}.clip_ratio_c": "3.0",
+        f"{actor}.clip_ratio_c": "1.4",
         f"{actor}.entropy_coeff": "0.0",
         f"{actor}.loss_agg_mode": "seq-mean-token-mean",
         f"{rollout}.temperature": "0.6",
@@ -102,7 +105,8 @@ def test_dry_run_of_the_papers_generalist_on_one_node_of_8_gpus(tmp_path):
     assert config.trainer.n_gpus_per_node == 8 and config.trainer.nnodes == 1
     assert config.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
     assert config.actor_rollout_ref.actor.kl_loss_coef == pytest.approx(0.2)
-    assert config.algorithm.adv_estimator == "marshal"
+    assert config.algorithm.adv_estimator == "marshal_reference"
+    assert list(config.actor_rollout_ref.actor.optim.betas) == [0.9, 0.95]
 
     frame = pd.read_parquet(RunPaths(run_dir).dataset)
     assert len(frame) == 200 * 192
@@ -112,7 +116,9 @@ def test_dry_run_of_the_papers_generalist_on_one_node_of_8_gpus(tmp_path):
         "mini_hanabi": 64,
     }
     info = json.loads((run_dir / "run.json").read_text())
-    assert info["status"] == "completed" and info["config"]["verl"]["n_gpus_per_node"] == 8
+    assert info["status"] == "dry_run" and info["config"]["verl"]["n_gpus_per_node"] == 8
+    assert info["config"]["preset"] == "marshal" and info["config"]["parse_mode"] == "strict"
+    assert frame.iloc[0]["parse_mode"] == "strict" and frame.iloc[0]["turn_rewards"] == "step"
     assert not (run_dir / "logs").exists()  # nothing was launched
 
 

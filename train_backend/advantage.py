@@ -45,9 +45,14 @@ class AdvantageOptions:
     gamma: float = 1.0
     eps: float = 1e-6
     scale: str = "mean_std"
+    # marshal_reference only: the MARSHAL code's ablation switches (docs/estimators.md)
+    turn_level: bool = True
+    agent_specific: bool = True
 
 
-OPTION_NAMES = ("gamma", "eps", "scale")
+OPTION_NAMES = ("gamma", "eps", "scale", "turn_level", "agent_specific")
+SWITCH_NAMES = ("turn_level", "agent_specific")
+SWITCHED_ESTIMATOR = "marshal_reference"
 
 
 def _marshal(table: TurnTable, options: AdvantageOptions) -> np.ndarray:
@@ -113,14 +118,35 @@ def _marshal_reference(table: TurnTable, options: AdvantageOptions) -> np.ndarra
     `scale` applies to the whitening steps 2 and 5 ("mean": centre only); steps 1 and 4 subtract a
     mean only, as in the code. Step 2's mean is already 0 after step 1, so it is a rescale, and
     with scale="mean_std" step 5 undoes any rescale: the output does not depend on step 2's std.
+
+    The code's ablations are two switches on these steps:
+    - turn_level=False ("w/o turn-level"): all of a seat's rewards sit on its last turn, so steps
+      1-2 run over one total T_τ per trajectory and step 3 gives every turn of τ that value;
+    - agent_specific=False ("w/o agent-specific"): step 1 centres per game and step 4 takes one
+      baseline over the whole batch, with no seat split.
     """
-    agent, n_agents = _codes_per_slot(table, table.game, table.seat)
-    centred = normalise_in_groups(table.reward, agent, n_agents, scale="mean", eps=options.eps)
+    keys = (table.game, table.seat) if options.agent_specific else (table.game,)
+    if options.turn_level:
+        agent, n_agents = _codes_per_slot(table, *keys)
+        centred = normalise_in_groups(table.reward, agent, n_agents, scale="mean", eps=options.eps)
+        whole_batch = np.zeros(table.n_rows, dtype=np.int64)
+        whitened = normalise_in_groups(
+            centred, whole_batch, 1, scale=options.scale, eps=options.eps
+        )
+        returns = _turn_returns(table, whitened, options.gamma)
+    else:
+        totals = np.bincount(table.trajectory, weights=table.reward, minlength=table.n_trajectories)
+        agent, n_agents = _group_codes(*keys)
+        centred = normalise_in_groups(totals, agent, n_agents, scale="mean", eps=options.eps)
+        every = np.zeros(table.n_trajectories, dtype=np.int64)
+        whitened = normalise_in_groups(centred, every, 1, scale=options.scale, eps=options.eps)
+        returns = whitened[table.trajectory]
     whole_batch = np.zeros(table.n_rows, dtype=np.int64)
-    whitened = normalise_in_groups(centred, whole_batch, 1, scale=options.scale, eps=options.eps)
-    returns = _turn_returns(table, whitened, options.gamma)
-    seat = table.seat[table.trajectory]
-    baselined = subtract_mean_of_distinct(returns, seat, int(seat.max()) + 1)
+    if options.agent_specific:
+        seat = table.seat[table.trajectory]
+        baselined = subtract_mean_of_distinct(returns, seat, int(seat.max()) + 1)
+    else:
+        baselined = subtract_mean_of_distinct(returns, whole_batch, 1)
     return normalise_in_groups(
         baselined, whole_batch, 1, scale=options.scale, eps=options.eps, weights=table.tokens
     )
@@ -161,6 +187,16 @@ def compute_advantages(
             f"unknown advantage estimator {estimator!r}; choose one of: {', '.join(ESTIMATORS)}"
         )
     parsed = _parse_options(options)
+    switched = sorted(set(options) & set(SWITCH_NAMES))
+    if switched and estimator != SWITCHED_ESTIMATOR:
+        raise MarsError(
+            f"{', '.join(switched)}: only {SWITCHED_ESTIMATOR} takes the code's ablation switches "
+            f"(the other estimators name their ablations: {', '.join(ESTIMATORS)})"
+        )
+    if not parsed.turn_level and parsed.gamma != 1.0:
+        raise MarsError(
+            f"turn_level=false puts one return on every turn; gamma must be 1, got {parsed.gamma}"
+        )
     if estimator in TRAJECTORY_LEVEL_ESTIMATORS and parsed.gamma != 1.0:
         raise MarsError(
             f"estimator {estimator!r} uses one undiscounted return per trajectory; "
@@ -192,7 +228,13 @@ def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
     scale = options.get("scale", defaults.scale)
     if scale not in SCALES:
         raise MarsError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    return AdvantageOptions(gamma=gamma, eps=eps, scale=scale)
+    switches = {}
+    for name in SWITCH_NAMES:
+        value = options.get(name, True)
+        if not isinstance(value, bool):
+            raise MarsError(f"{name} must be true or false, got {value!r}")
+        switches[name] = value
+    return AdvantageOptions(gamma=gamma, eps=eps, scale=scale, **switches)
 
 
 def _real_option(options: dict[str, Any], name: str, default: float) -> float:

@@ -19,6 +19,14 @@ from pydantic import (
     model_validator,
 )
 
+from games.rules import (
+    InvalidOutcome,
+    LeducDeals,
+    LengthPenaltyStyle,
+    ParseMode,
+    PlayRules,
+    TurnRewards,
+)
 from harness.settings_files import read_yaml_mapping, settings_error
 
 
@@ -49,6 +57,8 @@ class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
 
     model: str | None = None  # a Hugging Face causal-LM folder or hub id; None = the tiny model
+    # A named bundle of settings (train_backend.presets): "marshal" = the released code's choices
+    preset: str | None = None
     games: list[str] = Field(default_factory=lambda: ["tic_tac_toe"])
     estimator: str = "marshal"
     estimator_options: dict[str, Any] = Field(default_factory=dict)  # gamma, eps, scale
@@ -60,6 +70,8 @@ class TrainConfig(BaseModel):
     opponent: str | None = None
     learning_rate: float = Field(1e-6, gt=0)
     lr_schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)  # the cosine schedule's floor, x learning_rate
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW (beta1, beta2)
     warmup_steps: int = Field(10, ge=0)
     weight_decay: float = Field(0.05, ge=0)
     grad_clip: float = Field(1.0, gt=0)
@@ -78,6 +90,12 @@ class TrainConfig(BaseModel):
     # turn: one sample per model call (that turn's prompt and reply)
     sample_unit: Literal["conversation", "turn"] = "conversation"
     invalid: str = "penalty"
+    # How games are dealt, read and scored (games.rules; docs/parity.md)
+    turn_rewards: TurnRewards = "outcome"
+    invalid_outcome: InvalidOutcome = "forfeit"
+    length_penalty: LengthPenaltyStyle = "light"
+    leduc_deals: LeducDeals = "natural"
+    parse_mode: ParseMode = "lenient"
     save_every: int = Field(20, ge=1)
     eval_every: int = Field(20, ge=0)  # 0 = no in-training evaluation
     eval_episodes: int = Field(50, ge=1)  # per seat and opponent
@@ -100,6 +118,31 @@ class TrainConfig(BaseModel):
         if not games:
             raise ValueError("at least one game is needed")
         return games
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        from train_backend.presets import NO_PRESET, PRESETS
+
+        if name is not None and name != NO_PRESET and name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; known: {', '.join([*PRESETS, NO_PRESET])}")
+        return None if name == NO_PRESET else name
+
+    @field_validator("adam_betas")
+    @classmethod
+    def _betas_in_range(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        if not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"each beta must be in [0, 1), got {list(betas)}")
+        return betas
+
+    def play_rules(self) -> PlayRules:
+        return PlayRules(
+            turn_rewards=self.turn_rewards,
+            invalid_outcome=self.invalid_outcome,
+            length_penalty=self.length_penalty,
+            leduc_deals=self.leduc_deals,
+            parse_mode=self.parse_mode,
+        )
 
     @field_validator("eval_exploitability")
     @classmethod
@@ -140,10 +183,24 @@ class TrainConfig(BaseModel):
         return cls.model_validate(local)
 
 
-def load_train_config(path: Path | None, overrides: dict[str, Any], *, local: bool) -> TrainConfig:
-    """Defaults (local or cluster), then a YAML file, then CLI overrides; one clear error if bad."""
+def load_train_config(
+    path: Path | None,
+    overrides: dict[str, Any],
+    *,
+    local: bool,
+    default_preset: str | None = None,
+) -> TrainConfig:
+    """Defaults (local or cluster), then the preset, then a YAML file, then CLI overrides.
+
+    The preset is the one the overrides or the file name, else `default_preset`; one clear error
+    line for anything bad.
+    """
+    from train_backend.presets import preset_settings
+
     data: dict[str, Any] = {} if path is None else read_yaml_mapping(path, "config")
     data.update({k: v for k, v in overrides.items() if v is not None})
+    data.setdefault("preset", default_preset)
+    data = {**preset_settings(data["preset"]), **data}
     try:
         return TrainConfig.for_local(**data) if local else TrainConfig.model_validate(data)
     except ValidationError as exc:

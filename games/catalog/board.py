@@ -6,7 +6,7 @@ import pyspiel
 
 from games.spec import GameSpec, RewardRules, SeatView, register_game
 
-BOARD_REWARDS = RewardRules(penalty_kind="board", draw_reward=0.1)
+BOARD_REWARDS = RewardRules(penalty_kind="board", draw_reward=0.1, step_terminal_zero=0.1)
 
 
 def bracket_upper(text: str, _seat: int, _action: int) -> str:

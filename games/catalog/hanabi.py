@@ -14,7 +14,7 @@ import pyspiel
 
 from games.spec import GameSpec, RewardRules, SeatView, register_game
 
-HANABI_REWARDS = RewardRules(penalty_kind="score")
+HANABI_REWARDS = RewardRules(penalty_kind="score", step_terminal_zero=0.1)
 COLOR_NAMES = {"R": "red", "Y": "yellow", "G": "green", "W": "white", "B": "blue"}
 
 _PLAY = re.compile(r"\((Play|Discard) (\d+)\)")

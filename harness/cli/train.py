@@ -62,14 +62,17 @@ def resolve_config(
     stored: dict[str, Any],
     *,
     local: bool,
+    default_preset: str | None = None,
 ) -> TrainConfig:
-    """Defaults < the resumed run's stored config < the YAML file < the flags given."""
+    """Defaults < the preset < the resumed run's stored config < the YAML file < the flags given."""
     from train_backend.config import load_train_config
 
     file_keys = _file_keys(config_file)
     base = {key: value for key, value in stored.items() if key not in file_keys}
     given = {key: value for key, value in flags.items() if value is not None}
-    return load_train_config(config_file, {**base, **given}, local=local)
+    return load_train_config(
+        config_file, {**base, **given}, local=local, default_preset=default_preset
+    )
 
 
 def _run_path(run_dir: Path | None, resume: Path | None) -> Path | None:
@@ -91,6 +94,12 @@ def train_command(
     ),
     games: str = typer.Option(
         None, "--games", help="Comma-separated, e.g. tic_tac_toe,kuhn_poker."
+    ),
+    preset: str = typer.Option(
+        None,
+        "--preset",
+        help="marshal: every choice of the released MARSHAL code (docs/parity.md); none: the "
+        "defaults. verl on GPUs uses marshal unless told otherwise.",
     ),
     estimator: str = typer.Option(None, "--estimator", help="marshal, no_turn_level, grpo, ..."),
     opponent: str = typer.Option(
@@ -132,6 +141,7 @@ def train_command(
         raise MarsError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     run_path = _run_path(run_dir, resume)
     flags = {
+        "preset": preset,
         "model": model,
         "games": _split_games(games),
         "estimator": estimator,
@@ -148,7 +158,15 @@ def train_command(
     }
     # The CPU-sized defaults serve the local backend and verl on a CPU (--device cpu) alike.
     cpu_sized = backend == "local" or device == "cpu"
-    config = resolve_config(config_file, flags, _stored_config(run_path), local=cpu_sized)
+    # verl on a cluster reproduces the paper unless told otherwise; the CPU sizes are for rehearsal.
+    default_preset = None if cpu_sized else "marshal"
+    config = resolve_config(
+        config_file,
+        flags,
+        _stored_config(run_path),
+        local=cpu_sized,
+        default_preset=default_preset,
+    )
     if ray_address is not None:
         if backend != "verl":
             raise MarsError("--ray-address is for --backend verl")
@@ -247,5 +265,6 @@ def _train_verl(
     except KeyboardInterrupt:
         run.finish("interrupted")
         raise
-    run.finish("completed")
+    # A dry run trained nothing: a loop watching the directory must not read it as finished.
+    run.finish("dry_run" if dry_run else "completed")
     print(f"run dir: {run.path}")

@@ -17,7 +17,8 @@ One step:
    (and at the end) a checkpoint.
 
 The learning rate is a function of the step (linear warm-up over `warmup_steps`, then cosine decay
-over the remaining steps, or constant), set before each step's update.
+over the remaining steps towards `min_lr_ratio` x the peak, or constant), set before each step's
+update.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def learning_rate_at(step: int, config: TrainConfig) -> float:
         return base
     decay_steps = max(1, config.steps - config.warmup_steps)
     progress = (step - config.warmup_steps - 1) / decay_steps  # 0 right after warm-up, < 1 at end
-    return base * 0.5 * (1.0 + math.cos(math.pi * progress))
+    floor = config.min_lr_ratio
+    return base * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def check_games_and_estimator(config: TrainConfig) -> list[GameSpec]:
@@ -98,7 +100,9 @@ def check_config(config: TrainConfig) -> list[GameSpec]:
 
 
 def episode_options(config: TrainConfig) -> EpisodeOptions:
-    return EpisodeOptions(prompt_style=config.prompt_style, invalid=config.invalid)
+    return EpisodeOptions(
+        prompt_style=config.prompt_style, invalid=config.invalid, rules=config.play_rules()
+    )
 
 
 def sampling_of(config: TrainConfig) -> Sampling:
@@ -182,6 +186,7 @@ class LocalTrainer:
         self.optimizer = torch.optim.AdamW(
             self.policy.model.parameters(),
             lr=self.config.learning_rate,
+            betas=tuple(self.config.adam_betas),
             weight_decay=self.config.weight_decay,
         )
         if state is not None:
@@ -240,6 +245,8 @@ class LocalTrainer:
             "last_step": max(self.start_step, config.steps),
             "checkpoints": [str(p) for _, p in checkpoint.list_checkpoints(self.run.path)],
             "last_metrics": self.last_metrics,
+            "preset": config.preset,
+            "rules": config.play_rules().describe(),
         }
         self.run.write_summary(summary)
         return summary

@@ -40,6 +40,8 @@ from verl.utils.rollout_trace import rollout_trace_op
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.llm import FunctionPlayer
+from games.rules import CHOICES as RULE_CHOICES
+from games.rules import PlayRules
 from games.spec import get_game
 from harness.endpoint import Completion, Usage
 from harness.errors import EndpointError
@@ -102,9 +104,11 @@ class SelfPlayAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         game, seed = str(kwargs["game"]), int(kwargs["seed"])
         spec = get_game(game)
+        rules = {name: str(kwargs[name]) for name in RULE_CHOICES if kwargs.get(name)}
         options = EpisodeOptions(
             prompt_style=str(kwargs.get("prompt_style") or "full"),
             invalid=str(kwargs.get("invalid") or "penalty"),
+            rules=PlayRules(**rules),  # type: ignore[arg-type]
         )
         unit = str(kwargs.get("sample_unit") or "conversation")
         if unit not in SAMPLE_UNITS:

@@ -48,6 +48,7 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
         raise MarsError(f"games are listed twice: {', '.join(config.games)}")
     openings = {game: opening_messages(game) for game in games}
     rows = []
+    rules = config.play_rules().describe()  # the agent loop plays by these (games.rules)
     played = dict.fromkeys(games, 0)
     for index in range(config.steps * prompts_per_step(config)):
         game = games[index % len(games)]
@@ -64,6 +65,7 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
                 "invalid": config.invalid,
                 "sample_unit": config.sample_unit,
                 "max_new_tokens": config.max_new_tokens,
+                **rules,
                 "extra_info": {"index": index, "game": game, "seed": seed},
             }
         )

@@ -4,11 +4,14 @@ Registered under the names in `names.VERL_ESTIMATOR_NAMES` (marshal, no_turn_lev
 no_agent_norm, marshal_reference, mars_grpo). verl calls them with the batch's token tensors; the
 game, seat and turn of each row come from the mars trainer through `turns.current_turn_rows`.
 Options come from verl's `algorithm` section: `gamma`, and `norm_adv_by_std_in_grpo` (false
-means centring only, our `scale="mean"`).
+means centring only, our `scale="mean"`); marshal_reference's ablation switches come from the
+`MARS_ESTIMATOR_SWITCHES` variable the launcher puts in every worker's environment.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +20,7 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
 from harness.errors import MarsError
 from train_backend.verl import names
+from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV
 from train_backend.verl.turns import current_turn_rows, token_advantages
 
 VerlEstimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -28,7 +32,8 @@ def estimator_options(config: Any) -> dict[str, Any]:
         return {}
     gamma = config.get("gamma", 1.0)
     by_std = config.get("norm_adv_by_std_in_grpo", True)
-    return {"gamma": float(gamma), "scale": "mean_std" if by_std else "mean"}
+    switches = json.loads(os.environ.get(ESTIMATOR_SWITCHES_ENV) or "{}")
+    return {"gamma": float(gamma), "scale": "mean_std" if by_std else "mean", **switches}
 
 
 def make_verl_estimator(estimator: str) -> VerlEstimator:

@@ -7,6 +7,7 @@ result against verl's own config files.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ from train_backend.verl.data import prompts_per_step
 
 # verl's dual clip bound must be > 1; a bound no ratio reaches turns it off.
 NO_DUAL_CLIP = 1.0e9
-SUPPORTED_OPTIONS = ("gamma", "scale")
+SUPPORTED_OPTIONS = ("gamma", "scale", "turn_level", "agent_specific")
+# The code's ablation switches of marshal_reference reach verl's estimator through the workers'
+# environment (verl's algorithm config has no field for them).
+ESTIMATOR_SWITCHES_ENV = "MARS_ESTIMATOR_SWITCHES"
 CPU_RAY_CPUS = 16  # logical: TransferQueue and verl's helper actors each ask for one
 
 
@@ -83,7 +87,9 @@ def hydra_value(value: Any) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def worker_environment(paths: RunPaths, device: str = "cuda") -> dict[str, str]:
+def worker_environment(
+    paths: RunPaths, device: str = "cuda", switches: dict[str, bool] | None = None
+) -> dict[str, str]:
     """Variables every verl process needs: the modules to import, where metrics and turns go.
 
     With the CPU device its module comes first, so its platform is registered before anything
@@ -101,6 +107,8 @@ def worker_environment(paths: RunPaths, device: str = "cuda") -> dict[str, str]:
             names.TURNS_DIR_ENV: str(paths.turns.resolve()),
         }
     )
+    if switches:
+        env[ESTIMATOR_SWITCHES_ENV] = json.dumps(switches, sort_keys=True)
     return env
 
 
@@ -183,6 +191,11 @@ def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
     return settings
 
 
+def estimator_switches(config: TrainConfig) -> dict[str, bool]:
+    options = config.estimator_options
+    return {name: options[name] for name in ("turn_level", "agent_specific") if name in options}
+
+
 def estimator_settings(config: TrainConfig) -> dict[str, Any]:
     if config.estimator not in names.VERL_ESTIMATOR_NAMES:
         raise MarsError(
@@ -235,6 +248,8 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         f"{actor}.optim.lr_warmup_steps": config.warmup_steps,
         f"{actor}.optim.lr_scheduler_type": config.lr_schedule,
         f"{actor}.optim.weight_decay": config.weight_decay,
+        f"{actor}.optim.betas": list(config.adam_betas),
+        f"{actor}.optim.min_lr_ratio": config.min_lr_ratio,
         f"{actor}.optim.clip_grad": config.grad_clip,
         f"{actor}.grad_clip": config.grad_clip,
         f"{actor}.clip_ratio": config.clip_ratio,
@@ -275,7 +290,9 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         "trainer.project_name": "mars",
         "trainer.experiment_name": paths.root.resolve().name,
         "trainer.logger": ["console", "file"],
-        "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(paths, cluster.device),
+        "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(
+            paths, cluster.device, estimator_switches(config)
+        ),
     }
     if cluster.ray_address:
         settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
