@@ -40,6 +40,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "grade",
     "eval",
     "report",
+    "export",
     "arena",
     "exploitability",
     "train",
