@@ -16,6 +16,7 @@ choices and the MARSHAL code's (docs/parity.md has the table).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,3 +69,15 @@ REFERENCE_RULES = PlayRules(
     parse_mode="strict",
 )
 DEFAULT_RULES = PlayRules()
+RULE_SETS: dict[str, PlayRules] = {"default": DEFAULT_RULES, "marshal": REFERENCE_RULES}
+
+
+def named_rules(name: str, *, parse_mode: str | None = None) -> PlayRules:
+    """A named rule set (`mars arena --rules`), with an optional parse mode on top."""
+    if name not in RULE_SETS:
+        raise MarsError(f"--rules must be one of {', '.join(RULE_SETS)}, not {name!r}")
+    rules = RULE_SETS[name]
+    if parse_mode is None:
+        return rules
+    check_choice("parse_mode", parse_mode)
+    return dataclasses.replace(rules, parse_mode=parse_mode)  # type: ignore[arg-type]

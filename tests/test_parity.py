@@ -338,3 +338,26 @@ def test_verl_uses_the_preset_by_default_and_none_turns_it_off(tmp_path) -> None
     assert default["actor_rollout_ref.actor.clip_ratio_c"] == "1.4"
     assert off["actor_rollout_ref.actor.clip_ratio_c"] == "3.0"
     assert off["algorithm.adv_estimator"] == "marshal"
+
+
+def test_the_arena_records_its_rules_and_refuses_to_resume_under_other_ones(tmp_path) -> None:
+    from conftest import run_mars
+
+    run_dir = tmp_path / "leduc"
+    args = ["arena", "--game", "leduc_poker", "--player", "random", "--opponent", "nash"]
+    args += ["--episodes", "4", "--run-dir", str(run_dir), "--quiet"]
+    first = run_mars(*args, "--rules", "marshal", "--parse-mode", "lenient")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["rules"] == {
+        "turn_rewards": "step",
+        "invalid_outcome": "reference",
+        "length_penalty": "reference",
+        "leduc_deals": "rank_triples",
+        "parse_mode": "lenient",
+    }
+    records = (run_dir / "records.jsonl").read_bytes()
+    again = run_mars(*args, "--rules", "default")
+    assert again.returncode != 0 and "rules" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert (run_dir / "records.jsonl").read_bytes() == records
