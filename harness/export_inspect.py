@@ -86,8 +86,11 @@ def export_inspect(run_path: Path, output: Path | None = None) -> list[Path]:
     written = []
     for suite, path in targets.items():
         log = build_log(run_path, info, suite, by_suite[suite], summary.get(suite) or {})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_eval_log(log, str(path), format=LOG_FORMATS[path.suffix])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_eval_log(log, str(path), format=LOG_FORMATS[path.suffix])
+        except OSError as exc:
+            raise MarsError(f"cannot write {path}: {exc.strerror or exc}") from exc
         written.append(path)
     return written
 
