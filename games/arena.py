@@ -55,11 +55,20 @@ def record_key(record: dict[str, Any]) -> RecordKey:
     return (record["game"], int(record["seed"]), record["seat"])
 
 
-def arena_record(result: EpisodeResult, player_seat: int, player: str, opponent: str) -> dict:
+def arena_record(
+    result: EpisodeResult,
+    player_seat: int,
+    player: str,
+    opponent: str,
+    ids: tuple[str, str] | None = None,
+) -> dict:
+    """`ids`: who the player and the opponent are (`Player.identity`: the model behind `llm`),
+    recorded as `player_id` / `opponent_id` so ratings can pool runs; default the strings."""
     record = result.to_record()
     record["seat"] = SEAT_NAMES[player_seat]
     record["player"] = player
     record["opponent"] = opponent
+    record["player_id"], record["opponent_id"] = ids or (player, opponent)
     return record
 
 
@@ -149,7 +158,8 @@ async def run_arena(
             on_record(record)
 
     def to_record_for(seat: int) -> Callable[[EpisodeResult], dict]:
-        return lambda result: arena_record(result, seat, player.name, opponent.name)
+        ids = (player.identity, opponent.identity)
+        return lambda result: arena_record(result, seat, player.name, opponent.name, ids)
 
     jobs = []
     for seat in config.seat_indices():

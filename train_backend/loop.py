@@ -104,7 +104,28 @@ class ExploitItem(BaseModel):
         return self.name or _slug(f"exploit-{self.game}")
 
 
-Item = ArenaItem | SuiteItem | ExploitItem
+class RatingItem(BaseModel):
+    """The checkpoint's rating at a game (`games.ratings`): it plays `episodes` per seat against
+    each bot and each of the `previous` latest earlier checkpoints, then every arena record of
+    the game in the loop (arena items included) is fitted together."""
+
+    kind: Literal["rating"] = "rating"
+    game: str
+    episodes: int = Field(ge=1)  # per seat, per opponent
+    previous: int = Field(2, ge=0)  # earlier checkpoints played (the latest ones)
+    bots: list[str] = Field(default_factory=lambda: ["random"])
+    anchor: str | None = None  # pinned at 1000; None: the first bot, else the field's mean
+    bootstrap: int = Field(0, ge=0)  # 0: the posterior interval; N: a bootstrap over games
+    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    invalid: str = "penalty"
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or _slug(f"rating-{self.game}")
+
+
+Item = ArenaItem | SuiteItem | ExploitItem | RatingItem
 EvalItem = Annotated[Item, Field(discriminator="kind")]
 
 
@@ -135,8 +156,8 @@ def _slug(text: str) -> str:
 
 
 def parse_item(text: str) -> dict[str, Any]:
-    """One inline item: `arena:GAME:OPPONENT:EPISODES`, `eval:SUITE[:MAS[:LIMIT]]` or
-    `exploit:GAME[:SAMPLES]`.
+    """One inline item: `arena:GAME:OPPONENT:EPISODES`, `eval:SUITE[:MAS[:LIMIT]]`,
+    `exploit:GAME[:SAMPLES]` or `rating:GAME:EPISODES[:PREVIOUS]`.
 
     The opponent may hold a colon itself (`mcts:100`), so in an arena item the last field is
     always the episode count: `arena:tic_tac_toe:mcts:100:20` is 20 episodes per seat against
@@ -176,7 +197,17 @@ def parse_item(text: str) -> dict[str, Any]:
                 raise MarsError(f"exploit item {text!r}: SAMPLES must be a whole number")
             item["samples"] = int(parts[2])
         return item
-    raise MarsError(f"evaluation {text!r} must start with arena:, eval: or exploit:")
+    if kind == "rating":
+        if not 3 <= len(parts) <= 4 or not parts[1] or not all(p.isdigit() for p in parts[2:]):
+            raise MarsError(
+                f"rating item {text!r}: write rating:GAME:EPISODES[:PREVIOUS] "
+                "(e.g. rating:tic_tac_toe:10:2)"
+            )
+        item = {"kind": "rating", "game": parts[1], "episodes": int(parts[2])}
+        if len(parts) == 4:
+            item["previous"] = int(parts[3])
+        return item
+    raise MarsError(f"evaluation {text!r} must start with arena:, eval:, exploit: or rating:")
 
 
 def parse_spec(text: str, **overrides: Any) -> LoopSpec:
@@ -234,6 +265,14 @@ def check_spec(spec: LoopSpec) -> None:
                 make_player(item.opponent, PlayerContext(spec=game))
         elif isinstance(item, ExploitItem):
             check_exact_best_response(get_game(item.game))
+        elif isinstance(item, RatingItem):
+            game = get_game(item.game)
+            if game.cooperative:
+                raise MarsError(f"rating item: {item.game} is cooperative (one shared score)")
+            for bot in item.bots:
+                if needs_model(bot):
+                    raise MarsError(f"rating item: {bot!r} is not a bot (list bots only)")
+                make_player(bot, PlayerContext(spec=game))
         else:
             get_suite(item.suite)
 
@@ -339,8 +378,11 @@ def sub_command(
     base_url: str,
     model: str,
     run_dir: Path,
+    model_label: str | None = None,
+    opponent: str | None = None,
 ) -> list[str]:
-    """The `mars` command line of one evaluation against the served checkpoint."""
+    """The `mars` command line of one evaluation against the served checkpoint (`opponent`: the
+    one a rating item plays in this command)."""
     common = [
         "--base-url",
         base_url,
@@ -359,7 +401,7 @@ def sub_command(
         "--quiet",
     ]
     mars = [sys.executable, "-m", "harness"]
-    if isinstance(item, ArenaItem):
+    if isinstance(item, ArenaItem | RatingItem):
         return [
             *mars,
             "arena",
@@ -368,15 +410,17 @@ def sub_command(
             "--player",
             "llm",
             "--opponent",
-            item.opponent,
+            opponent or getattr(item, "opponent", ""),
             "--episodes",
             str(item.episodes),
             "--seats",
-            item.seats,
+            getattr(item, "seats", "both"),
             "--invalid",
             item.invalid,
             "--prompt-style",
             item.prompt_style or settings.prompt_style,
+            # the checkpoint's name in records: its folder, as `llm:FOLDER` names it elsewhere
+            *(["--model-label", model_label] if model_label else []),
             *common,
         ]
     if isinstance(item, ExploitItem):
@@ -482,13 +526,109 @@ def run_item(item: Item, command: list[str], *, timeout_s: float, log_path: Path
         entry["error"] = f"{item.kind} failed ({reason}): {_last_line(output)}"
         return entry
     summary = json.loads(summary_path.read_text())
-    if isinstance(item, ArenaItem):
+    if isinstance(item, ArenaItem | RatingItem):
         entry.update(arena_figures(summary))
     elif isinstance(item, ExploitItem):
         entry.update(exploit_figures(summary))
     else:
         entry.update(suite_figures(summary, item.suite))
     entry["error"] = None
+    return entry
+
+
+def rating_opponents(item: RatingItem, earlier: list[Checkpoint]) -> list[tuple[str, str]]:
+    """(opponent, run-dir suffix) of each match a rating item plays: its bots, then the latest
+    `previous` earlier checkpoints as `llm:FOLDER` (each served by the sub-command)."""
+    matches = [(bot, _slug(bot)) for bot in item.bots]
+    latest = earlier[-item.previous :] if item.previous else []
+    matches += [(f"llm:{c.path.resolve()}", f"step_{c.step}") for c in latest]
+    return matches
+
+
+def loop_matches(loop_dir: Path, game: str) -> Any:
+    """Every rated game of `game` in the loop's arena sub-runs (`games.ratings.Collected`)."""
+    from games.ratings import Collected, collect_matches
+    from harness.runstore import list_runs
+
+    collected = Collected()
+    for sub_run in list_runs(loop_dir):
+        if sub_run.kind == "arena":
+            model = sub_run.info().model
+            collect_matches(sub_run.records(), model=model, games={game}, into=collected)
+    return collected
+
+
+def rating_figures(item: RatingItem, label: str, loop_dir: Path) -> dict[str, Any]:
+    """The checkpoint's rating over every game of `item.game` the loop has played so far."""
+    from games.ratings import rate_game
+
+    matches = loop_matches(loop_dir, item.game).matches
+    players = {m.a for m in matches} | {m.b for m in matches}
+    if label not in players:
+        return {"error": f"rating failed: {label} has no rated {item.game} game"}
+    anchor = item.anchor or (item.bots[0] if item.bots else None)
+    if anchor not in players:
+        anchor = None  # its games failed: the field's mean instead
+    fit = rate_game(matches, bootstrap=item.bootstrap, seed=0, anchor=anchor)
+    mine = next(row for row in fit["players"] if row["player"] == label)
+    return {
+        "rating": mine["rating"],
+        "ci95": mine["ci95"],
+        "rank": mine["rank"],
+        "players": len(fit["players"]),
+        "games": mine["games"],
+        "score": mine["score"],
+        "anchor": anchor,
+        "all_games": fit["games"],
+        "table": [
+            {key: row[key] for key in ("player", "rating", "ci95", "games", "score")}
+            for row in fit["players"]
+        ],
+    }
+
+
+def run_rating(
+    item: RatingItem,
+    checkpoint: Checkpoint,
+    spec: LoopSpec,
+    settings: Settings,
+    *,
+    base_url: str,
+    model: str,
+    loop_dir: Path,
+    earlier: list[Checkpoint],
+    log_dir: Path,
+) -> dict[str, Any]:
+    """Play the rating item's matches (one `mars arena` each), then fit the ratings."""
+    label = str(checkpoint.path.resolve())
+    entry: dict[str, Any] = {**item.model_dump(exclude={"name"}), "player": label, "matches": {}}
+    started = time.perf_counter()
+    for opponent, suffix in rating_opponents(item, earlier):
+        command = sub_command(
+            item,
+            spec,
+            settings,
+            base_url=base_url,
+            model=model,
+            run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}-vs-{suffix}",
+            model_label=label,
+            opponent=opponent,
+        )
+        played = run_item(
+            item,
+            command,
+            timeout_s=spec.eval_timeout_s,
+            log_path=log_dir / f"{item.key}-{suffix}.log",
+        )
+        entry["matches"][suffix] = {
+            key: played.get(key) for key in ("run_dir", "wall_s", "error")
+        } | {"opponent": opponent}
+    failed = [suffix for suffix, match in entry["matches"].items() if match["error"]]
+    entry.update(rating_figures(item, label, loop_dir))
+    entry["wall_s"] = round(time.perf_counter() - started, 2)
+    if failed:
+        entry["error"] = f"rating matches failed: {', '.join(failed)}"
+    entry.setdefault("error", None)
     return entry
 
 
@@ -503,11 +643,13 @@ def evaluate_checkpoint(
     *,
     backend: str = "auto",
     defaults_from: Checkpoint | None = None,
+    earlier: list[Checkpoint] | None = None,
 ) -> dict[str, Any]:
     """Serve the checkpoint once, run every evaluation against it, and return its curve row.
 
     `defaults_from`: the checkpoint whose training config gives the default prompt style and
-    reply length (a baseline model has none of its own).
+    reply length (a baseline model has none of its own). `earlier`: the checkpoints evaluated
+    before, by step (rating items play the latest of them).
     """
     from harness.endpoint import GenerationConfig
     from harness.model_access import model_endpoint
@@ -537,7 +679,21 @@ def evaluate_checkpoint(
             log_dir=log_dir,
             gen=gen,
         ) as endpoint:
-            for item in spec.evals:
+            # Rating items last: their fit then holds this step's arena games too.
+            for item in sorted(spec.evals, key=lambda item: isinstance(item, RatingItem)):
+                if isinstance(item, RatingItem):
+                    row["evals"][item.key] = run_rating(
+                        item,
+                        checkpoint,
+                        spec,
+                        settings,
+                        base_url=endpoint.base_url,
+                        model=endpoint.model,
+                        loop_dir=loop_dir,
+                        earlier=list(earlier or []),
+                        log_dir=log_dir,
+                    )
+                    continue
                 command = sub_command(
                     item,
                     spec,
@@ -545,6 +701,7 @@ def evaluate_checkpoint(
                     base_url=endpoint.base_url,
                     model=endpoint.model,
                     run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}",
+                    model_label=str(checkpoint.path.resolve()),
                 )
                 row["evals"][item.key] = run_item(
                     item,
@@ -590,6 +747,13 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
                 low, high = stats.get("normalized_return_ci") or (None, None)
                 flat[f"{key}/{seat}/normalized_return_ci_low"] = low
                 flat[f"{key}/{seat}/normalized_return_ci_high"] = high
+        elif entry.get("kind") == "rating":
+            flat[f"{key}/rating"] = entry.get("rating")
+            low, high = entry.get("ci95") or (None, None)
+            flat[f"{key}/rating_ci95_low"] = low
+            flat[f"{key}/rating_ci95_high"] = high
+            for field in ("rank", "players", "games", "score"):
+                flat[f"{key}/{field}"] = entry.get(field)
         elif entry.get("kind") == "exploit":
             for field, interval in (("exploitability", "ci95"), ("nash_conv", "nash_conv_ci95")):
                 flat[f"{key}/{field}"] = entry.get(field)
@@ -634,6 +798,17 @@ def _write_atomic(path: Path, text: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The loop
+
+
+def earlier_checkpoints(run: RunDir, step: int) -> list[Checkpoint]:
+    """Checkpoints of the curve before `step` that were served and are still on disk, by step."""
+    found = []
+    for row in curve_rows(run):
+        path = Path(str(row.get("checkpoint") or ""))
+        served = not str(row.get("error") or "").startswith("serving failed")
+        if row["step"] < step and served and (path / "config.json").is_file():
+            found.append(Checkpoint(row["step"], path))
+    return found
 
 
 def step_key(record: dict[str, Any]) -> tuple[int]:
@@ -695,7 +870,7 @@ def run_loop(
                 start = Checkpoint(0, baseline)
                 first = found[0] if found else None
                 row = evaluate_checkpoint(
-                    start, spec, run.path, backend=backend, defaults_from=first
+                    start, spec, run.path, backend=backend, defaults_from=first, earlier=[]
                 )
                 row["baseline"] = True
                 run.append(row)
@@ -711,7 +886,13 @@ def run_loop(
                 skipped.append(checkpoint.step)
                 continue
             attempted.add(checkpoint.step)
-            row = evaluate_checkpoint(checkpoint, spec, run.path, backend=backend)
+            row = evaluate_checkpoint(
+                checkpoint,
+                spec,
+                run.path,
+                backend=backend,
+                earlier=earlier_checkpoints(run, checkpoint.step),
+            )
             run.append(row)
             write_curve(run)
             evaluated.append(checkpoint.step)

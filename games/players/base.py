@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,12 @@ class Player(ABC):
     name: str  # the player string it was built from, e.g. "mcts:200"
     is_model: bool = False
 
+    @property
+    def identity(self) -> str:
+        """Who plays, for ratings across runs: the bot string, or the model behind a model
+        player (its folder or served name), since `llm` alone names no model."""
+        return self.name
+
     @abstractmethod
     def agent(self, *, seat: int, rng: random.Random, seed: int) -> Agent:
         """The agent playing `seat` in the episode with this `seed`."""
@@ -60,9 +66,12 @@ class PlayerContext:
     """What player factories may need besides their argument."""
 
     spec: GameSpec
-    endpoint: Endpoint | None = None
+    endpoint: Endpoint | None = None  # the model of `llm` and `self` (--model/--base-url)
     gen: GenerationConfig | None = None
     cache_dir: Path | None = None
+    model_label: str | None = None  # who `llm`/`self` is in records (default: the endpoint's model)
+    # `llm:SPEC` seats: SPEC as written -> (its own endpoint, the label records give it).
+    named_models: Mapping[str, tuple[Endpoint, str]] = field(default_factory=dict)
 
 
 PlayerFactory = Callable[[str | None, PlayerContext], Player]

@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 SEATS_HELP = "Seats the player takes: both | first | second."
 INVALID_HELP = "Invalid replies: penalty (the game ends, the paper's rule) | retry:K (K re-asks)."
 STYLE_HELP = "Prompts: full (rules, one growing chat per seat) | compact (short, for tiny models)."
+PLAYER_HELP = (
+    "llm (--model), llm:PATH (a checkpoint served for the run), llm:NAME@URL (a model at a URL), "
+    "random, mcts:SIMS, cfr:ITERS, nash."
+)
+LABEL_HELP = (
+    "Who --model is in records and ratings (default: its folder's absolute path, or the name "
+    "given with --base-url)."
+)
 
 
 @contextlib.contextmanager
@@ -42,6 +50,36 @@ def _maybe_endpoint(
 
     with model_endpoint(model=model, base_url=base_url, **settings) as config:
         yield config
+
+
+@contextlib.contextmanager
+def _named_endpoints(
+    named: dict[str, Any], settings: dict[str, Any]
+) -> Iterator[dict[str, EndpointConfig]]:
+    """An endpoint per `llm:SPEC` model (SPEC -> config): the URL given, or the folder served
+    for the length of the command, like --model."""
+    if not named:
+        yield {}
+        return
+    from harness.model_access import model_endpoint
+
+    with contextlib.ExitStack() as stack:
+        yield {
+            text: stack.enter_context(
+                model_endpoint(model=spec.model, base_url=spec.base_url, **settings)
+            )
+            for text, spec in named.items()
+        }
+
+
+def _main_label(model: str | None, base_url: str | None) -> str:
+    """Who --model is in records: the name sent to --base-url, else the served folder's path."""
+    if base_url:
+        return str(model)
+    from harness.model_access import default_model
+    from harness.servers import model_argument
+
+    return model_argument(model or default_model())
 
 
 def _check_model_flags(wanted: bool, model: str | None, base_url: str | None) -> None:
@@ -104,7 +142,7 @@ def _generation(temperature: float, top_p: float, max_tokens: int, seed: int) ->
 @app.command("arena")
 def arena_command(
     game: str = typer.Option(..., "--game", help="tic_tac_toe, connect_four, kuhn_poker, ..."),
-    player: str = typer.Option("llm", "--player", help="llm, random, mcts:SIMS, cfr:ITERS, nash."),
+    player: str = typer.Option("llm", "--player", help=PLAYER_HELP),
     opponent: str = typer.Option(..., "--opponent", help="Same choices, plus self (the model)."),
     episodes: int = typer.Option(100, "--episodes", min=1, help="Episodes per seat."),
     seats: str = typer.Option("both", "--seats", help=SEATS_HELP),
@@ -125,11 +163,13 @@ def arena_command(
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    model_label: str = typer.Option(None, "--model-label", help=LABEL_HELP),
 ) -> None:
     """Play PLAYER against OPPONENT, N episodes per seat, and score each seat."""
     from games.arena import ArenaConfig, record_key, run_arena, summarize
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player, needs_model
+    from games.players.llm import named_models
     from games.spec import get_game
     from harness.runstore import RunDir, identity_of, model_identity
 
@@ -142,8 +182,11 @@ def arena_command(
         concurrency=concurrency,
         options=episode_options,
     )
-    wants_model = needs_model(player) or needs_model(opponent)
-    _check_model_flags(wants_model, model, base_url)
+    # `llm:SPEC` seats bring their own model; `llm` and `self` use --model/--base-url.
+    named = named_models([player, opponent])
+    wants_main = any(needs_model(name) and ":" not in name for name in (player, opponent))
+    wants_model = wants_main or bool(named)
+    _check_model_flags(wants_main, model, base_url)
     # Bots are built (and policies solved) before any server starts, so bad input fails fast.
     bot_context = PlayerContext(spec=spec)
     bots = {
@@ -170,7 +213,7 @@ def arena_command(
         "arena",
         run_config,
         resumable=("episodes_per_seat", "seats", "first_seed", "concurrency"),
-        model=model_identity(model, base_url) if wants_model else None,
+        model=model_identity(model, base_url) if wants_main else None,
     )
     run.check_identity(identity)  # before anything in the run directory changes
     done = run.prepare_resume(record_key)
@@ -189,9 +232,14 @@ def arena_command(
     }
     started = time.perf_counter()
     usage: dict[str, Any] | None = None
-    with _maybe_endpoint(
-        wants_model, model=model, base_url=base_url, **endpoint_settings
-    ) as endpoint_config:
+    usage_by_model: dict[str, Any] = {}  # the `llm:SPEC` models' own endpoints
+    identities = {"player": player, "opponent": opponent}
+    with (
+        _maybe_endpoint(
+            wants_main, model=model, base_url=base_url, **endpoint_settings
+        ) as endpoint_config,
+        _named_endpoints(named, endpoint_settings) as named_configs,
+    ):
         run.start(
             command=["mars", *sys.argv[1:]],
             config=run_config,
@@ -207,10 +255,19 @@ def arena_command(
             from harness.endpoint import Endpoint
 
             endpoint = Endpoint(endpoint_config) if endpoint_config else None
-            context = PlayerContext(spec=spec, endpoint=endpoint, gen=gen)
+            others = {spec_text: Endpoint(cfg) for spec_text, cfg in named_configs.items()}
+            label = model_label or (_main_label(model, base_url) if endpoint else None)
+            context = PlayerContext(
+                spec=spec,
+                endpoint=endpoint,
+                gen=gen,
+                model_label=label,
+                named_models={text: (others[text], named[text].label) for text in others},
+            )
             built = {
                 name: bots.get(name) or make_player(name, context) for name in (player, opponent)
             }
+            identities.update(player=built[player].identity, opponent=built[opponent].identity)
             try:
                 with _progress(todo, quiet, f"{spec.name} episodes") as tick:
                     await run_arena(
@@ -229,6 +286,12 @@ def arena_command(
                         "totals": endpoint.ledger.totals(),
                     }
                     await endpoint.aclose()
+                for text, other in others.items():
+                    usage_by_model[named[text].label] = {
+                        "by_role": other.ledger.by_role(),
+                        "totals": other.ledger.totals(),
+                    }
+                    await other.aclose()
 
         try:
             asyncio.run(play())
@@ -236,11 +299,14 @@ def arena_command(
             run.finish("interrupted")
             raise
     summary = summarize(spec, player, opponent, run.records())
+    summary["player_id"], summary["opponent_id"] = identities["player"], identities["opponent"]
     summary["wall_s"] = round(time.perf_counter() - started, 3)
     if endpoint_config is not None:
         summary["model"] = endpoint_config.model
     if usage is not None:
         summary["usage"] = usage
+    if usage_by_model:
+        summary["usage_by_model"] = usage_by_model
     errors = sum(stats["errors"] for stats in summary["seats"].values())
     run.write_summary(summary)
     run.finish("completed" if errors == 0 else "completed_with_errors")

@@ -19,8 +19,10 @@ from harness.errors import MarsError
 EVAL_HELP = (
     "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
     "arena:GAME:OPPONENT:EPISODES (e.g. arena:tic_tac_toe:mcts:100:20), "
-    "eval:SUITE[:MAS[:LIMIT]] (e.g. eval:gsm8k:single:5) and "
-    "exploit:GAME[:SAMPLES] (e.g. exploit:kuhn_poker:16)."
+    "eval:SUITE[:MAS[:LIMIT]] (e.g. eval:gsm8k:single:5), "
+    "exploit:GAME[:SAMPLES] (e.g. exploit:kuhn_poker:16) and "
+    "rating:GAME:EPISODES[:PREVIOUS] (e.g. rating:tic_tac_toe:10:2: the checkpoint's rating "
+    "against random and the 2 latest earlier checkpoints)."
 )
 
 
@@ -38,6 +40,13 @@ def _describe(row: dict[str, Any]) -> str:
                 for seat, s in entry["seats"].items()
             )
             parts.append(f"{key} [{seats}]")
+        elif entry["kind"] == "rating" and entry.get("rating") is not None:
+            low, high = entry["ci95"]
+            interval = "" if low is None else f" [{low:.0f}, {high:.0f}]"
+            parts.append(
+                f"{key} {entry['rating']:.0f}{interval} "
+                f"(#{entry['rank']} of {entry['players']}, {entry['games']} games)"
+            )
         elif entry["kind"] == "exploit":
             low, high = entry["ci95"]
             parts.append(

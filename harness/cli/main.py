@@ -42,6 +42,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "export",
     "arena",
+    "ratings",
     "exploitability",
     "train",
     "loop",
