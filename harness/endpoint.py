@@ -17,6 +17,7 @@ import os
 import random
 import sys
 import time
+import zlib
 from collections.abc import Awaitable
 from typing import Any
 
@@ -51,6 +52,17 @@ class GenerationConfig(BaseModel):
         return fields
 
 
+def request_seed(seed: int, epoch: int, role: str, messages: list[Message]) -> int:
+    """The `seed` a request carries: the run's seed mixed with the epoch, the agent and the prompt.
+
+    One fixed seed on every request would make a server that honours it (vLLM) draw the same
+    sample for the same prompt: every epoch of a question, every debater's first answer, every
+    arena game's first move alike. Mixed, the draws differ and a rerun still repeats them.
+    """
+    prompt = zlib.crc32(f"{epoch}\0{role}\0{messages!r}".encode())
+    return (seed * 1_000_003 + prompt) % 2**31
+
+
 class EndpointConfig(BaseModel):
     base_url: str
     model: str
@@ -64,6 +76,9 @@ class EndpointConfig(BaseModel):
     # What the cache key calls "the model": defaults to the model name; servers of a local
     # checkpoint set it to a fingerprint of the weights so a retrained folder misses the cache.
     model_identity: str | None = None
+    # The temperature / top_p the server applies to every request whatever it asks (transformers
+    # serve with continuous batching); a request asking other settings is refused, not sent.
+    pinned_sampling: dict[str, float] | None = None
 
     def public(self) -> dict[str, Any]:
         """The config as it may be written to run.json (no secrets: only the env var's name)."""
@@ -171,6 +186,9 @@ class Endpoint:
         epoch: int = 0,
     ) -> Completion:
         gen = gen or GenerationConfig()
+        if self.config.pinned_sampling is not None and (refusal := self._pinned_refusal(gen)):
+            self.ledger.add_error(role, retries=0)
+            raise EndpointError(refusal, retries=0)
         key = None
         if self._cache is not None:
             key = cache_key(self.model_identity, messages, gen.model_dump(), epoch)
@@ -179,8 +197,9 @@ class Endpoint:
                 completion = Completion.model_validate(hit).model_copy(update={"cached": True})
                 self.ledger.add(role, completion)
                 return completion
+        seed = None if gen.seed is None else request_seed(gen.seed, epoch, role, messages)
         try:
-            completion = await self._complete_with_retries(messages, gen)
+            completion = await self._complete_with_retries(messages, gen, seed)
         except EndpointError as exc:
             self.ledger.add_error(role, retries=exc.retries)
             raise
@@ -189,8 +208,21 @@ class Endpoint:
             self._cache.put(key, completion.model_dump())
         return completion
 
+    def _pinned_refusal(self, gen: GenerationConfig) -> str | None:
+        """Why a request must not be sent to a server that would replace its sampling settings."""
+        pinned = self.config.pinned_sampling or {}
+        temperature, top_p = pinned.get("temperature", 0.0), pinned.get("top_p", 1.0)
+        asked = (0.0, 1.0) if gen.temperature == 0 else (gen.temperature, gen.top_p)
+        if asked == ((0.0, 1.0) if temperature == 0 else (temperature, top_p)):
+            return None
+        return (
+            f"the server samples every request at temperature {temperature:g}, top_p {top_p:g} "
+            f"(fixed by its first request under continuous batching); this request asks "
+            f"temperature {gen.temperature:g}, top_p {gen.top_p:g}"
+        )
+
     async def _complete_with_retries(
-        self, messages: list[Message], gen: GenerationConfig
+        self, messages: list[Message], gen: GenerationConfig, seed: int | None = None
     ) -> Completion:
         retries = 0
         while True:
@@ -199,7 +231,7 @@ class Endpoint:
                 async with self._semaphore:
                     started = time.perf_counter()
                     completion = await _within(
-                        self.config.timeout_s, self._request_once(messages, gen)
+                        self.config.timeout_s, self._request_once(messages, gen, seed)
                     )
             except _Retryable as exc:
                 failure, status, wait_hint = str(exc), exc.status, exc.wait_s
@@ -226,8 +258,12 @@ class Endpoint:
             return min(retry_after, self.config.backoff_max_s)
         return self._rng.uniform(0, cap)  # full jitter
 
-    async def _request_once(self, messages: list[Message], gen: GenerationConfig) -> Completion:
+    async def _request_once(
+        self, messages: list[Message], gen: GenerationConfig, seed: int | None = None
+    ) -> Completion:
         body = {"model": self.config.model, "messages": messages, **gen.request_fields()}
+        if seed is not None:
+            body["seed"] = seed
         if self._poster is not None:
             return await self._request_lean(self._poster, body)
         return await self._request_sdk(body)

@@ -1,21 +1,32 @@
 """From `--model` / `--base-url` to an endpoint: use the URL given, or serve the model for the run.
 
-With `--base-url` the model name is sent as is. Without it, `--model` (a checkpoint folder or hub
-id; the embedded tiny model when omitted) is served for the length of the command and stopped
-afterwards; the cache identity is then a fingerprint of the checkpoint, not its name.
+With `--base-url` the model name is sent as is; without `--model`, the name is found by one rule:
+the name a server started by `mars` (e.g. `mars serve`) on this machine recorded for that URL, else
+the only model the server's `/v1/models` lists (none or several: a one-line error asking for
+`--model`). Without `--base-url`, `--model` (a checkpoint folder or hub id; the embedded tiny model
+when omitted) is served for the length of the command and stopped afterwards; the cache identity
+is then a fingerprint of the checkpoint, not its name.
+
+Sampling: a `transformers serve --continuous-batching` server applies the temperature and top_p of
+its first request to every request (see `harness.servers`). A server `mars` starts is warmed up
+with the run's settings, or started without continuous batching when the command samples at more
+than one setting (`extra_sampling`); a `mars`-started server at `--base-url` whose pinned
+settings differ from the run's is refused in one line, and `Endpoint` refuses any request whose
+settings such a server would not apply.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.endpoint import EndpointConfig, GenerationConfig
 from harness.errors import MarsError
-from harness.servers import ModelServer, check_model
+from harness.servers import ModelServer, check_model, server_state
 
 
 def default_model() -> str:
@@ -36,6 +47,60 @@ def check_reachable(base_url: str, timeout_s: float = 5.0) -> None:
         raise MarsError(f"cannot reach {base_url} ({reason})") from exc
 
 
+def listed_models(base_url: str, timeout_s: float = 5.0) -> list[str] | None:
+    """The model ids `/v1/models` lists, or None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=timeout_s) as response:
+            payload = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [str(entry["id"]) for entry in data if isinstance(entry, dict) and entry.get("id")]
+
+
+def served_model_name(base_url: str) -> str:
+    """The model name to send to `base_url` when the user gave none (the rule in the module doc)."""
+    state = server_state(base_url)
+    if state is not None and state.get("model"):
+        return str(state["model"])
+    names = listed_models(base_url)
+    if names is not None and len(names) == 1:
+        return names[0]
+    if not names:
+        raise MarsError(
+            f"{base_url}/models lists no model; pass --model NAME (the name the server expects)"
+        )
+    raise MarsError(
+        f"{base_url} serves {len(names)} models ({', '.join(names)}); pass --model NAME"
+    )
+
+
+def _sampling(gen: GenerationConfig) -> tuple[float, float]:
+    """What decides a reply's randomness; at temperature 0 (greedy) top_p does not matter."""
+    return (0.0, 1.0) if gen.temperature == 0 else (gen.temperature, gen.top_p)
+
+
+def check_pinned_sampling(
+    base_url: str, pinned: dict[str, float] | None, gens: Sequence[GenerationConfig]
+) -> None:
+    """Refuse a run that asks for sampling settings the server would silently replace."""
+    if not pinned:
+        return
+    fixed = GenerationConfig(temperature=pinned["temperature"], top_p=pinned["top_p"])
+    for gen in gens:
+        if _sampling(gen) != _sampling(fixed):
+            raise MarsError(
+                f"the server at {base_url} (transformers serve with continuous batching) samples "
+                f"every request at temperature {fixed.temperature:g}, top_p {fixed.top_p:g}, "
+                f"fixed by its first request; this command asks temperature {gen.temperature:g}, "
+                f"top_p {gen.top_p:g}: restart it with `mars serve --temperature "
+                f"{gen.temperature:g} --top-p {gen.top_p:g}`, or with --no-continuous-batching "
+                "to apply each request's own settings"
+            )
+
+
 @contextlib.contextmanager
 def model_endpoint(
     *,
@@ -49,7 +114,12 @@ def model_endpoint(
     cache_path: Path | None = None,
     log_dir: Path | None = None,
     gen: GenerationConfig | None = None,
+    extra_sampling: Sequence[GenerationConfig] = (),
 ) -> Iterator[EndpointConfig]:
+    """`gen` is the command's generation config (a served model is warmed up with it);
+    `extra_sampling` lists other settings the command will request from the same model (an LLM
+    judge, ...), so a server that would pin one setting is not used for them."""
+    gen = gen or GenerationConfig()
     common = {
         "concurrency": concurrency,
         "timeout_s": timeout_s,
@@ -60,20 +130,36 @@ def model_endpoint(
     if base_url:
         if not base_url.startswith(("http://", "https://")):
             raise MarsError(f"--base-url must start with http:// or https:// (got {base_url})")
-        if not model:
-            raise MarsError("--base-url needs --model NAME (the model name the server expects)")
         base_url = base_url.rstrip("/")
         check_reachable(base_url)
-        yield EndpointConfig(base_url=base_url, model=model, **common)
+        state = server_state(base_url)
+        model = model or served_model_name(base_url)
+        pinned, identity = None, None
+        if state is not None and state.get("model") == model:
+            # A server `mars` started: its weights' fingerprint keys the response cache.
+            recorded = state.get("pinned_sampling")
+            pinned = recorded if isinstance(recorded, dict) else None
+            identity = str(state["model_identity"]) if state.get("model_identity") else None
+            check_pinned_sampling(base_url, pinned, [gen, *extra_sampling])
+        yield EndpointConfig(
+            base_url=base_url,
+            model=model,
+            model_identity=identity,
+            pinned_sampling=pinned,
+            **common,
+        )
         return
     model = model or default_model()
     check_model(model)
-    with ModelServer(model=model, backend=backend, log_dir=log_dir) as server:
-        gen = gen or GenerationConfig()
+    settings = {_sampling(g) for g in (gen, *extra_sampling)}
+    with ModelServer(
+        model=model, backend=backend, log_dir=log_dir, continuous_batching=len(settings) == 1
+    ) as server:
         server.warm_up(temperature=gen.temperature, top_p=gen.top_p)
         yield EndpointConfig(
             base_url=server.base_url,
             model=server.served_name,
             model_identity=server.identity,
+            pinned_sampling=server.pinned_sampling,
             **common,
         )

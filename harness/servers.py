@@ -3,6 +3,22 @@
 `vllm serve` where CUDA and vLLM are present, `transformers serve` (continuous batching, CPU)
 otherwise. A server is a child process in its own process group, started with an argument list
 (no shell), logged to a file, ready when `/v1/models` answers, and stopped with its whole group.
+
+The model name to send. vLLM serves the name it is given (`--served-model-name`). `transformers
+serve` pins the exact argument it was started with (any other name gets 400) and its `/v1/models`
+lists the models in its hub cache, not the pinned one; so a local folder is served under a hub
+id, `local/<folder name>`, from a private hub cache that holds only that folder (symlinks): the
+name `/v1/models` lists is then exactly the name the server accepts.
+
+Sampling under `transformers serve --continuous-batching` (transformers 5.23, read in
+`cli/serving/utils.py` and measured on the tiny model): `max_tokens` is applied per request, but
+temperature and top_p come from the first request the server handles and stay for its whole life
+(`CBGenerateManager.init_cb`); a request's `seed` reseeds torch's global generator when the
+request arrives, so it reproduces a reply only when requests run one at a time (true without
+continuous batching too). `warm_up` therefore sends the run's own settings first and records them
+as `pinned_sampling`; with `continuous_batching=False` every request's settings are applied
+(sequential generation, slower). Each server started here also leaves a small state file
+(`server_state`), so a client given only the URL finds the model name and the pinned settings.
 """
 
 from __future__ import annotations
@@ -11,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -103,6 +120,34 @@ def _executable(name: str) -> str:
     return found
 
 
+def is_local_folder(model: str) -> bool:
+    return Path(model).expanduser().is_dir()
+
+
+def local_served_name(model: str) -> str:
+    """The hub-style id under which `transformers serve` serves a local folder."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).expanduser().resolve().name)
+    name = re.sub(r"-{2,}", "-", name).strip("-.") or "model"
+    return f"local/{name[:80]}"
+
+
+def private_hub_cache(model: str, served_name: str, root: Path) -> Path:
+    """A hub cache in `root` holding only `model` (symlinks), under `served_name`, offline-ready."""
+    org, name = served_name.split("/", 1)
+    repo = root / f"models--{org}--{name}"
+    revision = hashlib.sha1(model_fingerprint(model).encode()).hexdigest()
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "blobs").mkdir(exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    for entry in Path(model).expanduser().resolve().iterdir():
+        link = snapshot / entry.name
+        if not link.exists():
+            link.symlink_to(entry)
+    return root
+
+
 def model_argument(model: str) -> str:
     """A local folder as an absolute path (servers resolve relative paths against their own cwd)."""
     path = Path(model).expanduser()
@@ -142,9 +187,14 @@ CB_MAX_BATCH_TOKENS = 512
 
 
 def transformers_command(
-    model: str, *, host: str, port: int, extra_args: tuple[str, ...] = ()
+    model: str,
+    *,
+    host: str,
+    port: int,
+    continuous_batching: bool = True,
+    extra_args: tuple[str, ...] = (),
 ) -> list[str]:
-    return [
+    command = [
         _executable("transformers"),
         "serve",
         model,
@@ -154,15 +204,16 @@ def transformers_command(
         str(port),
         "--device",
         "cpu",
-        "--continuous-batching",
-        "--cb-num-blocks",
-        str(CB_NUM_BLOCKS),
-        "--cb-max-batch-tokens",
-        str(CB_MAX_BATCH_TOKENS),
-        "--log-level",
-        "info",
-        *extra_args,
     ]
+    if continuous_batching:
+        command += [
+            "--continuous-batching",
+            "--cb-num-blocks",
+            str(CB_NUM_BLOCKS),
+            "--cb-max-batch-tokens",
+            str(CB_MAX_BATCH_TOKENS),
+        ]
+    return [*command, "--log-level", "info", *extra_args]
 
 
 def _die_with_parent() -> None:
@@ -212,19 +263,31 @@ class ModelServer:
     startup_timeout_s: float = 300.0
     log_dir: Path | None = None
     extra_args: tuple[str, ...] = ()
+    # transformers only: False applies each request's temperature / top_p (no batching).
+    continuous_batching: bool = True
     resolved_backend: str = field(init=False, default="")
     base_url: str = field(init=False, default="")
     log_path: Path = field(init=False)
+    # The temperature / top_p every request gets whatever it asks (transformers with continuous
+    # batching, once `warm_up` has fixed them); None when requests' own settings are applied.
+    pinned_sampling: dict[str, float] | None = field(init=False, default=None)
     _process: subprocess.Popen[bytes] | None = field(init=False, default=None, repr=False)
+    _hub_cache: Path | None = field(init=False, default=None, repr=False)
+    _state_path: Path | None = field(init=False, default=None, repr=False)
 
     @property
     def served_name(self) -> str:
-        """The `model` field requests must carry. `transformers serve` pins the exact argument it
-        was given and rejects any other name; vLLM serves the name we pass it."""
+        """The `model` field requests must carry (and the name `/v1/models` lists)."""
         argument = model_argument(self.model)
+        if not is_local_folder(argument):
+            return argument  # a hub id: both servers serve it under that id
         if self.resolved_backend == "vllm":
-            return Path(argument).name if Path(argument).is_dir() else argument
-        return argument
+            return Path(argument).name
+        return local_served_name(argument)
+
+    @property
+    def batching_pins_sampling(self) -> bool:
+        return self.resolved_backend == "transformers" and self.continuous_batching
 
     @property
     def identity(self) -> str:
@@ -241,7 +304,11 @@ class ModelServer:
                 extra_args=self.extra_args,
             )
         return transformers_command(
-            model_argument(self.model), host=self.host, port=self.port, extra_args=self.extra_args
+            self.served_name,
+            host=self.host,
+            port=self.port,
+            continuous_batching=self.continuous_batching,
+            extra_args=self.extra_args,
         )
 
     def environment(self) -> dict[str, str]:
@@ -249,9 +316,12 @@ class ModelServer:
         if self.resolved_backend == "transformers":
             # Offline and with a writable hub cache, or /v1/models fails on a machine with no hub.
             env.setdefault("HF_HUB_OFFLINE", "1")
-            cache = Path(env.get("MARS_CACHE_DIR", Path.home() / ".cache" / "mars")) / "hf-hub"
-            cache.mkdir(parents=True, exist_ok=True)
-            env.setdefault("HF_HUB_CACHE", str(cache))
+            if self._hub_cache is not None:  # a local folder, in its own hub cache
+                env["HF_HUB_CACHE"] = str(self._hub_cache)
+            else:
+                cache = mars_cache_dir() / "hf-hub"
+                cache.mkdir(parents=True, exist_ok=True)
+                env.setdefault("HF_HUB_CACHE", str(cache))
             env.setdefault("TOKENIZERS_PARALLELISM", "false")
             # One thread per forward pass: on 2 cores this is ~4x faster than torch's default.
             env.setdefault("OMP_NUM_THREADS", "1")
@@ -268,6 +338,9 @@ class ModelServer:
         log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="mars-server-"))
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"server-{self.resolved_backend}-{self.port}.log"
+        if self.resolved_backend == "transformers" and is_local_folder(self.model):
+            root = Path(tempfile.mkdtemp(prefix="mars-hub-"))
+            self._hub_cache = private_hub_cache(self.model, self.served_name, root)
         command = self.command()
         with self.log_path.open("wb") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
@@ -283,8 +356,10 @@ class ModelServer:
                     preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
+                self._remove_hub_cache()
                 raise MarsError(f"cannot start {command[0]}: {exc.strerror}") from exc
         self._wait_until_ready()
+        self._write_state()
         return self.base_url
 
     def _wait_until_ready(self) -> None:
@@ -294,6 +369,7 @@ class ModelServer:
             if self._process.poll() is not None:
                 code = self._process.returncode
                 self._process = None
+                self._remove_hub_cache()
                 raise MarsError(
                     f"{self.resolved_backend} server exited with code {code} before it was ready; "
                     f"last log lines: {self.last_log_lines()}"
@@ -311,9 +387,10 @@ class ModelServer:
         """Send one tiny request with the run's sampling settings.
 
         `transformers serve --continuous-batching` fixes temperature and top_p from the first
-        request it handles for its whole life, so the first request must carry the run's own.
+        request it handles for its whole life, so the first request must carry the run's own;
+        they are then `pinned_sampling` (and in the state file). A second warm-up changes nothing.
         """
-        if self.resolved_backend != "transformers":
+        if self.resolved_backend != "transformers" or self.pinned_sampling is not None:
             return
         body = {
             "model": self.served_name,
@@ -335,6 +412,29 @@ class ModelServer:
                 f"warm-up request to {self.base_url} failed ({exc}); "
                 f"last log lines: {self.last_log_lines()}"
             ) from exc
+        if self.batching_pins_sampling:
+            self.pinned_sampling = {"temperature": temperature, "top_p": top_p}
+            self._write_state()
+
+    def _write_state(self) -> None:
+        assert self._process is not None
+        state = {
+            "base_url": self.base_url,
+            "model": self.served_name,
+            "model_identity": self.identity,
+            "backend": self.resolved_backend,
+            "continuous_batching": self.batching_pins_sampling,
+            "pinned_sampling": self.pinned_sampling,
+            "server_pid": self._process.pid,
+            "owner_pid": os.getpid(),
+            "log": str(self.log_path),
+        }
+        self._state_path = write_server_state(state)
+
+    def _remove_hub_cache(self) -> None:
+        cache, self._hub_cache = self._hub_cache, None
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
 
     def last_log_lines(self, n: int = 5) -> str:
         return log_tail(self.log_path, n)
@@ -343,6 +443,10 @@ class ModelServer:
         process, self._process = self._process, None
         if process is not None:
             stop_process_group(process, grace_s)
+        state, self._state_path = self._state_path, None
+        if state is not None:
+            state.unlink(missing_ok=True)
+        self._remove_hub_cache()
 
     @property
     def running(self) -> bool:
@@ -354,3 +458,47 @@ class ModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def mars_cache_dir() -> Path:
+    return Path(os.environ.get("MARS_CACHE_DIR", Path.home() / ".cache" / "mars"))
+
+
+def _state_file(base_url: str) -> Path:
+    """One file per server address; `localhost` and `127.0.0.1` are the same server."""
+    address = base_url.rstrip("/").split("://", 1)[-1].replace("localhost", "127.0.0.1")
+    return mars_cache_dir() / "servers" / (re.sub(r"[^A-Za-z0-9._-]+", "_", address) + ".json")
+
+
+def write_server_state(state: dict[str, object]) -> Path:
+    path = _state_file(str(state["base_url"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(state, indent=2))
+    partial.replace(path)
+    return path
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def server_state(base_url: str) -> dict[str, object] | None:
+    """What a server started by `mars` (on this machine) at `base_url` serves: model name,
+    pinned sampling, ...; None when no live `mars`-started server is known there."""
+    path = _state_file(base_url)
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not _alive(state.get("server_pid")):
+        return None
+    return state

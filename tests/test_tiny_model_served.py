@@ -84,18 +84,47 @@ def test_a_wrong_model_name_fails_at_once_with_the_servers_reason(tiny_server: M
     assert info.value.status == 400 and info.value.retries == 0
 
 
+def test_models_lists_the_accepted_name_and_batching_pins_sampling(
+    tiny_server: ModelServer,
+) -> None:
+    from harness.model_access import listed_models
+
+    assert listed_models(tiny_server.base_url) == [tiny_server.served_name]
+    # Every earlier request in this session was greedy, so warming up greedy changes nothing.
+    tiny_server.warm_up(temperature=0.0, top_p=1.0)
+    assert tiny_server.pinned_sampling == {"temperature": 0.0, "top_p": 1.0}
+
+    async def ask_hot() -> list[str]:
+        endpoint = Endpoint(_config(tiny_server))  # no guard: see what the server does
+        hot = GenerationConfig(temperature=1.5, max_tokens=24)
+        prompt = [{"role": "user", "content": "Tell me a story."}]
+        try:
+            replies = [await endpoint.complete(prompt, gen=hot, epoch=i) for i in range(3)]
+        finally:
+            await endpoint.aclose()
+        return [r.reasoning + "|" + r.text for r in replies]
+
+    # transformers 5.23 with continuous batching: temperature 1.5 is ignored, replies stay
+    # greedy. If this fails, the server now honours per-request sampling: update servers.py.
+    assert len(set(asyncio.run(ask_hot()))) == 1
+
+
 @pytest.mark.parametrize("mas_name", ["single", "mad", "debate", "autogen"])
 def test_eval_through_each_mas_completes_with_full_transcripts(
     tiny_server: ModelServer, mas_name: str, tmp_path: Path
 ) -> None:
+    # Without --model (single) the name comes from the server's state file.
+    name = [] if mas_name == "single" else ["--model", tiny_server.served_name]
     result = run_mars(
         "eval", "--suite", "gsm8k", "--mas", mas_name, "--limit", "5",
-        "--base-url", tiny_server.base_url, "--model", tiny_server.served_name,
+        "--base-url", tiny_server.base_url, *name,
         "--max-tokens", "48", "--concurrency", "8", "--data-dir", str(DATA_DIR),
         "--run-dir", str(tmp_path / "run"), "--quiet",
         timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["model"] == tiny_server.served_name
     records = [
         json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()
     ]

@@ -22,8 +22,20 @@ def serve(
     port: int = typer.Option(None, help="Port (default: a free one)."),
     startup_timeout: float = typer.Option(300.0, help="Seconds to wait for /v1/models."),
     log_dir: Path = typer.Option(None, help="Folder for the server log (default: a temp dir)."),
+    continuous_batching: bool = typer.Option(
+        True,
+        "--continuous-batching/--no-continuous-batching",
+        help="transformers: batch requests (fast), sampling every request at --temperature / "
+        "--top-p; without it each request's own settings apply, one request at a time.",
+    ),
+    temperature: float = typer.Option(
+        0.0, "--temperature", min=0.0, help="transformers with batching: the sampling temperature."
+    ),
+    top_p: float = typer.Option(
+        1.0, "--top-p", min=0.0, max=1.0, help="transformers with batching: the sampling top_p."
+    ),
 ) -> None:
-    """Serve MODEL and print its base URL; stop cleanly on Ctrl-C / SIGTERM."""
+    """Serve MODEL; print the model name to send and the base URL; stop on Ctrl-C / SIGTERM."""
     from harness.model_access import default_model
     from harness.servers import ModelServer
 
@@ -34,6 +46,7 @@ def serve(
         port=port,
         startup_timeout_s=startup_timeout,
         log_dir=log_dir,
+        continuous_batching=continuous_batching,
     )
     stop = threading.Event()
 
@@ -43,7 +56,16 @@ def serve(
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         server.start()
-        print(f"serving {server.served_name} with {server.resolved_backend}", flush=True)
+        # Fixes the sampling of a batching transformers server for its life (harness.servers).
+        server.warm_up(temperature=temperature, top_p=top_p)
+        print(f"serving {server.model} with {server.resolved_backend}", flush=True)
+        if server.pinned_sampling:
+            print(
+                f"sampling: every request at temperature {temperature:g}, top_p {top_p:g} "
+                "(continuous batching; --no-continuous-batching applies each request's own)",
+                flush=True,
+            )
+        print(f"model: {server.served_name}", flush=True)
         print(f"log: {server.log_path}", flush=True)
         print(f"base url: {server.base_url}", flush=True)
         while not stop.wait(0.5):
