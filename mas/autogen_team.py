@@ -11,7 +11,9 @@ Both agents run on `EndpointChatClient`, so their calls go through the project's
 and are recorded in the transcript under the agent names. The graded answer is the solver's last
 message with a readable answer (else its last message).
 
-Config: `max_solver_turns` (default 3), `max_messages` (overrides the cap), `approval_word`.
+Config: `max_solver_turns` (default 3), `max_messages` (overrides the cap), `approval_word`,
+`protocol` ("default", or "maslab": MASLab's "AutoGen", a hand-written assistant / user-proxy
+loop without the library, `mas.maslab.assistant_and_user_proxy`).
 Model roles: "solver", "critic".
 """
 
@@ -21,10 +23,10 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from mas import prompts
+from mas import maslab, prompts
 from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import int_option, str_option
+from mas.options import int_option, protocol_option, str_option
 
 if TYPE_CHECKING:
     from mas.autogen_client import EndpointChatClient
@@ -39,6 +41,8 @@ logging.getLogger("autogen_core").addHandler(logging.NullHandler())
 
 @mas("autogen")
 async def autogen_team(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
+    if protocol_option(config, allowed=("max_turns", "termination_word")) == "maslab":
+        return await maslab.assistant_and_user_proxy(task, models, config)
     # Imported here, so listing or running the other systems never loads autogen-agentchat.
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination

@@ -15,7 +15,8 @@ writes the final solution from all agents' answers instead (the vote is kept in 
 if the aggregator gives no readable answer).
 
 Config: `agents` (default 3), `rounds` (default 2), `aggregate` (default false),
-`stop_on_consensus` (default false: stop revising once all agents give the same answer).
+`stop_on_consensus` (default false: stop revising once all agents give the same answer),
+`protocol` ("default", or "maslab" for MASLab's version, `mas.maslab.debate`).
 Model roles: each agent's own name ("agent_1", ...) if mapped, else "debater"; "aggregator".
 """
 
@@ -26,10 +27,10 @@ from collections import Counter
 from typing import Any
 
 from harness.endpoint import Message
-from mas import prompts
+from mas import maslab, prompts
 from mas.answers import answer_key, extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import bool_option, int_option
+from mas.options import bool_option, int_option, protocol_option
 
 
 class _Agent:
@@ -72,6 +73,8 @@ def majority_vote(task: Task, replies: list[tuple[str, str]]) -> tuple[int | Non
 
 @mas("debate")
 async def llm_debate(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
+    if protocol_option(config, allowed=("agents", "rounds")) == "maslab":
+        return await maslab.debate(task, models, config)
     agent_count = int_option(config, "agents", 3)
     revision_rounds = int_option(config, "rounds", 2, minimum=0)
     aggregate = bool_option(config, "aggregate", False)

@@ -10,7 +10,8 @@ A verdict that cannot be parsed counts as "no decision": the debate goes on, and
 decides at the end; an unparseable judge reply falls back to a fixed rule (see `_resolve`).
 
 Config: `rounds` (int, default 3); `force_rounds` (bool, default false: run every round even
-after a decisive verdict; the last round's verdict, else the judge, then decides).
+after a decisive verdict; the last round's verdict, else the judge, then decides); `protocol`
+("default", or "maslab" for MASLab's version, `mas.maslab.mad`).
 Model roles: "affirmative", "negative", "moderator", "judge" (each defaults to `Models.default`).
 """
 
@@ -20,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.endpoint import Message
-from mas import prompts
+from mas import maslab, prompts
 from mas.answers import answer_key, extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.json_reply import normalised_keys, parse_json_object
-from mas.options import bool_option, int_option
+from mas.options import bool_option, int_option, protocol_option
 
 SIDES = ("affirmative", "negative")
 _EMPTY_ANSWERS = {"", "none", "null", "n/a", "na", "unknown", "undecided"}
@@ -103,6 +104,8 @@ class _Debater:
 
 @mas("mad")
 async def multi_agent_debate(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
+    if protocol_option(config, allowed=("rounds",)) == "maslab":
+        return await maslab.mad(task, models, config)
     max_rounds = int_option(config, "rounds", 3)
     force_rounds = bool_option(config, "force_rounds", False)
     conversation = Conversation(models, task)

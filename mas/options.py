@@ -26,3 +26,26 @@ def str_option(config: dict[str, Any], key: str, default: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise MarsError(f"MAS option '{key}' must be a non-empty string, got {value!r}")
     return value
+
+
+PROTOCOLS = ("default", "maslab")
+
+
+def protocol_option(config: dict[str, Any], allowed: tuple[str, ...] = ()) -> str:
+    """`protocol`: "default" (this project's version) or "maslab" (MASLab's). With "maslab",
+    only the options in `allowed` (plus `protocol`) may be set: the others belong to the
+    default protocol and would be silently ignored."""
+    value = config.get("protocol", "default")
+    if value not in PROTOCOLS:
+        raise MarsError(
+            f"MAS option 'protocol' must be one of {', '.join(PROTOCOLS)}, got {value!r}"
+        )
+    if value == "maslab":
+        stray = sorted(set(config) - {"protocol", *allowed})
+        if stray:
+            usable = ", ".join(allowed) or "none"
+            raise MarsError(
+                f"MAS option {', '.join(repr(k) for k in stray)} does not apply with "
+                f"protocol=maslab (usable: {usable})"
+            )
+    return str(value)

@@ -131,3 +131,93 @@ AUTOGEN_CRITIC_SYSTEM = (
     "write the approval word. If the solution is correct, reply with a one-line confirmation that "
     "ends with the word {approval_word}. Never write {approval_word} in any other case."
 )
+
+
+# --- protocol=maslab: MASLab's versions of mad, debate and autogen (facts.md sections 2, 6) -------
+# Same turns, same information in each turn and the same JSON keys as MASLab's code; the wording
+# is ours. The topic / query is the suite's task prompt.
+
+MASLAB_DEBATER_SYSTEM = (
+    "You are a debater taking part in a debate. You do not have to agree with the other side's "
+    "views: the aim of the debate is to find the correct answer.\nThe topic of the debate:\n"
+    "{topic}"
+)
+
+MASLAB_MODERATOR_SYSTEM = (
+    "You are the moderator of a debate between two debaters, who will give their answers and "
+    'argue about this topic: "{topic}"\nAfter each round you evaluate their answers and decide '
+    "which one is correct."
+)
+
+
+def maslab_negative_opening(affirmative: str) -> str:
+    return f"{affirmative}\n\nYou disagree with my answer. Give your own answer and your reasons."
+
+
+def maslab_rebuttal(other_side: str) -> str:
+    return f"{other_side}\n\nDo you agree with my view? Give your reasons and your answer."
+
+
+def maslab_moderator_round(ordinal: str, affirmative: str, negative: str) -> str:
+    return (
+        f"The {ordinal} round of the debate has now ended for both sides.\n\n"
+        f"The affirmative side argued:\n{affirmative}\n\nThe negative side argued: {negative}\n\n"
+        "As the moderator, evaluate both sides' answers and decide whether one answer candidate "
+        "is clearly preferable. If so, summarise why you support the affirmative or the negative "
+        "side and give the final answer you think is correct; the debate then ends. If not, the "
+        "debate goes on to another round. Reply in JSON only, in this format: "
+        '{"Whether there is a preference": "Yes or No", "Supported Side": "Affirmative or '
+        'Negative", "Reason": "", "debate_answer": ""}. Write nothing but the JSON object.'
+    )
+
+
+def maslab_judge_candidates(affirmative: str, negative: str) -> str:
+    return (
+        f"The affirmative side argued: {affirmative}\n\nThe negative side argued: {negative}\n\n"
+        "Which answer candidates are there? List them, without reasons."
+    )
+
+
+def maslab_judge_decision(topic: str) -> str:
+    return (
+        f"So: {topic}\nSummarise your reasons and give the final answer you think is correct. "
+        'Reply in JSON only, in this format: {"Reason": "", "debate_answer": ""}. Write nothing '
+        "but the JSON object."
+    )
+
+
+def maslab_debate_opening(query: str) -> str:
+    return f"{query} State your answer at the end of your response."
+
+
+def maslab_debate_revision(query: str, others: list[str]) -> str:
+    if not others:  # a lone agent checks its own answer
+        return (
+            "Check that your answer is correct. Give your answer again, stating it at the end "
+            "of your response."
+        )
+    shown = "".join(f"\n\n Another agent's response: ```{text}```" for text in others)
+    return (
+        f"These are the latest opinions of the other agents:{shown}\n\n Treat these opinions "
+        "as extra advice and use them carefully: can you give an updated answer? State your "
+        f"answer at the end of your response. \n The original problem: {query}."
+    )
+
+
+def maslab_debate_aggregate(query: str, solutions: list[str]) -> str:
+    shown = "".join(f"Solution {index}:\n{text}\n\n" for index, text in enumerate(solutions, 1))
+    return (
+        f"Task:\n{query}\n\n{shown}Considering all of the solutions above, reason about them "
+        "carefully and give a final answer to the task."
+    )
+
+
+MASLAB_ASSISTANT_SYSTEM = (
+    "You are a helpful AI assistant.\nSolve tasks with your language skills.\nDo not write any "
+    "code: solve the problem with your language skills as far as you can.\nSolve the task step "
+    "by step if needed. If no plan is given, explain your plan first.\nWhen you find an answer, "
+    "check it carefully, with verifiable evidence in your response where possible.\nEnd every "
+    'response with the current final answer in a fixed format (such as "The final answer is" '
+    "with the final answer in a box at the end), so that the answer is there even if the "
+    'conversation is cut off.\nReply "TERMINATE" at the end when everything is done.'
+)
