@@ -10,14 +10,18 @@ kept beside it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.benchmarks.grading_worker import grade_off_loop
+from harness.benchmarks.grading_worker import GradingError, grade_off_loop
+from harness.benchmarks.judge import JudgeSettings, judge_messages, parse_judge_verdict
 from harness.errors import MarsError
 
 if TYPE_CHECKING:
+    from harness.endpoint import Endpoint, GenerationConfig
     from harness.evaluation import SolvedSample, WorkItem
+    from mas.base import Models
 
 Grader = Callable[["WorkItem", "SolvedSample"], Awaitable[dict[str, Any]]]
 
@@ -47,3 +51,65 @@ def parse_grader(spec: str) -> tuple[str, str | None]:
             raise MarsError("--grader judge:ROLE needs a role name after the colon")
         return JUDGE, role.strip() or DEFAULT_JUDGE_ROLE
     raise MarsError(f"--grader must be 'rules', 'judge' or 'judge:ROLE', got '{spec}'")
+
+
+def judge_grader(endpoint: Endpoint, settings: JudgeSettings, role: str) -> Grader:
+    """Rule-based grade plus an LLM judge's verdict through `endpoint` (ledger role `role`); the
+    judge's verdict is the record's `correct`, both grades are kept in `grades`. A judge reply
+    that is neither "Correct" nor "Incorrect" is a grading error (the sample is redone on
+    resume), never a guess."""
+    from harness.endpoint import GenerationConfig
+
+    gen = GenerationConfig(
+        temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens
+    )
+
+    async def grade(item: WorkItem, solved: SolvedSample) -> dict[str, Any]:
+        rules = await grade_by_rules(item, solved)
+        messages = judge_messages(
+            item.sample.question, item.sample.choices, solved.final_answer, item.sample.gold
+        )
+        reply = await endpoint.complete(messages, role=role, gen=gen, epoch=item.epoch)
+        verdict = parse_judge_verdict(reply.text)
+        if verdict is None:
+            shown = " ".join(reply.text.split())[:120] or "(empty)"
+            raise GradingError(f"the judge answered neither Correct nor Incorrect: {shown!r}")
+        judged = {"correct": verdict, "reply": reply.text, "model": endpoint.config.model}
+        return {**rules, "correct": verdict, "grades": {"rules": rules, "judge": judged}}
+
+    return grade
+
+
+@dataclass(frozen=True)
+class GradingPlan:
+    """What `mars eval --grader ...` asked for, in the pieces the command needs."""
+
+    kind: str = RULES
+    role: str | None = None
+    settings: JudgeSettings | None = None
+
+    @classmethod
+    def from_options(cls, spec: str, temperature: float, max_tokens: int) -> GradingPlan:
+        kind, role = parse_grader(spec)
+        if kind == RULES:
+            return cls()
+        return cls(JUDGE, role, JudgeSettings(temperature=temperature, max_tokens=max_tokens))
+
+    def config(self) -> dict[str, Any]:
+        """Entries for the run's config (so part of its identity); none for the default."""
+        if self.settings is None:
+            return {}
+        return {"grader": f"{JUDGE}:{self.role}", "judge": self.settings.model_dump()}
+
+    def extra_sampling(self, mapped_roles: Collection[str]) -> list[GenerationConfig]:
+        """The judge's sampling when it shares the run's model (its role is not mapped)."""
+        if self.settings is None or self.role in mapped_roles:
+            return []
+        from harness.endpoint import GenerationConfig
+
+        return [GenerationConfig(temperature=self.settings.temperature, top_p=self.settings.top_p)]
+
+    def grader(self, models: Models) -> Grader:
+        if self.settings is None or self.role is None:
+            return grade_by_rules
+        return judge_grader(models.for_role(self.role), self.settings, self.role)

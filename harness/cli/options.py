@@ -36,6 +36,71 @@ CACHE = typer.Option(
 OUT = typer.Option(
     Path("runs"), "--out", help="Root folder; a new run directory is created inside it."
 )
+GRADER = typer.Option(
+    "rules",
+    "--grader",
+    help="rules (the suite's rule-based grader), or judge[:ROLE]: an LLM judge's verdict is the "
+    "score, the rule-based grade kept beside it; the judge is the model of ROLE (default "
+    "'grader'; map it with --role grader=MODEL@URL, else the evaluated model).",
+)
+JUDGE_TEMPERATURE = typer.Option(
+    0.5, "--judge-temperature", min=0.0, help="The LLM judge's temperature (MASLab's 0.5)."
+)
+JUDGE_MAX_TOKENS = typer.Option(
+    2048, "--judge-max-tokens", min=1, help="The LLM judge's new tokens (MASLab's 2048)."
+)
+ROLE = typer.Option(
+    [],
+    "--role",
+    help="Map a role to another model: ROLE=MODEL@URL, e.g. judge=Qwen3-4B@http://host:8000/v1 "
+    "(repeatable; the older ROLE=URL/v1/NAME works too).",
+)
 RUN_DIR = typer.Option(
     None, "--run-dir", help="Exactly this run directory; rerunning with the same path resumes."
 )
+
+
+def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
+    """`--role` values to {role: (base URL, model name)}.
+
+    `ROLE=MODEL@URL` (e.g. `judge=Qwen3-4B@https://host/v1`) keeps the URL whole: the model is
+    what comes before the first `@` that starts an http(s) URL, so model names with `@` and URLs
+    with a user name both work. The older `ROLE=URL/v1/NAME` still works (the base URL ends at
+    `/v1`, the name may hold slashes). Anything else (a URL with no model, or no `/v1/` to tell
+    the base URL from the name) is refused in one line.
+    """
+    from harness.errors import MarsError
+
+    mapping: dict[str, tuple[str, str]] = {}
+    for value in values:
+        role, sep, target = value.partition("=")
+        role, target = role.strip(), target.strip()
+        if not sep or not role or not target:
+            raise MarsError(
+                f"--role expects ROLE=MODEL@URL (or the older ROLE=URL/NAME, URL ending in /v1), "
+                f"got '{value}'"
+            )
+        model, at, url = target.partition("@http")
+        if at and url.startswith(("://", "s://")):
+            base_url = ("http" + url).rstrip("/")
+            if not model.strip():
+                raise MarsError(f"--role {value}: no model name before '@'")
+        elif target.startswith(("http://", "https://")) and "/v1/" in target:
+            base_url, _, model = target.partition("/v1/")
+            base_url += "/v1"
+            model = model.strip("/")
+            if not model:
+                raise MarsError(f"--role {value}: no model name after /v1/; write {role}=MODEL@URL")
+        elif target.rstrip("/").endswith("/v1"):
+            raise MarsError(f"--role {value}: no model name; write {role}=MODEL@{target}")
+        elif target.startswith(("http://", "https://")):
+            raise MarsError(
+                f"--role {value}: cannot tell the base URL from the model name; "
+                f"write {role}=MODEL@URL"
+            )
+        else:
+            raise MarsError(f"--role {value}: no server URL; write {role}=MODEL@URL")
+        if "://" not in base_url or not base_url.split("://", 1)[1]:
+            raise MarsError(f"--role {value}: the URL names no host")
+        mapping[role] = (base_url, model.strip())
+    return mapping
