@@ -184,6 +184,8 @@ def test_learning_curve_csv_counts_ragged_rows(tmp_path: Path) -> None:
 
 def test_dashboard_imports_only_harness() -> None:
     forbidden = {"mas", "games", "train_backend"}
+    # The one exception: replays are rebuilt by the game code, imported when first drawn.
+    allowed = {("boards.py", "games.positions")}
     for path in (REPO / "dashboard").rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -193,11 +195,13 @@ def test_dashboard_imports_only_harness() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             for name in names:
+                if (path.name, name) in allowed:
+                    continue
                 assert name.split(".")[0] not in forbidden, f"{path} imports {name}"
     code = (
         "import sys, dashboard.data, dashboard.cache, dashboard.views.runs, "
         "dashboard.views.samples, dashboard.views.failures, dashboard.views.games, "
-        "dashboard.views.training; "
+        "dashboard.views.training, dashboard.boards; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'mas', 'games', 'train_backend', 'openai', 'torch'}))"
     )

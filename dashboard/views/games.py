@@ -1,4 +1,5 @@
-"""Games page: outcome tables per opponent and seat, and a turn-by-turn replay of one episode."""
+"""Games page: outcome tables per opponent and seat, and a turn-by-turn replay of one episode with
+the board drawn at every turn (dashboard/boards.py) beside the model's reply and reasoning."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import cache, data
+from dashboard import boards, cache, data
 from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run
 from dashboard.views.runs import ARENA_KINDS
 from harness.runstore import RECORDS_FILE
 
 MAX_OPTIONS = 1000
+OPEN_REASONING_CHARS = 2000  # a longer chain of thought starts collapsed
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -74,10 +76,10 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         for e in offered.to_dict("records")
     }
     picked = st.selectbox("episode", list(labels), format_func=labels.__getitem__, key="games_ep")
-    _replay(records[picked])
+    _replay(records[picked], run.config.get("rules"))
 
 
-def _replay(record: dict[str, Any]) -> None:
+def _replay(record: dict[str, Any], rules: Any = None) -> None:
     players, returns, outcomes, rewards = (
         _listed(record.get(name)) for name in ("players", "returns", "outcomes", "rewards")
     )
@@ -127,8 +129,21 @@ def _replay(record: dict[str, Any]) -> None:
     )
     position = 0
     if len(turns) > 1:
-        position = st.slider("turn", 0, len(turns) - 1, 0, key="games_turn")
-    _turn(turns[position])
+        start = _requested_turn(len(turns))
+        position = st.slider("turn", 0, len(turns) - 1, start, key="games_turn")
+    drawn, why = boards.positions_for(record, rules if isinstance(rules, dict) else None)
+    players = [str(p) for p in _listed(record.get("players"))]
+    board = boards.board_html(drawn[position], players) if drawn else None
+    _turn(turns[position], board, why)
+    if drawn:
+        with st.expander("final position"):
+            st.html(boards.board_html(drawn[-1], players))
+
+
+def _requested_turn(count: int) -> int:
+    """`?turn=N` in the URL opens the replay at turn N (clamped); else turn 0."""
+    text = str(st.query_params.get("turn") or "")
+    return min(int(text), count - 1) if text.isdigit() else 0
 
 
 def _listed(value: Any) -> list[Any]:
@@ -136,12 +151,24 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _turn(turn: data.TurnView) -> None:
+def _turn(turn: data.TurnView, board: str | None, why: str) -> None:
     st.markdown(f"**turn {turn.index}: {turn.seat_label}**")
     cols = st.columns(3)
     cols[0].metric("action", turn.action if turn.action is not None else "-")
     cols[1].metric("legal", fmt(turn.legal))
     cols[2].metric("reward", fmt(turn.reward))
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("position (the move this turn makes highlighted)")
+        if board is not None:
+            st.html(board)
+        else:
+            st.caption(f"no board: {why}")
+    with right:
+        _model_side(turn)
+
+
+def _model_side(turn: data.TurnView) -> None:
     if not turn.is_model:
         st.caption("a bot's move: no prompt or reasoning recorded")
         return
@@ -153,7 +180,8 @@ def _turn(turn: data.TurnView) -> None:
                 st.markdown(f"*{message['role']}*")
                 st.text(message["content"])
     if turn.reasoning:
-        with st.expander(f"reasoning ({len(turn.reasoning)} chars)"):
+        short = len(turn.reasoning) <= OPEN_REASONING_CHARS  # open beside the board
+        with st.expander(f"reasoning ({len(turn.reasoning)} chars)", expanded=short):
             st.text(turn.reasoning)
     st.markdown("reply")
     st.code(turn.reply or "-", language=None)
