@@ -201,12 +201,15 @@ def replay_positions(
     state = spec.game.new_initial_state()
     _deal(state, chance)
     positions: list[Position] = []
+    last_cell: list[int] | None = None  # the cell of the last move played (grids)
     for index, turn in enumerate(record.get("turns") or []):
         if not isinstance(turn, dict):
             continue
         if state.is_terminal():
             raise MarsError(f"turn {index}: the replayed game is already over")
         seat = state.current_player()
+        if isinstance(turn.get("seat"), int) and turn["seat"] != seat:
+            raise MarsError(f"turn {index}: seat {turn['seat']} moves, the replay has seat {seat}")
         label = turn.get("action") if turn.get("legal", True) else None
         action = None
         if isinstance(label, str):
@@ -222,20 +225,17 @@ def replay_positions(
             after.apply_action(action)
         position = _position(spec, kind, state, after)
         position["action"] = label if action is not None else None
-        if positions and kind == "grid":
-            position["last_cell"] = positions[-1].get("move_cell_played")
+        if kind == "grid":
+            position["last_cell"] = last_cell
+            last_cell = position["move_cell"] or last_cell
         positions.append(position)
         if after is None:
             continue  # an invalid reply: the position stands (re-asked, or the game ends)
-        if kind == "grid":
-            position["move_cell_played"] = position["move_cell"]
         state = after
         _deal(state, chance)
     final = _position(spec, kind, state, None)
     final["action"] = None
-    if kind == "grid" and positions:
-        final["last_cell"] = positions[-1].get("move_cell_played")
-    for position in positions:
-        position.pop("move_cell_played", None)
+    if kind == "grid":
+        final["last_cell"] = last_cell
     positions.append(final)
     return positions

@@ -91,6 +91,8 @@ def test_tic_tac_toe_positions_follow_the_moves_and_an_invalid_reply_changes_not
         == [["o", "", "x"], ["", "x", ""], ["", "", ""]]
     )
     assert not positions[4]["terminal"]  # the game stopped on the invalid reply, not over
+    assert positions[4]["last_cell"] == [0, 2]  # the last move played, not the invalid reply
+    assert positions[0]["last_cell"] is None
 
     drawn = cells(board_html(positions[2], ["model", "random"]))
     assert drawn.marks == {
@@ -256,6 +258,10 @@ def test_records_that_do_not_replay_say_why() -> None:
         ({"game": "chess", "seed": 0, "turns": []}, "unknown game"),
         ({"game": "tic_tac_toe", "turns": []}, "no episode seed"),
         ({"game": "tic_tac_toe", "seed": 0, "turns": [{"action": "<X(9,9)>"}]}, "not legal"),
+        (
+            {"game": "tic_tac_toe", "seed": 0, "turns": [{"seat": 1, "action": "<O(0,0)>"}]},
+            "seat 1 moves, the replay has seat 0",
+        ),
     ):
         positions, why = positions_for(bad)
         assert positions is None and message in why, why
