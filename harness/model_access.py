@@ -89,16 +89,27 @@ def check_pinned_sampling(
     if not pinned:
         return
     fixed = GenerationConfig(temperature=pinned["temperature"], top_p=pinned["top_p"])
-    for gen in gens:
-        if _sampling(gen) != _sampling(fixed):
-            raise MarsError(
-                f"the server at {base_url} (transformers serve with continuous batching) samples "
-                f"every request at temperature {fixed.temperature:g}, top_p {fixed.top_p:g}, "
-                f"fixed by its first request; this command asks temperature {gen.temperature:g}, "
-                f"top_p {gen.top_p:g}: restart it with `mars serve --temperature "
-                f"{gen.temperature:g} --top-p {gen.top_p:g}`, or with --no-continuous-batching "
-                "to apply each request's own settings"
-            )
+    wanted = sorted({_sampling(gen) for gen in gens})
+    if wanted == [_sampling(fixed)]:
+        return
+    server = (
+        f"the server at {base_url} (transformers serve with continuous batching) samples every "
+        f"request at temperature {fixed.temperature:g}, top_p {fixed.top_p:g}, fixed by its "
+        "first request"
+    )
+    if len(wanted) > 1:
+        asked = "; ".join(f"temperature {t:g}, top_p {p:g}" for t, p in wanted)
+        raise MarsError(
+            f"{server}; this command samples at {len(wanted)} settings ({asked}): restart it "
+            "with --no-continuous-batching to apply each request's own, or map the other "
+            "role (e.g. the judge) to another server with --role"
+        )
+    temperature, top_p = wanted[0]
+    raise MarsError(
+        f"{server}; this command asks temperature {temperature:g}, top_p {top_p:g}: restart it "
+        f"with `mars serve --temperature {temperature:g} --top-p {top_p:g}`, or with "
+        "--no-continuous-batching to apply each request's own settings"
+    )
 
 
 @contextlib.contextmanager
