@@ -148,6 +148,14 @@ def arena_command(
     seats: str = typer.Option("both", "--seats", help=SEATS_HELP),
     invalid: str = typer.Option("penalty", "--invalid", help=INVALID_HELP),
     prompt_style: str = typer.Option("full", "--prompt-style", help=STYLE_HELP),
+    rules_name: str = typer.Option(
+        "default",
+        "--rules",
+        help="default | marshal: the MARSHAL code's dealing, parsing and scoring (docs/parity.md).",
+    ),
+    parse_mode: str = typer.Option(
+        None, "--parse-mode", help="lenient | strict (default: the --rules' choice)."
+    ),
     model: str = options.MODEL,
     base_url: str = options.BASE_URL,
     backend: str = options.BACKEND,
@@ -170,11 +178,17 @@ def arena_command(
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player, needs_model
     from games.players.llm import named_models
+    from games.rules import named_rules
     from games.spec import get_game
     from harness.runstore import RunDir, identity_of, model_identity
 
     spec = get_game(game)
-    episode_options = EpisodeOptions(prompt_style=prompt_style, invalid=invalid)  # type: ignore[arg-type]
+    rules = named_rules(rules_name, parse_mode=parse_mode)
+    episode_options = EpisodeOptions(
+        prompt_style=prompt_style,  # type: ignore[arg-type]
+        invalid=invalid,
+        rules=rules,
+    )
     config = ArenaConfig(
         episodes=episodes,
         seats=seats,  # type: ignore[arg-type]
@@ -206,6 +220,7 @@ def arena_command(
         "first_seed": seed,
         "invalid": invalid,
         "prompt_style": prompt_style,
+        "rules": rules.describe(),
         "concurrency": concurrency,
         "generation": gen.model_dump() if wants_model else None,
     }
@@ -301,6 +316,7 @@ def arena_command(
     summary = summarize(spec, player, opponent, run.records())
     summary["player_id"], summary["opponent_id"] = identities["player"], identities["opponent"]
     summary["wall_s"] = round(time.perf_counter() - started, 3)
+    summary["rules"] = rules.describe()
     if endpoint_config is not None:
         summary["model"] = endpoint_config.model
     if usage is not None:
