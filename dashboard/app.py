@@ -18,7 +18,7 @@ except ImportError:  # `streamlit run dashboard/app.py` from a checkout that is 
 
 import streamlit as st
 
-from dashboard.data import discover_runs
+from dashboard.data import scan_runs
 from dashboard.paths import runs_root
 from dashboard.views import failures, games, runs, samples, training
 
@@ -41,8 +41,15 @@ def main() -> None:
     page = st.sidebar.radio(
         "page", names, index=names.index(requested) if requested else 0, key="page"
     )
-    found = discover_runs(root)
+    scan = scan_runs(root)
+    found = scan.entries
     st.sidebar.caption(f"{len(found)} run{'' if len(found) == 1 else 's'} under `{root}`")
+    if scan.unreadable:
+        count = len(scan.unreadable)
+        st.sidebar.warning(f"{count} run director{'y' if count == 1 else 'ies'} could not be read")
+        with st.sidebar.expander("unreadable run directories"):
+            for name, why in scan.unreadable:
+                st.markdown(f"- `{name}`: {why}")
     if not root.is_dir():
         st.sidebar.warning(f"{root} does not exist yet")
     PAGES[page](root, found)

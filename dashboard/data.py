@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.paths import inside_root, relative_name
+from dashboard.paths import PathRefused, inside_root, relative_name
 from harness.failures import FAILURES_FILE, summarize_failures
 from harness.mast import CATEGORIES, FAILURE_MODES
-from harness.runstore import RECORDS_FILE, SUMMARY_FILE, list_runs
-from harness.stats import wilson_ci
+from harness.runstore import RECORDS_FILE, SUMMARY_FILE
+from harness.runstore import scan_runs as runstore_scan
+from harness.stats import clustered_wilson_ci, wilson_ci
 
 METRICS_FILE = "metrics.jsonl"
 # `mars loop` writes both; its CSV is the curated table (figures per evaluation and seat), its
@@ -150,20 +151,32 @@ class RunEntry:
         return Path(self.model).name if "/" in self.model else self.model
 
 
-def discover_runs(root: Path) -> list[RunEntry]:
-    """Every run directory under the root (`harness.runstore.list_runs`), newest first.
+@dataclass
+class RunScan:
+    entries: list[RunEntry] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (name, why), never hidden
 
-    A directory reached through a symlink pointing outside the root is left out.
+
+def scan_runs(root: Path) -> RunScan:
+    """Every run directory under the root (`harness.runstore.scan_runs`), newest first, and the
+    ones that could not be read (a broken run.json, a path that leaves the root), with why.
     """
     root = Path(root).resolve()
-    entries: list[RunEntry] = []
-    for run in list_runs(root):
+    scan = RunScan()
+    found, broken = runstore_scan(root)
+    for item in broken:
+        scan.unreadable.append((_name_of(root, item.path), " ".join(item.reason.split())))
+    for run in found:
         try:
             path = inside_root(root, run.path)
             info = run.info()
-        except Exception:  # a refused path or a run.json that broke after listing
+        except PathRefused:
+            scan.unreadable.append((_name_of(root, run.path), "leaves the runs root"))
             continue
-        entries.append(
+        except Exception as exc:  # a run.json that broke after listing
+            scan.unreadable.append((_name_of(root, run.path), " ".join(str(exc).split())))
+            continue
+        scan.entries.append(
             RunEntry(
                 name=relative_name(root, path),
                 path=path,
@@ -176,8 +189,22 @@ def discover_runs(root: Path) -> list[RunEntry]:
                 config=info.config or {},
             )
         )
-    entries.sort(key=lambda e: (e.started_at or "", e.name), reverse=True)
-    return entries
+    scan.entries.sort(key=lambda e: (e.started_at or "", e.name), reverse=True)
+    scan.unreadable.sort()
+    return scan
+
+
+def _name_of(root: Path, path: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def discover_runs(root: Path) -> list[RunEntry]:
+    """The readable runs of `scan_runs`, newest first (a run reached through a symlink that
+    leaves the root is not one of them)."""
+    return scan_runs(root).entries
 
 
 def runs_table(entries: Sequence[RunEntry], record_counts: dict[str, int]) -> pd.DataFrame:
@@ -290,9 +317,11 @@ def _as_text(value: Any) -> str | None:
 
 
 def accuracy_rows(frame: pd.DataFrame, *, run: str, mas: str, model: str) -> list[dict[str, Any]]:
-    """Per suite of one run: accuracy over graded attempts with a Wilson 95% interval.
+    """Per suite of one run: accuracy over graded attempts with its 95% interval (Wilson, clustered
+    by question when questions have several epochs: `harness.stats.clustered_wilson_ci`).
 
-    Errored attempts are counted apart and not scored as wrong, as in `mars eval`'s summary.
+    Errored attempts are counted apart and not scored as wrong, as in `mars eval`'s summary; a
+    suite without a graded attempt has no score (accuracy and interval None, never 0).
     """
     out: list[dict[str, Any]] = []
     if frame.empty:
@@ -301,7 +330,10 @@ def accuracy_rows(frame: pd.DataFrame, *, run: str, mas: str, model: str) -> lis
         graded = rows[~rows["has_error"]]
         n = len(graded)
         correct = int(graded["correct"].sum())
-        low, high = wilson_ci(correct, n)
+        per_question = graded.groupby("sample_id")["correct"].agg(["sum", "count"])
+        interval = clustered_wilson_ci(
+            per_question["sum"].astype(int).tolist(), per_question["count"].astype(int).tolist()
+        )
         out.append(
             {
                 "suite": suite,
@@ -310,9 +342,9 @@ def accuracy_rows(frame: pd.DataFrame, *, run: str, mas: str, model: str) -> lis
                 "run": run,
                 "n": n,
                 "correct": correct,
-                "accuracy": correct / n if n else 0.0,
-                "ci_low": low,
-                "ci_high": high,
+                "accuracy": correct / n if n else None,
+                "ci_low": interval.low if interval else None,
+                "ci_high": interval.high if interval else None,
                 "errors": int(rows["has_error"].sum()),
                 "extraction_failures": int(graded["extraction_failed"].sum()),
             }

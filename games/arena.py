@@ -207,10 +207,12 @@ class SeatTally:
     model_turns: int = 0
     invalid_turns: int = 0
     completion_tokens: int = 0
+    first_error: str | None = None
 
     def add(self, record: dict[str, Any]) -> None:
         if record.get("error"):
             self.errors += 1
+            self.first_error = self.first_error or str(record["error"])
             return
         seat = self.seat
         self.n += 1
@@ -239,6 +241,8 @@ class SeatTally:
 
     def summary(self) -> dict[str, Any]:
         n = self.n
+        if n == 0:
+            return self._no_score()
         out: dict[str, Any] = {"n": n}
         for name, count in self.outcomes.items():
             out[name], out[f"{name}_ci"] = _rate(count, n)
@@ -256,6 +260,18 @@ class SeatTally:
         )
         out["mean_tokens_per_turn"] = self.completion_tokens / turns if turns else 0.0
         out["errors"] = self.errors
+        if self.first_error:
+            out["first_error"] = self.first_error
+        return out
+
+    def _no_score(self) -> dict[str, Any]:
+        """A seat without a graded episode has no score: every rate and return is None."""
+        out: dict[str, Any] = {"n": 0}
+        for name in ("win", "draw", "loss", "mean_return", "normalized_return"):
+            out[name], out[f"{name}_ci"] = None, None
+        out.update(mean_reward=None, model_turns=0, invalid_rate=None)
+        out.update(invalid_episode_rate=None, invalid_episode_rate_ci=None)
+        out.update(mean_tokens_per_turn=None, errors=self.errors, first_error=self.first_error)
         return out
 
 

@@ -23,7 +23,7 @@ from harness.benchmarks import Sample, Suite
 from harness.errors import EndpointError
 from harness.graders import Grader, grade_by_rules
 from harness.runstore import RunDir, identity_of
-from harness.stats import pass_at_k, wilson_ci
+from harness.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k, wilson_ci
 
 
 @dataclass(frozen=True)
@@ -212,55 +212,117 @@ async def run_items(
     return written
 
 
+def question_attempts(
+    records: list[dict[str, Any]],
+) -> dict[str, dict[str, list[Attempt]]]:
+    """Per suite, per sample id: its graded attempts (errored ones left out), in epoch order."""
+    out: dict[str, dict[str, list[Attempt]]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        if record.get("error"):
+            continue
+        extracted = record.get("extracted")
+        out[record["suite"]][str(record["sample_id"])].append(
+            Attempt(
+                epoch=int(record["epoch"]),
+                extracted=None if extracted is None else str(extracted),
+                correct=bool(record.get("correct")),
+            )
+        )
+    for questions in out.values():
+        for attempts in questions.values():
+            attempts.sort(key=lambda a: a.epoch)
+    return out
+
+
 def summarize(records: list[dict[str, Any]], *, wall_s: float | None = None) -> dict[str, Any]:
-    """Per suite: accuracy with a Wilson 95% CI, extraction failures, errors, cost, mean@k, pass@k.
+    """Per suite: accuracy with a 95% CI, extraction failures, errors, cost; with several epochs
+    also maj@k, mean@k and pass@k (docs/run-format.md, docs/benchmarks.md).
 
     Accuracy is over graded attempts (errors are counted apart, never scored as wrong); each
-    (sample, epoch) is one attempt.
+    (sample, epoch) is one attempt. A suite with no graded attempt has no score: its accuracy,
+    interval and rates are None (never 0), and `first_error` says why.
     """
     by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_suite[record["suite"]].append(record)
+    attempts_of = question_attempts(records)
     suites: dict[str, Any] = {}
     for name, rows in sorted(by_suite.items()):
         graded = [r for r in rows if not r.get("error")]
-        correct = sum(bool(r.get("correct")) for r in graded)
-        n = len(graded)
-        per_sample: dict[str, list[bool]] = defaultdict(list)
-        per_epoch: dict[int, list[bool]] = defaultdict(list)
-        for r in graded:
-            per_sample[str(r["sample_id"])].append(bool(r.get("correct")))
-            per_epoch[int(r["epoch"])].append(bool(r.get("correct")))
-        epochs = max((len(v) for v in per_sample.values()), default=0)
-        tokens = [_tokens_of(r) for r in graded]
-        calls = [int((r.get("metrics") or {}).get("llm_calls", 0)) for r in graded]
-        lo, hi = wilson_ci(correct, n)
-        suites[name] = {
-            "n": n,
-            "correct": correct,
-            "accuracy": correct / n if n else 0.0,
-            "ci95": [lo, hi],
-            "extraction_failure_rate": (
-                sum(bool(r.get("extraction_failed")) for r in graded) / n if n else 0.0
-            ),
-            "errors": len(rows) - n,
-            "samples": len(per_sample),
-            "epochs": epochs,
-            "mean_tokens": sum(tokens) / n if n else 0.0,
-            "mean_llm_calls": sum(calls) / n if n else 0.0,
-            "mean_latency_s": sum(float(r.get("latency_s", 0)) for r in graded) / n if n else 0.0,
-        }
-        if epochs > 1:
-            suites[name]["mean_at_k"] = sum(sum(v) / len(v) for v in per_epoch.values()) / len(
-                per_epoch
-            )
-            suites[name]["pass_at_k"] = sum(
-                pass_at_k(len(v), sum(v), len(v)) for v in per_sample.values()
-            ) / len(per_sample)
+        questions = attempts_of.get(name, {})
+        suites[name] = _suite_summary(rows, graded, questions)
     summary: dict[str, Any] = {"suites": suites}
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
     return summary
+
+
+def _suite_summary(
+    rows: list[dict[str, Any]], graded: list[dict[str, Any]], questions: dict[str, list[Attempt]]
+) -> dict[str, Any]:
+    n = len(graded)
+    correct = sum(bool(r.get("correct")) for r in graded)
+    errored = [r for r in rows if r.get("error")]
+    epochs = max((len(v) for v in questions.values()), default=0)
+    interval = clustered_wilson_ci(
+        [sum(a.correct for a in v) for v in questions.values()],
+        [len(v) for v in questions.values()],
+    )
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / n if n else None
+
+    out: dict[str, Any] = {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "ci95": [interval.low, interval.high] if interval else None,
+        "ci_method": (
+            None if interval is None else "clustered" if interval.clustered else "wilson"
+        ),
+        "effective_n": round(interval.effective_n, 3) if interval else None,
+        "extraction_failure_rate": mean([float(bool(r.get("extraction_failed"))) for r in graded]),
+        "errors": len(errored),
+        "samples": len(questions),
+        "epochs": epochs,
+        "mean_tokens": mean([float(_tokens_of(r)) for r in graded]),
+        "mean_llm_calls": mean(
+            [float((r.get("metrics") or {}).get("llm_calls", 0)) for r in graded]
+        ),
+        "mean_latency_s": mean([float(r.get("latency_s", 0)) for r in graded]),
+    }
+    if errored:
+        out["first_error"] = str(errored[0]["error"])
+    if epochs > 1:
+        out.update(_reducers(questions))
+    return out
+
+
+def _reducers(questions: dict[str, list[Attempt]]) -> dict[str, Any]:
+    """maj@k, mean@k and pass@k over the questions of a suite with several epochs."""
+    per_epoch: dict[int, list[bool]] = defaultdict(list)
+    for attempts in questions.values():
+        for a in attempts:
+            per_epoch[a.epoch].append(a.correct)
+    majority = sum(majority_correct(v) for v in questions.values())
+    maj_low, maj_high = wilson_ci(majority, len(questions))
+    fewest = min(len(v) for v in questions.values())
+    return {
+        "mean_at_k": sum(sum(v) / len(v) for v in per_epoch.values()) / len(per_epoch),
+        "maj_at_k": majority / len(questions),
+        "maj_at_k_ci95": [maj_low, maj_high],
+        # k = each question's own number of graded attempts: solved at least once.
+        "pass_at_k": sum(
+            pass_at_k(len(v), sum(a.correct for a in v), len(v)) for v in questions.values()
+        )
+        / len(questions),
+        # Unbiased pass@k for every k that each question has attempts for.
+        "pass_at": {
+            str(k): sum(pass_at_k(len(v), sum(a.correct for a in v), k) for v in questions.values())
+            / len(questions)
+            for k in range(1, fewest + 1)
+        },
+    }
 
 
 def _tokens_of(record: dict[str, Any]) -> int:

@@ -1,9 +1,25 @@
-"""Compare eval runs: a suite x run accuracy table, and paired differences on shared samples."""
+"""Compare eval runs: a suite x run table of one metric, and paired differences over questions.
+
+Metrics (`--metric`, docs/benchmarks.md "Summary statistics"):
+- `accuracy`: correct / graded attempts, with the interval clustered by question when a question
+  has several attempts (`harness.stats.clustered_wilson_ci`);
+- `maj@k` (all of each question's attempts) or `maj@K` (epochs 0..K-1): the majority answer is
+  right (`harness.stats.majority_correct`), Wilson interval over questions;
+- `pass@K`: the unbiased estimate from each question's n attempts (`harness.stats.pass_at_k`);
+  `pass@k` takes K = the fewest graded attempts any question has in the runs compared; percentile
+  bootstrap interval over questions. Questions with fewer than K attempts are left out.
+
+Two runs are compared question by question: the per-question values of B minus those of A over
+the questions both runs scored, with a paired percentile bootstrap interval (resampling
+questions, so the attempts of one question stay together).
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,81 +28,223 @@ from rich.table import Table
 
 from harness.errors import MarsError
 from harness.runstore import RunDir
-from harness.stats import paired_bootstrap_diff
+from harness.stats import (
+    Attempt,
+    bootstrap_mean_ci,
+    majority_correct,
+    paired_bootstrap_diff,
+    pass_at_k,
+    wilson_ci,
+)
+from harness.unscored import NO_SCORE
+
+Questions = dict[str, list[Attempt]]  # sample id -> graded attempts, in epoch order
 
 
-def _cell(suite_summary: dict[str, Any] | None) -> str:
-    if not suite_summary:
+@dataclass(frozen=True)
+class Metric:
+    kind: str  # "accuracy", "maj" or "pass"
+    k: int | None = None  # an explicit K; None: all attempts (maj) or the fewest shared (pass)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "accuracy":
+            return "accuracy"
+        return f"{self.kind}@{self.k if self.k is not None else 'k'}"
+
+    @property
+    def per_question(self) -> bool:
+        return self.kind != "accuracy"
+
+
+def parse_metric(text: str) -> Metric:
+    """`accuracy`, `maj@k`, `maj@K`, `pass@k` or `pass@K` (K a whole number >= 1)."""
+    value = text.strip().lower()
+    if value in ("accuracy", "acc"):
+        return Metric("accuracy")
+    match = re.fullmatch(r"(maj|pass)@(k|\d+)", value)
+    if not match or match.group(2) == "0":
+        raise MarsError(f"--metric must be accuracy, maj@k, maj@K, pass@k or pass@K, got '{text}'")
+    k = None if match.group(2) == "k" else int(match.group(2))
+    return Metric(match.group(1), k)
+
+
+def question_value(attempts: list[Attempt], metric: Metric, k: int | None) -> float | None:
+    """One question's value under `metric` (None: not enough attempts for it)."""
+    if not attempts:
+        return None
+    if metric.kind == "accuracy":
+        return sum(a.correct for a in attempts) / len(attempts)
+    if metric.kind == "maj":
+        chosen = [a for a in attempts if k is None or a.epoch < k]
+        return float(majority_correct(chosen)) if chosen else None
+    assert k is not None
+    if len(attempts) < k:
+        return None
+    return pass_at_k(len(attempts), sum(a.correct for a in attempts), k)
+
+
+def question_values(questions: Questions, metric: Metric, k: int | None) -> dict[str, float]:
+    values = {qid: question_value(attempts, metric, k) for qid, attempts in questions.items()}
+    return {qid: v for qid, v in values.items() if v is not None}
+
+
+def metric_cell(
+    suite_summary: dict[str, Any] | None, questions: Questions, metric: Metric, k: int | None
+) -> dict[str, Any] | None:
+    """A table cell: value, ci95, n and errors (None where the run has no such suite).
+
+    Accuracy comes from the summary (clustered interval); the other metrics are computed over
+    questions here. A suite with no graded attempt has value None ("no score").
+    """
+    if suite_summary is None:
+        return None
+    errors = suite_summary.get("errors", 0)
+    if metric.kind == "accuracy":
+        return {
+            "value": suite_summary.get("accuracy"),
+            "ci95": suite_summary.get("ci95"),
+            "n": suite_summary.get("n", 0),
+            "errors": errors,
+            "extraction_failure_rate": suite_summary.get("extraction_failure_rate"),
+        }
+    values = list(question_values(questions, metric, k).values())
+    cell: dict[str, Any] = {"value": None, "ci95": None, "n": len(values), "errors": errors}
+    if values:
+        cell["value"] = sum(values) / len(values)
+        if metric.kind == "maj":
+            cell["ci95"] = list(wilson_ci(sum(values), len(values)))
+        else:
+            cell["ci95"] = list(bootstrap_mean_ci(values))
+    left_out = len(questions) - len(values)
+    if left_out:
+        cell["left_out"] = left_out
+    return cell
+
+
+def _cell_text(cell: dict[str, Any] | None) -> str:
+    if not cell:
         return "-"
-    lo, hi = suite_summary["ci95"]
-    accuracy, n = suite_summary["accuracy"], suite_summary["n"]
-    text = f"{100 * accuracy:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] n={n}"
-    if suite_summary.get("errors"):
-        text += f" err={suite_summary['errors']}"
+    if cell["value"] is None:
+        text = "n/a (too few attempts)" if cell.get("left_out") else NO_SCORE
+    else:
+        lo, hi = cell["ci95"]
+        text = f"{100 * cell['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] n={cell['n']}"
+    if cell.get("errors"):
+        text += f" err={cell['errors']}"
     return text
+
+
+def accuracy_cells(summary: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    return {
+        suite: metric_cell(stats, {}, Metric("accuracy"), None)
+        for suite, stats in summary.get("suites", {}).items()
+    }
 
 
 def print_summary_table(
     summaries: dict[str, dict[str, Any]], console: Console | None = None
 ) -> None:
     """Accuracy % with 95% CI per suite (rows) and run (columns)."""
+    print_cells({name: accuracy_cells(s) for name, s in summaries.items()}, "accuracy", console)
+
+
+def print_cells(
+    cells: dict[str, dict[str, dict[str, Any] | None]],
+    label: str,
+    console: Console | None = None,
+) -> None:
     console = console or Console()
-    suites = sorted({name for s in summaries.values() for name in s.get("suites", {})})
-    table = Table(title="accuracy % [95% CI]")
+    suites = sorted({suite for by_suite in cells.values() for suite in by_suite})
+    unit = "questions" if label != "accuracy" else "graded attempts"
+    table = Table(title=f"{label} % [95% CI], n = {unit}")
     table.add_column("suite")
-    for run_name in summaries:
+    for run_name in cells:
         table.add_column(run_name, overflow="fold")
     for suite in suites:
-        table.add_row(suite, *(_cell(s.get("suites", {}).get(suite)) for s in summaries.values()))
+        table.add_row(suite, *(_cell_text(by_suite.get(suite)) for by_suite in cells.values()))
     console.print(table)
 
 
-def load_eval_run(path: Path) -> tuple[RunDir, dict[str, Any], list[dict[str, Any]]]:
+@dataclass
+class LoadedRun:
+    run: RunDir
+    summary: dict[str, Any]
+    questions: dict[str, Questions]  # suite -> sample id -> attempts
+
+
+def load_eval_run(path: Path) -> LoadedRun:
+    from harness.evaluation import question_attempts, summarize
+
     run = RunDir.open(path)
     if run.kind != "eval":
         raise MarsError(f"{path} is a '{run.kind}' run; mars report compares eval runs")
     records = run.records()
-    summary = run.summary()
-    if summary is None:
-        from harness.evaluation import summarize
-
-        summary = summarize(records)
-    return run, summary, records
+    # Recomputed from the records (the truth): older summaries lack the clustered interval.
+    summary = summarize(records) if records else (run.summary() or {"suites": {}})
+    return LoadedRun(run, summary, question_attempts(records))
 
 
 def paired_differences(
-    records_a: list[dict[str, Any]], records_b: list[dict[str, Any]], seed: int = 0
+    a: dict[str, Questions], b: dict[str, Questions], metric: Metric, ks: dict[str, int | None]
 ) -> dict[str, dict[str, Any]]:
-    """Per suite, B minus A accuracy on the (sample, epoch) attempts both runs graded."""
-
-    def index(records: list[dict[str, Any]]) -> dict[tuple[str, str, int], bool]:
-        return {
-            (r["suite"], str(r["sample_id"]), int(r["epoch"])): bool(r.get("correct"))
-            for r in records
-            if not r.get("error")
-        }
-
-    a, b = index(records_a), index(records_b)
-    shared = sorted(set(a) & set(b))
+    """Per suite, B minus A of the per-question values over the questions both runs scored."""
     out: dict[str, dict[str, Any]] = {}
-    for suite in sorted({key[0] for key in shared}):
-        keys = [k for k in shared if k[0] == suite]
+    for suite in sorted(set(a) & set(b)):
+        values_a = question_values(a[suite], metric, ks.get(suite))
+        values_b = question_values(b[suite], metric, ks.get(suite))
+        shared = sorted(set(values_a) & set(values_b))
+        if not shared:
+            continue
         diff, lo, hi = paired_bootstrap_diff(
-            [float(a[k]) for k in keys], [float(b[k]) for k in keys], seed=seed
+            [values_a[q] for q in shared], [values_b[q] for q in shared]
         )
-        out[suite] = {"n": len(keys), "diff": diff, "ci95": [lo, hi]}
+        out[suite] = {"n": len(shared), "diff": diff, "ci95": [lo, hi]}
     return out
 
 
-def build_report(paths: list[Path]) -> dict[str, Any]:
+def resolve_k(metric: Metric, runs: list[LoadedRun], suite: str) -> int | None:
+    """The K of `metric` in `suite`: as given, or for pass@k the fewest graded attempts any
+    question has in any of the runs (None for maj@k: every attempt votes)."""
+    if metric.k is not None or metric.kind != "pass":
+        return metric.k
+    counts = [len(v) for loaded in runs for v in loaded.questions.get(suite, {}).values()]
+    return min(counts) if counts else None
+
+
+def build_report(paths: list[Path], metric: Metric | str = "accuracy") -> dict[str, Any]:
+    chosen = parse_metric(metric) if isinstance(metric, str) else metric
     runs = [load_eval_run(p) for p in paths]
-    names = _unique_names([run.path for run, _, _ in runs])
+    names = _unique_names([loaded.run.path for loaded in runs])
+    suites = sorted({s for loaded in runs for s in loaded.summary.get("suites", {})})
+    ks = {suite: resolve_k(chosen, runs, suite) for suite in suites}
+    cells = {
+        name: {
+            suite: metric_cell(
+                loaded.summary.get("suites", {}).get(suite),
+                loaded.questions.get(suite, {}),
+                chosen,
+                ks[suite],
+            )
+            for suite in suites
+            if suite in loaded.summary.get("suites", {})
+        }
+        for name, loaded in zip(names, runs, strict=True)
+    }
     report: dict[str, Any] = {
-        "runs": {name: summary for name, (_, summary, _) in zip(names, runs, strict=True)},
-        "models": {name: run.info().model for name, (run, _, _) in zip(names, runs, strict=True)},
+        "metric": chosen.label,
+        "k": ks if chosen.kind == "pass" else None,
+        "runs": {name: loaded.summary for name, loaded in zip(names, runs, strict=True)},
+        "cells": cells,
+        "models": {name: loaded.run.info().model for name, loaded in zip(names, runs, strict=True)},
     }
     if len(runs) == 2:
-        report["paired"] = paired_differences(runs[0][2], runs[1][2])
+        report["paired"] = paired_differences(runs[0].questions, runs[1].questions, chosen, ks)
+    from harness.benchmarks.judge import agreement  # judge vs rule-based grades, where both
+
+    report["grader_agreement"] = {
+        name: agreement(loaded.run.records()) for name, loaded in zip(names, runs, strict=True)
+    }
     return report
 
 
@@ -97,45 +255,65 @@ def _unique_names(paths: list[Path]) -> list[str]:
     return [str(p) for p in paths]
 
 
+def _k_note(report: dict[str, Any]) -> str:
+    ks = report.get("k") or {}
+    if not ks or report["metric"] != "pass@k":
+        return ""
+    return "k per suite: " + ", ".join(f"{suite} {k}" for suite, k in ks.items())
+
+
 def to_markdown(report: dict[str, Any]) -> str:
-    runs: dict[str, Any] = report["runs"]
-    suites = sorted({s for summary in runs.values() for s in summary.get("suites", {})})
-    lines = ["| suite | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
+    cells: dict[str, dict[str, Any]] = report["cells"]
+    label = report["metric"]
+    suites = sorted({s for by_suite in cells.values() for s in by_suite})
+    lines = [f"{label} %, [95% CI]", ""]
+    lines += ["| suite | " + " | ".join(cells) + " |", "|---|" + "---|" * len(cells)]
     for suite in suites:
-        cells = [_cell(summary.get("suites", {}).get(suite)) for summary in runs.values()]
-        lines.append(f"| {suite} | " + " | ".join(cells) + " |")
+        row = [_cell_text(by_suite.get(suite)) for by_suite in cells.values()]
+        lines.append(f"| {suite} | " + " | ".join(row) + " |")
+    note = _k_note(report)
+    if note:
+        lines += ["", note]
     paired = report.get("paired")
     if paired:
-        first, second = list(runs)
-        lines += ["", f"Paired difference ({second} - {first}), percentage points:", ""]
-        lines += ["| suite | n | diff | 95% CI |", "|---|---|---|---|"]
+        first, second = list(cells)
+        lines += ["", f"Paired difference ({second} - {first}) in {label}, percentage points:"]
+        lines += ["", "| suite | n | diff | 95% CI |", "|---|---|---|---|"]
         for suite, row in paired.items():
             lo, hi = row["ci95"]
             lines.append(
                 f"| {suite} | {row['n']} | {100 * row['diff']:+.1f} | "
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}] |"
             )
-    return "\n".join(lines) + "\n"
+    from harness.benchmarks.judge import agreement_markdown
+
+    return "\n".join(lines) + "\n" + agreement_markdown(report.get("grader_agreement") or {})
+
+
+def _number(value: Any) -> str:
+    return "" if value is None else f"{value:.6f}"
 
 
 def to_csv(report: dict[str, Any]) -> str:
+    """One row per (run, suite); an empty value is no score."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(
-        ["run", "suite", "n", "accuracy", "ci_low", "ci_high", "errors", "extraction_failure_rate"]
-    )
-    for run_name, summary in report["runs"].items():
-        for suite, row in sorted(summary.get("suites", {}).items()):
+    writer.writerow(["run", "suite", "metric", "n", "value", "ci_low", "ci_high", "errors"])
+    for run_name, by_suite in report["cells"].items():
+        for suite, cell in sorted(by_suite.items()):
+            if cell is None:
+                continue
+            low, high = cell["ci95"] or (None, None)
             writer.writerow(
                 [
                     run_name,
                     suite,
-                    row["n"],
-                    f"{row['accuracy']:.6f}",
-                    f"{row['ci95'][0]:.6f}",
-                    f"{row['ci95'][1]:.6f}",
-                    row["errors"],
-                    f"{row['extraction_failure_rate']:.6f}",
+                    report["metric"],
+                    cell["n"],
+                    _number(cell["value"]),
+                    _number(low),
+                    _number(high),
+                    cell.get("errors", 0),
                 ]
             )
     return buffer.getvalue()

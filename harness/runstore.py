@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
@@ -414,19 +415,32 @@ class RunDir:
         os.replace(tmp, path)
 
 
-def list_runs(root: Path) -> list[RunDir]:
-    """Every run directory directly under `root` (or nested one level, e.g. a loop's evals)."""
+@dataclass(frozen=True)
+class UnreadableRun:
+    path: Path
+    reason: str
+
+
+def scan_runs(root: Path) -> tuple[list[RunDir], list[UnreadableRun]]:
+    """Every run directory directly under `root` (or nested one level, e.g. a loop's evals), and
+    the directories with a run.json that could not be read (with why), so callers can say so."""
     root = Path(root)
     if not root.is_dir():
-        return []
+        return [], []
     found = sorted(
         {p.parent for p in root.glob(f"*/{RUN_FILE}")}
         | {p.parent for p in root.glob(f"*/*/{RUN_FILE}")}
     )
     runs: list[RunDir] = []
+    unreadable: list[UnreadableRun] = []
     for path in found:
         try:
             runs.append(RunDir.open(path))
-        except MarsError:
-            continue
-    return runs
+        except MarsError as exc:
+            unreadable.append(UnreadableRun(path, str(exc)))
+    return runs, unreadable
+
+
+def list_runs(root: Path) -> list[RunDir]:
+    """Every readable run directory under `root` (see `scan_runs`)."""
+    return scan_runs(root)[0]

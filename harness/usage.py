@@ -1,10 +1,14 @@
-"""Usage accounting per role (agent name in a MAS, seat in a game), aggregated over a run."""
+"""Usage accounting per role (agent name in a MAS, seat in a game), aggregated over a run and
+added up over the attempts of a resumed run (`accumulate_usage_file`)."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.endpoint import Completion
@@ -50,3 +54,37 @@ class UsageLedger:
             for name, value in asdict(usage).items():
                 setattr(total, name, getattr(total, name) + value)
         return asdict(total)
+
+
+def add_usage(previous: Any, current: Any) -> Any:
+    """`current` with the numbers of `previous` added, key by key at every depth (a key in only
+    one of them is kept as it is). Used so usage files add up over a run's attempts."""
+    if isinstance(previous, dict) and isinstance(current, dict):
+        merged = dict(previous)
+        for key, value in current.items():
+            merged[key] = add_usage(previous.get(key), value) if key in previous else value
+        return merged
+    numbers = (int, float)
+    if (
+        isinstance(previous, numbers)
+        and isinstance(current, numbers)
+        and not isinstance(previous, bool)
+        and not isinstance(current, bool)
+    ):
+        return previous + current
+    return current
+
+
+def accumulate_usage_file(path: Path, usage: dict[str, Any]) -> dict[str, Any]:
+    """Add this attempt's `usage` to what `path` holds (a resumed run's earlier attempts) and
+    write the sum atomically; `attempts` counts the attempts added up. Returns the sum."""
+    previous: Any = None
+    try:
+        previous = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        previous = None  # a first attempt, or an unreadable file (it is replaced)
+    total = add_usage(previous if isinstance(previous, dict) else {}, {**usage, "attempts": 1})
+    tmp = Path(path).with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(total, indent=2))
+    os.replace(tmp, path)
+    return total

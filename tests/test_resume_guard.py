@@ -72,6 +72,8 @@ def test_an_eval_rerun_with_other_settings_is_refused_and_touches_nothing(tmp_pa
         assert grown.returncode == 0, grown.stderr
         assert "2 records kept, 1 to run" in grown.stdout
         assert len(server.seen) == calls + 1
+        usage = json.loads((run_dir / "usage.json").read_text())  # added up, not overwritten
+        assert usage["totals"]["calls"] == calls + 1 and usage["attempts"] == 2
 
         # A new path starts fresh with whatever settings it is given.
         fresh = run_mars(*_eval(server, tmp_path / "new", "--mas", "debate"))

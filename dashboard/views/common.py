@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import data
 from dashboard.paths import PathRefused, inside_root
+from harness.unscored import NO_SCORE
 
 # What fills each page (shown when it has nothing to show).
 HINTS = {
@@ -49,6 +50,12 @@ def pct(value: Any) -> float | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return round(100 * float(value), 1)
+
+
+def score_pct(value: Any) -> float | str:
+    """A score as a percentage rounded to 0.1, or "no score" when there is none (never 0)."""
+    shown = pct(value)
+    return NO_SCORE if shown is None else shown
 
 
 def round_or_none(value: Any, digits: int = 1) -> float | None:

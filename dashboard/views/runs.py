@@ -10,8 +10,16 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, data
-from dashboard.views.common import ci_text, empty_state, malformed_note, pct, round_or_none
+from dashboard.views.common import (
+    ci_text,
+    empty_state,
+    malformed_note,
+    pct,
+    round_or_none,
+    score_pct,
+)
 from harness.runstore import RECORDS_FILE
+from harness.unscored import NO_SCORE
 
 ARENA_KINDS = ("arena", "selfplay")
 
@@ -67,10 +75,18 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         st.info("no arena summary.json yet (the run may still be going); see the Games page")
         return
     shown = seats.copy()
-    for column in ("win", "draw", "loss", "invalid_rate"):
-        shown[column + " %"] = shown[column].map(pct)
+    # A seat without a graded episode has no score (older summaries wrote 0 for it).
+    unscored = pd.to_numeric(shown["n"], errors="coerce").fillna(0) == 0
+    for column in ("win", "draw", "loss", "mean_return", "normalized_return"):
+        shown[column] = shown[column].astype(object).where(~unscored, None)
+    for column in ("win", "draw", "loss"):
+        shown[column + " %"] = shown[column].map(score_pct)
+    shown["invalid_rate %"] = shown["invalid_rate"].map(pct)
+    shown["mean_return"] = shown["mean_return"].map(lambda v: NO_SCORE if v is None else v)
     # games.arena puts the normalised return on a 0-100 scale already.
-    shown["normalized_return (0-100)"] = shown["normalized_return"].map(round_or_none)
+    shown["normalized_return (0-100)"] = shown["normalized_return"].map(
+        lambda v: NO_SCORE if round_or_none(v) is None else round_or_none(v)
+    )
     columns = ["run", "game", "player", "opponent", "seat", "n", "win %", "draw %", "loss %"]
     columns += ["mean_return", "normalized_return (0-100)", "invalid_rate %"]
     st.dataframe(shown[columns], hide_index=True, key="seat_table")
@@ -79,7 +95,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 def _accuracy_view(table: pd.DataFrame) -> None:
     shown = table.assign(
         **{
-            "accuracy %": table["accuracy"].map(pct),
+            "accuracy %": table["accuracy"].map(score_pct),
             "95% CI": [
                 ci_text(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
             ],
@@ -88,11 +104,12 @@ def _accuracy_view(table: pd.DataFrame) -> None:
     columns = ["suite", "mas", "model", "run", "n", "correct", "accuracy %", "95% CI", "errors"]
     columns.append("extraction_failures")
     st.dataframe(shown[columns], hide_index=True, key="accuracy_table")
-    chart_data = table.assign(
-        label=table["mas"] + " · " + table["model"] + " · " + table["run"],
-        accuracy=100 * table["accuracy"],
-        ci_low=100 * table["ci_low"],
-        ci_high=100 * table["ci_high"],
+    scored = table[table["accuracy"].notna()]  # a suite with no score has no bar
+    chart_data = scored.assign(
+        label=scored["mas"] + " · " + scored["model"] + " · " + scored["run"],
+        accuracy=100 * scored["accuracy"].astype(float),
+        ci_low=100 * scored["ci_low"].astype(float),
+        ci_high=100 * scored["ci_high"].astype(float),
     )
     base = alt.Chart(chart_data).encode(
         x=alt.X("suite:N", title=None), xOffset="label:N", color=alt.Color("label:N", title=None)

@@ -92,6 +92,8 @@ def _print_arena_table(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from harness.unscored import NO_SCORE
+
     table = Table(title=f"{summary['player']} vs {summary['opponent']} at {summary['game']}")
     columns = (
         "seat",
@@ -107,6 +109,9 @@ def _print_arena_table(summary: dict[str, Any]) -> None:
     for column in columns:
         table.add_column(column)
     for seat, stats in summary["seats"].items():
+        if not stats["n"]:  # no graded episode: no score (never 0)
+            table.add_row(seat, "0", NO_SCORE, *["-"] * (len(columns) - 3))
+            continue
         table.add_row(
             seat,
             str(stats["n"]),
@@ -181,6 +186,8 @@ def arena_command(
     from games.rules import named_rules
     from games.spec import get_game
     from harness.runstore import RunDir, identity_of, model_identity
+    from harness.unscored import exit_if_unscored, unscored_seats
+    from harness.usage import add_usage
 
     spec = get_game(game)
     rules = named_rules(rules_name, parse_mode=parse_mode)
@@ -319,17 +326,22 @@ def arena_command(
     summary["rules"] = rules.describe()
     if endpoint_config is not None:
         summary["model"] = endpoint_config.model
-    if usage is not None:
-        summary["usage"] = usage
+    if usage is not None:  # added up over the run's attempts, like eval's usage.json
+        summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
     if usage_by_model:
         summary["usage_by_model"] = usage_by_model
     errors = sum(stats["errors"] for stats in summary["seats"].values())
+    unscored = unscored_seats(summary)
     run.write_summary(summary)
-    run.finish("completed" if errors == 0 else "completed_with_errors")
+    if unscored and len(unscored) == len(summary["seats"]):
+        run.finish("failed")  # no seat was scored
+    else:
+        run.finish("completed" if errors == 0 else "completed_with_errors")
     _print_arena_table(summary)
     if errors:
         print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
     print(f"run dir: {run.path}")
+    exit_if_unscored(unscored)
 
 
 @app.command("selfplay")

@@ -13,29 +13,8 @@ import typer
 
 from harness.cli import options
 from harness.cli.main import app
+from harness.cli.options import parse_role_mapping
 from harness.errors import MarsError
-
-
-def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
-    """`ROLE=URL/NAME`, e.g. `judge=http://host:8000/v1/Qwen3-4B` -> ("http://host:8000/v1", ...).
-
-    The base URL ends at `/v1`; what follows is the model name (which may hold slashes). Without
-    `/v1/` the last path segment is the model name.
-    """
-    mapping: dict[str, tuple[str, str]] = {}
-    for value in values:
-        role, sep, target = value.partition("=")
-        if not sep or not role or not target.startswith(("http://", "https://")):
-            raise MarsError(f"--role expects ROLE=URL/NAME, got '{value}'")
-        if "/v1/" in target:
-            base, _, name = target.partition("/v1/")
-            base += "/v1"
-        else:
-            base, _, name = target.rstrip("/").rpartition("/")
-        if not name or "://" not in base:
-            raise MarsError(f"--role {value}: no model name after the URL")
-        mapping[role] = (base, name)
-    return mapping
 
 
 def parse_mas_options(values: list[str]) -> dict[str, Any]:
@@ -59,12 +38,13 @@ def eval_command(
     model: str = options.MODEL,
     base_url: str = options.BASE_URL,
     backend: str = options.BACKEND,
-    role: list[str] = typer.Option(
-        [], "--role", help="Map a MAS role to another model: ROLE=URL/NAME (repeatable)."
-    ),
+    role: list[str] = options.ROLE,
     mas_option: list[str] = typer.Option(
         [], "--mas-option", help="A MAS setting KEY=VALUE, e.g. rounds=2 (repeatable)."
     ),
+    grader: str = options.GRADER,
+    judge_temperature: float = options.JUDGE_TEMPERATURE,
+    judge_max_tokens: int = options.JUDGE_MAX_TOKENS,
     limit: int = typer.Option(None, "--limit", help="First N samples of each suite."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Attempts per sample."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files."),
@@ -97,6 +77,9 @@ def eval_command(
     mas_function = get_mas(mas_name)
     role_targets = parse_role_mapping(role)
     mas_config = parse_mas_options(mas_option)
+    from harness.graders import GradingPlan
+
+    grading = GradingPlan.from_options(grader, judge_temperature, judge_max_tokens)
     loaded = []
     for s in suites:
         result = s.load(data_dir=data_dir, limit=limit)
@@ -117,6 +100,7 @@ def eval_command(
         "mas_config": mas_config,
         "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()},
         "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
+        **grading.config(),
     }
     identity = eval_identity(config, model_identity(model, base_url))
     run = RunDir.resolve(out=out, run_dir=run_dir, kind="eval", slug=f"{mas_name}-{suite}")
@@ -136,6 +120,7 @@ def eval_command(
         cache_path=cache,
         log_dir=run.path,
         gen=gen,
+        extra_sampling=grading.extra_sampling(role_targets),
     ) as endpoint_config:
         if "model" not in identity:  # the server named the model: check it too
             identity["model"] = endpoint_config.model
@@ -162,7 +147,15 @@ def eval_command(
         try:
             asyncio.run(
                 _evaluate(
-                    items, mas_function, mas_config, endpoint_config, role_targets, gen, run, quiet
+                    items,
+                    mas_function,
+                    mas_config,
+                    endpoint_config,
+                    role_targets,
+                    gen,
+                    run,
+                    quiet,
+                    grading,
                 )
             )
         except KeyboardInterrupt:
@@ -181,9 +174,11 @@ async def _evaluate(
     gen: Any,
     run: Any,
     quiet: bool,
+    grading: Any,
 ) -> None:
     from harness.endpoint import Endpoint
     from harness.evaluation import SolvedSample, WorkItem, run_items
+    from harness.usage import accumulate_usage_file
     from mas.base import Models, Task
 
     default = Endpoint(endpoint_config)
@@ -214,7 +209,12 @@ async def _evaluate(
 
     try:
         await run_items(
-            items, solve, run, workers=endpoint_config.concurrency * 2, show_progress=not quiet
+            items,
+            solve,
+            run,
+            workers=endpoint_config.concurrency * 2,
+            show_progress=not quiet,
+            grader=grading.grader(models),
         )
     finally:
         for endpoint in (default, *by_role.values()):
@@ -222,12 +222,13 @@ async def _evaluate(
         usage = {"by_role": default.ledger.by_role(), "totals": default.ledger.totals()}
         for name, endpoint in by_role.items():
             usage[f"role:{name}"] = endpoint.ledger.totals()
-        (run.path / "usage.json").write_text(json.dumps(usage, indent=2))
+        accumulate_usage_file(run.path / "usage.json", usage)  # adds up over resumed attempts
 
 
 def _finish_eval(run: Any, wall: float, cpu: float) -> None:
     from harness.evaluation import summarize
     from harness.report import print_summary_table
+    from harness.unscored import exit_if_unscored, unscored_suites
 
     records = run.records()
     summary = summarize(records, wall_s=wall)
@@ -236,6 +237,12 @@ def _finish_eval(run: Any, wall: float, cpu: float) -> None:
         summary["malformed_lines"] = run.malformed_lines
     run.write_summary(summary)
     errors = sum(s["errors"] for s in summary["suites"].values())
-    run.finish("completed" if errors == 0 else "completed_with_errors")
+    unscored = unscored_suites(summary)
+    if unscored and len(unscored) == len(summary["suites"]):
+        status = "failed"  # nothing was scored
+    else:
+        status = "completed" if errors == 0 else "completed_with_errors"
+    run.finish(status)
     print_summary_table({run.path.name: summary})
     print(f"run dir: {run.path}")
+    exit_if_unscored(unscored)

@@ -8,28 +8,40 @@ import typer
 
 from harness.cli.main import app
 
+METRIC_HELP = (
+    "accuracy (clustered by question over epochs), maj@k (majority vote over each question's "
+    "epochs; maj@K: the first K), pass@k (unbiased; k = the fewest attempts per question; "
+    "pass@K)."
+)
+
 
 @app.command("report")
 def report_command(
     runs: list[Path] = typer.Argument(..., help="Eval run directories."),
+    metric: str = typer.Option("accuracy", "--metric", help=METRIC_HELP),
     save: Path = typer.Option(
         None, "--save", help="Folder for report.md and report.csv (default: the last run's)."
     ),
 ) -> None:
-    """Accuracy per suite x run with 95% CIs; with two runs, the paired difference too."""
+    """A metric per suite x run with 95% CIs; with two runs, the paired difference over
+    questions too."""
     from rich.console import Console
     from rich.table import Table
 
-    from harness.report import build_report, print_summary_table, to_csv, to_markdown
+    from harness.report import build_report, parse_metric, print_cells, to_csv, to_markdown
 
-    report = build_report(runs)
+    chosen = parse_metric(metric)
+    report = build_report(runs, chosen)
     console = Console()
-    print_summary_table(report["runs"], console)
+    print_cells(report["cells"], report["metric"], console)
     paired = report.get("paired")
     if paired:
-        first, second = list(report["runs"])
-        table = Table(title=f"paired difference ({second} - {first}), points [95% bootstrap CI]")
-        for column in ("suite", "n", "diff", "95% CI"):
+        first, second = list(report["cells"])
+        table = Table(
+            title=f"paired difference ({second} - {first}) in {report['metric']}, points "
+            "[95% bootstrap CI over questions]"
+        )
+        for column in ("suite", "questions", "diff", "95% CI"):
             table.add_column(column)
         for suite, row in paired.items():
             lo, hi = row["ci95"]
@@ -40,6 +52,9 @@ def report_command(
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
             )
         console.print(table)
+    from harness.benchmarks.judge import print_agreement
+
+    print_agreement(report.get("grader_agreement") or {}, console)
     folder = save or runs[-1]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.md").write_text(to_markdown(report))
