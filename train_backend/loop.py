@@ -741,7 +741,8 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
     }
     for key, entry in (row.get("evals") or {}).items():
         if entry.get("kind") == "arena":
-            for seat, stats in (entry.get("seats") or {}).items():
+            seats = entry.get("seats")  # a failed item keeps its setting ("both") here
+            for seat, stats in (seats if isinstance(seats, dict) else {}).items():
                 for field in ("win", "draw", "loss", "normalized_return", "invalid_rate", "n"):
                     flat[f"{key}/{seat}/{field}"] = stats.get(field)
                 low, high = stats.get("normalized_return_ci") or (None, None)

@@ -251,6 +251,7 @@ def arena_command(
         "api_key_env": api_key_env,
         "cache_path": cache,
         "log_dir": run.path,
+        "gen": gen,  # a pinned server is checked against the sampling this run asks for
     }
     started = time.perf_counter()
     usage: dict[str, Any] | None = None
@@ -408,6 +409,7 @@ def selfplay_command(
         api_key_env=api_key_env,
         cache_path=cache,
         log_dir=run.path,
+        gen=gen,
     ) as endpoint_config:
         assert endpoint_config is not None
         run.start(
