@@ -117,6 +117,7 @@ def model_endpoint(
     *,
     model: str | None,
     base_url: str | None,
+    gen: GenerationConfig,
     backend: str = "auto",
     concurrency: int = 32,
     timeout_s: float = 120.0,
@@ -124,13 +125,12 @@ def model_endpoint(
     api_key_env: str = "OPENAI_API_KEY",
     cache_path: Path | None = None,
     log_dir: Path | None = None,
-    gen: GenerationConfig | None = None,
     extra_sampling: Sequence[GenerationConfig] = (),
 ) -> Iterator[EndpointConfig]:
     """`gen` is the command's generation config (a served model is warmed up with it);
     `extra_sampling` lists other settings the command will request from the same model (an LLM
-    judge, ...), so a server that would pin one setting is not used for them."""
-    gen = gen or GenerationConfig()
+    judge, ...), so a server that would pin one setting is not used for them. `gen` has no
+    default: a command that left it out would be checked against greedy sampling."""
     common = {
         "concurrency": concurrency,
         "timeout_s": timeout_s,

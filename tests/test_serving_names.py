@@ -159,3 +159,24 @@ async def test_each_request_carries_its_own_reproducible_seed() -> None:
     # ... and a rerun sends the same six seeds; no seed configured sends none.
     assert sorted(first) == sorted(again)
     assert "seed" not in server.seen[-1].body
+
+
+def test_the_arena_is_checked_against_its_own_sampling_on_a_pinned_server(
+    cache_dir: Path,
+) -> None:
+    """A `mars loop` arena item samples at the loop's temperature; it must pass on a server
+    pinned to that temperature and be refused on one pinned to another."""
+    with ScriptedServer(lambda _r: Reply(text="<answer><PASS></answer>")) as server:
+        write_server_state(_state(server.base_url, os.getpid(), {"temperature": 1.0, "top_p": 1.0}))
+        args = ["arena", "--game", "kuhn_poker", "--player", "llm", "--opponent", "random"]
+        args += ["--episodes", "1", "--base-url", server.base_url, "--model", "local/ckpt"]
+        args += ["--quiet", "--top-p", "1"]
+        env = mars_env(MARS_CACHE_DIR=str(cache_dir))
+        hot = run_mars(
+            *args, "--temperature", "1", "--run-dir", str(cache_dir.parent / "hot"), env=env
+        )
+        assert hot.returncode == 0, hot.stderr
+        cold = run_mars(
+            *args, "--temperature", "0", "--run-dir", str(cache_dir.parent / "cold"), env=env
+        )
+    assert cold.returncode == 2 and "fixed by its first request" in cold.stderr

@@ -151,6 +151,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
             api_key_env=kw["api_key_env"],
             cache_path=kw["cache"],
             log_dir=run.path,
+            gen=settings.gen,
         ) as endpoint_config:
             earlier = {str(v.get("judge_model")) for v in done.values()}
             if earlier and earlier != {endpoint_config.model}:
