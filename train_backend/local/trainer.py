@@ -48,7 +48,13 @@ from train_backend.local.exploitability import exploitability_eval
 from train_backend.local.opponents import load_opponent_policy, make_fixed_opponent
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.ppo import pack, ppo_loss, token_log_probs
-from train_backend.local.rollout import StepRollout, TurnSample, make_responder, play_step
+from train_backend.local.rollout import (
+    PolicyResponder,
+    StepRollout,
+    TurnSample,
+    make_responder,
+    play_step,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -251,14 +257,32 @@ class LocalTrainer:
         self.run.write_summary(summary)
         return summary
 
+    def _responder(
+        self,
+        policy: Policy,
+        sampling: Sampling,
+        generator: torch.Generator | None,
+        *,
+        keep_tokens: bool = False,
+        conversation: bool = False,
+    ) -> PolicyResponder:
+        """A batched responder for `policy` within the run's reply and game token budgets."""
+        return make_responder(
+            policy,
+            sampling,
+            generator=generator,
+            max_new_tokens=self.config.max_new_tokens,
+            max_context_tokens=self.config.max_game_tokens,
+            keep_tokens=keep_tokens,
+            conversation=conversation,
+        )
+
     def rollout(self, step: int) -> StepRollout:
         config = self.config
-        responder = make_responder(
+        responder = self._responder(
             self.policy,
             sampling_of(config),
-            generator=_step_generator(config.seed, step, 0),
-            max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_game_tokens,
+            _step_generator(config.seed, step, 0),
             keep_tokens=True,
             conversation=config.sample_unit == "conversation" and config.prompt_style == "full",
         )
@@ -281,13 +305,8 @@ class LocalTrainer:
         if self.opponent_policy is None:
             return self.opponent.bots
         config = self.config
-        responder = make_responder(
-            self.opponent_policy,
-            sampling_of(config),
-            generator=_step_generator(config.seed, step, 2),
-            max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_game_tokens,
-            keep_tokens=False,
+        responder = self._responder(
+            self.opponent_policy, sampling_of(config), _step_generator(config.seed, step, 2)
         )
         name = self.opponent.name
         return {spec.name: responder.player(spec.name, name=name) for spec in self.specs}
@@ -300,14 +319,7 @@ class LocalTrainer:
 
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         config = self.config
-        responder = make_responder(
-            self.policy,
-            GREEDY,
-            generator=None,
-            max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_game_tokens,
-            keep_tokens=False,
-        )
+        responder = self._responder(self.policy, GREEDY, None)
         return asyncio.run(
             evaluate(
                 responder,
