@@ -423,7 +423,9 @@ def test_an_empty_table_gives_an_empty_array() -> None:
 
 
 def test_estimator_names() -> None:
-    assert ESTIMATORS == ("marshal", "marshal_reference", "no_turn_level", "no_agent_norm", "grpo")
+    assert ESTIMATORS == (
+        "marshal", "marshal_reference", "no_turn_level", "no_agent_norm", "grpo", "at_grpo"
+    )
 
 
 def _with(column: str, values: list[object]) -> pd.DataFrame:

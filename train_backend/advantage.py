@@ -2,8 +2,13 @@
 
 `compute_advantages(turns, estimator, **options)` takes one row per turn with the columns
 `episode`, `game`, `seat`, `turn` (0-based within the seat's own turns), `reward` (already shaped),
-optionally `tokens` (used by marshal_reference) and `group` (used by grpo), and returns one
-advantage per row, in row order; every token of a turn gets its turn's advantage.
+optionally `tokens` (used by marshal_reference), `group` (used by grpo) and `state` (the
+information-state key, used with `state_weight`), and returns one advantage per row, in row order;
+every token of a turn gets its turn's advantage.
+
+`at_grpo` reads another table: one row per *branch*, K rows sharing (game, episode, seat, turn)
+being K replies sampled at the same state, with `reward` the return of finishing the episode from
+that branch (`train_backend.local.tree` builds it).
 
 Notation used in the docstrings: a trajectory τ is one seat's turns in one episode of one game
 (episode ids are scoped by game); r_k is the reward of its turn k and n its number of turns.
@@ -35,7 +40,7 @@ from train_backend.group_ops import (
     subtract_mean_of_distinct,
     suffix_returns,
 )
-from train_backend.turn_table import TurnTable, dense_codes, load_turn_table
+from train_backend.turn_table import TurnTable, dense_codes, load_branch_table, load_turn_table
 
 DEFAULT_ESTIMATOR = "marshal"
 
@@ -48,9 +53,11 @@ class AdvantageOptions:
     # marshal_reference only: the MARSHAL code's ablation switches (docs/estimators.md)
     turn_level: bool = True
     agent_specific: bool = True
+    # information-state groups (GiGPO's anchor states): A += state_weight * A_state; 0 = off
+    state_weight: float = 0.0
 
 
-OPTION_NAMES = ("gamma", "eps", "scale", "turn_level", "agent_specific")
+OPTION_NAMES = ("gamma", "eps", "scale", "turn_level", "agent_specific", "state_weight")
 SWITCH_NAMES = ("turn_level", "agent_specific")
 SWITCHED_ESTIMATOR = "marshal_reference"
 
@@ -152,6 +159,28 @@ def _marshal_reference(table: TurnTable, options: AdvantageOptions) -> np.ndarra
     )
 
 
+def at_grpo_advantages(
+    returns: np.ndarray, groups: np.ndarray, n_groups: int, options: AdvantageOptions
+) -> np.ndarray:
+    """AT-GRPO (Stronger-MAS): each branch's return normalised within its tree group.
+
+    A(b) = norm_{branches of (game, episode, seat, turn)}(R_b)
+
+    R_b is the return of finishing the episode from branch b with the current policies. A group
+    of one branch, or whose branches all returned the same, gives 0.
+    """
+    return normalise_in_groups(returns, groups, n_groups, scale=options.scale, eps=options.eps)
+
+
+def state_advantages(
+    returns: np.ndarray, states: np.ndarray, options: AdvantageOptions
+) -> np.ndarray:
+    """Information-state groups (GiGPO's anchor states): rows whose prompt, i.e. information
+    state, is identical across the batch are one group; A_state = norm_{rows of state}(return)."""
+    codes, n_codes = dense_codes(states)
+    return normalise_in_groups(returns, codes, n_codes, scale=options.scale, eps=options.eps)
+
+
 _Estimator = Callable[[TurnTable, AdvantageOptions], np.ndarray]
 _ESTIMATOR_FUNCTIONS: dict[str, _Estimator] = {
     "marshal": _marshal,
@@ -160,8 +189,11 @@ _ESTIMATOR_FUNCTIONS: dict[str, _Estimator] = {
     "no_agent_norm": _no_agent_norm,
     "grpo": _grpo,
 }
-ESTIMATORS: tuple[str, ...] = tuple(_ESTIMATOR_FUNCTIONS)
-TRAJECTORY_LEVEL_ESTIMATORS = ("no_turn_level", "grpo")
+# Estimators over a table of branches (tree sampling) rather than one row per turn.
+TREE_ESTIMATORS = ("at_grpo",)
+ESTIMATORS: tuple[str, ...] = (*_ESTIMATOR_FUNCTIONS, *TREE_ESTIMATORS)
+# One undiscounted return per trajectory (or per branch): gamma must be 1.
+TRAJECTORY_LEVEL_ESTIMATORS = ("no_turn_level", "grpo", "at_grpo")
 ESTIMATOR_HELP: dict[str, str] = {
     "marshal": "turn-level return, normalised per (game, seat) over turns",
     "marshal_reference": "the MARSHAL code's five steps (reward centring, whitening, turn-level "
@@ -169,6 +201,8 @@ ESTIMATOR_HELP: dict[str, str] = {
     "no_turn_level": "trajectory-level return, normalised per (game, seat) over trajectories",
     "no_agent_norm": "turn-level return, normalised per game (seats pooled) over turns",
     "grpo": "trajectory-level return, normalised per game or per `group` column over trajectories",
+    "at_grpo": "AT-GRPO: K replies sampled at the same state (tree sampling), each branch's return "
+    "normalised within its (game, episode, seat, turn) group",
 }
 
 
@@ -182,7 +216,7 @@ def compute_advantages(
     or "mean"). Bad input raises MarsError with a one-line message.
     """
     function = _ESTIMATOR_FUNCTIONS.get(estimator)
-    if function is None:
+    if function is None and estimator not in TREE_ESTIMATORS:
         raise MarsError(
             f"unknown advantage estimator {estimator!r}; choose one of: {', '.join(ESTIMATORS)}"
         )
@@ -202,14 +236,38 @@ def compute_advantages(
             f"estimator {estimator!r} uses one undiscounted return per trajectory; "
             f"gamma must be 1, got {parsed.gamma}"
         )
+    if estimator in TREE_ESTIMATORS:
+        return _tree_advantages(turns, parsed)
     table = load_turn_table(
         turns,
         with_tokens=estimator == "marshal_reference",
         with_group=estimator == "grpo",
+        with_state=parsed.state_weight > 0,
     )
     if table.n_rows == 0:
         return np.zeros(0, dtype=np.float64)
-    return table.to_rows(function(table, parsed))
+    advantages = function(table, parsed)
+    if parsed.state_weight > 0:
+        assert table.state is not None
+        returns = _turn_returns(table, table.reward, parsed.gamma)
+        advantages = advantages + parsed.state_weight * state_advantages(
+            returns, table.state, parsed
+        )
+    return table.to_rows(advantages)
+
+
+def _tree_advantages(turns: Any, options: AdvantageOptions) -> np.ndarray:
+    """at_grpo over a table of branches (rows may repeat a (game, episode, seat, turn) key)."""
+    table = load_branch_table(turns, with_state=options.state_weight > 0)
+    if table.n_rows == 0:
+        return np.zeros(0, dtype=np.float64)
+    advantages = at_grpo_advantages(table.reward, table.group, table.n_groups, options)
+    if options.state_weight > 0:
+        assert table.state is not None
+        advantages = advantages + options.state_weight * state_advantages(
+            table.reward, table.state, options
+        )
+    return table.to_rows(advantages)
 
 
 def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
@@ -228,13 +286,18 @@ def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
     scale = options.get("scale", defaults.scale)
     if scale not in SCALES:
         raise MarsError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    state_weight = _real_option(options, "state_weight", defaults.state_weight)
+    if state_weight < 0.0:
+        raise MarsError(f"state_weight must be >= 0, got {state_weight}")
     switches = {}
     for name in SWITCH_NAMES:
         value = options.get(name, True)
         if not isinstance(value, bool):
             raise MarsError(f"{name} must be true or false, got {value!r}")
         switches[name] = value
-    return AdvantageOptions(gamma=gamma, eps=eps, scale=scale, **switches)
+    return AdvantageOptions(
+        gamma=gamma, eps=eps, scale=scale, state_weight=state_weight, **switches
+    )
 
 
 def _real_option(options: dict[str, Any], name: str, default: float) -> float:

@@ -53,6 +53,18 @@ class VerlSettings(BaseModel):
         return self
 
 
+class TreeSettings(BaseModel):
+    """Tree sampling for `estimator: at_grpo` (train_backend.local.tree; docs/estimators.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    branches: int = Field(4, ge=2)  # K replies sampled at every policy turn
+    # which branch continues the main line: auto = greedy in perfect-information games, else random
+    continuation: Literal["auto", "random", "greedy"] = "auto"
+    all_actions: bool = False  # every legal action among the K branches (when K allows)
+    team_weight: float = Field(0.0, ge=0)  # alpha in r = alpha * team + local
+
+
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
 
@@ -61,7 +73,8 @@ class TrainConfig(BaseModel):
     preset: str | None = None
     games: list[str] = Field(default_factory=lambda: ["tic_tac_toe"])
     estimator: str = "marshal"
-    estimator_options: dict[str, Any] = Field(default_factory=dict)  # gamma, eps, scale
+    estimator_options: dict[str, Any] = Field(default_factory=dict)  # gamma, eps, scale, ...
+    tree: TreeSettings = Field(default_factory=TreeSettings)  # at_grpo only
     steps: int = Field(200, ge=1)
     games_per_step: int = Field(192, ge=1)  # self-play games per update (both seats train)
     group_size: int = Field(1, ge=1)  # games sharing a seed (GRPO prompt groups); paper: 1
@@ -78,6 +91,8 @@ class TrainConfig(BaseModel):
     clip_ratio: float = Field(0.2, gt=0)
     dual_clip: float | None = Field(3.0, gt=1)
     kl_coef: float = Field(0.2, ge=0)  # k3 KL to the frozen reference model; 0 = no reference
+    # Regularisers that keep a mixed strategy alive (docs/training.md); 0 = off
+    entropy_coef: float = Field(0.0, ge=0)  # bonus on the mean token entropy of the replies
     ppo_epochs: int = Field(1, ge=1)
     minibatch_turns: int = Field(64, ge=1)
     temperature: float = Field(0.6, ge=0)

@@ -35,6 +35,7 @@ class TurnTable:
     seat: np.ndarray  # seat code of each trajectory
     tokens: np.ndarray | None  # token count per slot, when asked for and present
     group: np.ndarray | None  # prompt-group code of each trajectory, when asked for and present
+    state: np.ndarray | None = None  # information-state code per slot, when asked for
 
     @property
     def n_rows(self) -> int:
@@ -52,19 +53,22 @@ class TurnTable:
 
 
 def load_turn_table(
-    turns: Any, *, with_tokens: bool = False, with_group: bool = False
+    turns: Any, *, with_tokens: bool = False, with_group: bool = False, with_state: bool = False
 ) -> TurnTable:
     """Validate `turns` (a DataFrame or a mapping of equal-length columns) and lay it out by slot.
 
     Raises MarsError on missing columns, unequal lengths, missing keys, non-finite rewards, and on
-    turn indices that are not exactly 0..n-1 once each within every trajectory.
+    turn indices that are not exactly 0..n-1 once each within every trajectory. `with_state`
+    requires the `state` column (information-state keys).
     """
     wanted = list(REQUIRED_COLUMNS)
     if with_tokens:
         wanted.append("tokens")
     if with_group:
         wanted.append("group")
-    columns = _read_columns(turns, wanted)
+    if with_state:
+        wanted.append("state")
+    columns = _read_columns(turns, wanted, required=("state",) if with_state else ())
     n_rows = len(columns["reward"])
 
     game, _ = _codes(columns["game"], "game")
@@ -93,6 +97,7 @@ def load_turn_table(
     if "group" in columns:
         group = _group_of_trajectory(columns["group"], trajectory, n_trajectories)
 
+    state = _codes(columns["state"], "state")[0][row_of_slot] if with_state else None
     return TurnTable(
         row_of_slot=row_of_slot,
         reward=reward[row_of_slot],
@@ -103,10 +108,57 @@ def load_turn_table(
         seat=seat_of_trajectory,
         tokens=tokens,
         group=group,
+        state=state,
     )
 
 
-def _read_columns(turns: Any, wanted: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BranchTable:
+    """Tree-sampled replies in canonical order: by group, then return, then state."""
+
+    row_of_slot: np.ndarray
+    reward: np.ndarray  # the branch's return, per slot
+    group: np.ndarray  # code of (game, episode, seat, turn) per slot
+    n_groups: int
+    state: np.ndarray | None  # information-state code per slot, when asked for
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.row_of_slot.size)
+
+    def to_rows(self, per_slot: np.ndarray) -> np.ndarray:
+        out = np.empty(self.n_rows, dtype=np.float64)
+        out[self.row_of_slot] = per_slot
+        return out
+
+
+def load_branch_table(turns: Any, *, with_state: bool = False) -> BranchTable:
+    """Validate a table of branches: the turn-table columns, where the K replies sampled at one
+    state share (game, episode, seat, turn) and `reward` is each branch's return. Rows are laid
+    out by content, so the result does not depend on their order."""
+    wanted = [*REQUIRED_COLUMNS, "state"] if with_state else list(REQUIRED_COLUMNS)
+    columns = _read_columns(turns, wanted, required=("state",) if with_state else ())
+    game, _ = _codes(columns["game"], "game")
+    episode, n_episodes = _codes(columns["episode"], "episode")
+    seat, n_seats = _codes(columns["seat"], "seat")
+    turn = _turn_indices(columns["turn"])
+    reward = _finite_floats(columns["reward"], "reward")
+    key, _ = _combine(game, episode, n_episodes)
+    key, _ = _combine(key, seat, n_seats)
+    group, n_groups = _combine(key, turn, int(turn.max(initial=0)) + 1)
+    state = _codes(columns["state"], "state")[0] if with_state else None
+    sort_keys = (reward, group) if state is None else (state, reward, group)
+    row_of_slot = np.lexsort(sort_keys).astype(np.int64)
+    return BranchTable(
+        row_of_slot=row_of_slot,
+        reward=reward[row_of_slot],
+        group=group[row_of_slot],
+        n_groups=n_groups,
+        state=None if state is None else state[row_of_slot],
+    )
+
+
+def _read_columns(turns: Any, wanted: list[str], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The wanted columns present in `turns` (optional ones may be absent), all of one length."""
     if isinstance(turns, pd.DataFrame):
         available = set(turns.columns)
@@ -116,11 +168,11 @@ def _read_columns(turns: Any, wanted: list[str]) -> dict[str, Any]:
         raise MarsError(
             f"turns must be a pandas DataFrame or a mapping of columns, not {type(turns).__name__}"
         )
-    missing = [name for name in REQUIRED_COLUMNS if name not in available]
+    needed = (*REQUIRED_COLUMNS, *required)
+    missing = [name for name in needed if name not in available]
     if missing:
         raise MarsError(
-            f"turns table lacks column(s) {', '.join(missing)}; "
-            f"required: {', '.join(REQUIRED_COLUMNS)}"
+            f"turns table lacks column(s) {', '.join(missing)}; required: {', '.join(needed)}"
         )
     columns: dict[str, Any] = {}
     for name in wanted:

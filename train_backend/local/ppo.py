@@ -7,7 +7,9 @@ For completion token t of sequence i, with r = exp(logp - logp_old) and A_i the 
                                                                   negative-advantage token whose
                                                                   ratio has grown very large
     kl_t   = exp(ref - logp) - (ref - logp) - 1                   k3 estimate of KL(pi || ref)
-    loss_t = pg_t + kl_coef * kl_t
+    H_t    = -sum_v pi(v) log pi(v)                               entropy of the next-token
+                                                                  distribution (temperature-scaled)
+    loss_t = pg_t + kl_coef * kl_t - entropy_coef * H_t
 
     loss   = mean over sequences of (mean over the sequence's completion tokens of loss_t)
 
@@ -35,6 +37,7 @@ class LossTerms:
     kl: float
     clip_frac_tokens: float  # clipped tokens (count), for a token-weighted fraction over batches
     tokens: float  # completion tokens counted
+    entropy: float = 0.0  # same reduction as pg_loss (0 when not computed)
 
 
 def sequence_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -60,6 +63,8 @@ def ppo_loss(
     ref_log_probs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     num_sequences: int | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> LossTerms:
     """The loss of a batch of sequences ([B, T] tensors; `advantages` is [B] or [B, T]).
 
@@ -87,6 +92,11 @@ def ppo_loss(
         if kl_coef:
             per_token = per_token + kl_coef * kl
         kl_value = float(sequence_mean(kl.detach(), mask).sum())
+    entropy_value = 0.0
+    if entropy is not None:
+        if entropy_coef:
+            per_token = per_token - entropy_coef * entropy
+        entropy_value = float(sequence_mean(entropy.detach(), mask).sum())
     denominator = num_sequences if num_sequences is not None else log_probs.shape[0]
     loss = sequence_mean(per_token, mask).sum() / denominator
     pg_value = float(sequence_mean(pg.detach(), mask).sum()) / denominator
@@ -96,6 +106,7 @@ def ppo_loss(
         kl=kl_value / denominator,
         clip_frac_tokens=float((was_clipped * mask).sum()),
         tokens=float(mask.sum()),
+        entropy=entropy_value / denominator,
     )
 
 
@@ -154,6 +165,17 @@ def token_log_probs(
     distributions the tokens were actually drawn from, as verl does. Logits are computed only for
     the last `keep + 1` positions: the columns that predict completion tokens.
     """
+    return token_log_probs_and_entropy(model, batch, temperature, with_entropy=False)[0]
+
+
+def token_log_probs_and_entropy(
+    model: PreTrainedModel,
+    batch: PackedBatch,
+    temperature: float = 1.0,
+    *,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_log_probs`, and the entropy of each position's next-token distribution."""
     import torch
 
     out = model(
@@ -167,4 +189,7 @@ def token_log_probs(
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_probs = torch.log_softmax(logits, dim=-1)
-    return log_probs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    chosen = log_probs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    if not with_entropy:
+        return chosen, None
+    return chosen, -(log_probs.exp() * log_probs).sum(dim=-1)

@@ -39,7 +39,7 @@ from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
 from harness.runstore import RunDir
-from train_backend.advantage import ESTIMATORS, compute_advantages
+from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
@@ -47,7 +47,7 @@ from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
 from train_backend.local.exploitability import exploitability_eval
 from train_backend.local.opponents import load_opponent_policy, make_fixed_opponent
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
-from train_backend.local.ppo import pack, ppo_loss, token_log_probs
+from train_backend.local.ppo import pack, ppo_loss, token_log_probs, token_log_probs_and_entropy
 from train_backend.local.rollout import (
     PolicyResponder,
     StepRollout,
@@ -55,6 +55,7 @@ from train_backend.local.rollout import (
     make_responder,
     play_step,
 )
+from train_backend.local.tree import TreeOptions, play_tree_step, state_key
 
 if TYPE_CHECKING:
     import torch
@@ -102,7 +103,27 @@ def check_config(config: TrainConfig) -> list[GameSpec]:
     episode_options(config)
     if config.opponent:
         make_fixed_opponent(config.opponent, specs)
+    if config.estimator in TREE_ESTIMATORS and conversation_samples(config):
+        raise MarsError(
+            f"{config.estimator} trains one sample per reply: use --prompt-style compact or "
+            "sample_unit: turn (a seat's whole conversation is one sample otherwise)"
+        )
     return specs
+
+
+def conversation_samples(config: TrainConfig) -> bool:
+    """Whether a training sample is a seat's whole conversation (else one model call)."""
+    return config.sample_unit == "conversation" and config.prompt_style == "full"
+
+
+def tree_options(config: TrainConfig) -> TreeOptions:
+    tree = config.tree
+    return TreeOptions(
+        branches=tree.branches,
+        continuation=tree.continuation,
+        all_actions=tree.all_actions,
+        team_weight=tree.team_weight,
+    )
 
 
 def episode_options(config: TrainConfig) -> EpisodeOptions:
@@ -126,6 +147,7 @@ class UpdateStats:
     loss: float = 0.0
     pg_loss: float = 0.0
     kl: float = 0.0
+    entropy: float = 0.0  # mean token entropy of the replies (computed when entropy_coef > 0)
     clip_frac: float = 0.0
     grad_norm: float = 0.0
     updates: int = 0
@@ -284,8 +306,21 @@ class LocalTrainer:
             sampling_of(config),
             _step_generator(config.seed, step, 0),
             keep_tokens=True,
-            conversation=config.sample_unit == "conversation" and config.prompt_style == "full",
+            conversation=conversation_samples(config),
         )
+        if config.estimator in TREE_ESTIMATORS:
+            return asyncio.run(
+                play_tree_step(
+                    responder,
+                    self.specs,
+                    tree=tree_options(config),
+                    step=step,
+                    run_seed=config.seed,
+                    games_per_step=config.games_per_step,
+                    options=self.options,
+                    opponents=self.fixed_players(step),
+                )
+            )
         return asyncio.run(
             play_step(
                 responder,
@@ -315,6 +350,8 @@ class LocalTrainer:
         if not rollout.rows:
             return np.zeros(0)
         table = {column: [row[column] for row in rollout.rows] for column in TURN_COLUMNS}
+        if self.config.estimator_options.get("state_weight", 0) > 0:
+            table["state"] = row_states(rollout)
         return compute_advantages(table, self.config.estimator, **self.config.estimator_options)
 
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -346,7 +383,8 @@ class LocalTrainer:
         chosen = [
             i
             for i, sample in enumerate(samples)
-            if sample.completion_ids and (config.kl_coef > 0 or bool(token_advantages[i].any()))
+            if sample.completion_ids
+            and (config.kl_coef > 0 or config.entropy_coef > 0 or bool(token_advantages[i].any()))
         ]
         stats = UpdateStats(sequences=len(chosen))
         if not chosen:
@@ -373,7 +411,7 @@ class LocalTrainer:
             for start in range(0, len(order), size):
                 minibatch = order[start : start + size]
                 self.optimizer.zero_grad(set_to_none=True)
-                loss_sum = pg_sum = kl_sum = 0.0
+                loss_sum = pg_sum = kl_sum = entropy_sum = 0.0
                 for micro in _micro_batches(minibatch, batch_samples):
                     packed = pack(
                         [batch_samples[i].prompt_ids for i in micro],
@@ -381,7 +419,9 @@ class LocalTrainer:
                         self.policy.pad_id,
                         [batch_samples[i].loss_mask for i in micro],
                     )
-                    log_probs = token_log_probs(model, packed, temperature)
+                    log_probs, entropy = token_log_probs_and_entropy(
+                        model, packed, temperature, with_entropy=config.entropy_coef > 0
+                    )
                     old_lp = (
                         _aligned(old, micro, packed.keep) if old is not None else log_probs.detach()
                     )
@@ -398,11 +438,14 @@ class LocalTrainer:
                         ref_log_probs=ref_lp,
                         kl_coef=config.kl_coef,
                         num_sequences=len(minibatch),
+                        entropy=entropy,
+                        entropy_coef=config.entropy_coef,
                     )
                     terms.loss.backward()
                     loss_sum += float(terms.loss.detach())
                     pg_sum += terms.pg_loss
                     kl_sum += terms.kl
+                    entropy_sum += terms.entropy
                     clipped_tokens += terms.clip_frac_tokens
                     tokens += terms.tokens
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -410,12 +453,14 @@ class LocalTrainer:
                 stats.loss += loss_sum
                 stats.pg_loss += pg_sum
                 stats.kl += kl_sum
+                stats.entropy += entropy_sum
                 stats.grad_norm += float(grad_norm)
                 stats.updates += 1
         self.optimizer.zero_grad(set_to_none=True)
         stats.loss /= stats.updates
         stats.pg_loss /= stats.updates
         stats.kl /= stats.updates
+        stats.entropy /= stats.updates
         stats.grad_norm /= stats.updates
         stats.clip_frac = clipped_tokens / tokens if tokens else 0.0
         return stats
@@ -437,6 +482,21 @@ class LocalTrainer:
                     length = len(samples[index].completion_ids)
                     out[index] = values[row, packed.keep - length :].clone()
         return out
+
+
+def row_states(rollout: StepRollout) -> list[str]:
+    """Per turn row, a key of what the model saw before that reply (its information state as a
+    prompt): the call's prompt, or a conversation's tokens up to the reply."""
+    if rollout.rows and "state" in rollout.rows[0]:
+        return [row["state"] for row in rollout.rows]
+    states = [""] * len(rollout.rows)
+    for index, sample in enumerate(rollout.samples):
+        if not sample.rows:
+            states[index] = state_key(sample.prompt_ids)
+            continue
+        for row, (start, _) in zip(sample.rows, sample.spans, strict=True):
+            states[row] = state_key([*sample.prompt_ids, *sample.completion_ids[:start]])
+    return states
 
 
 def _token_advantages(sample: TurnSample, index: int, advantages: np.ndarray) -> torch.Tensor:
@@ -497,6 +557,7 @@ def step_metrics(
         "loss": stats.loss,
         "pg_loss": stats.pg_loss,
         "kl": stats.kl,
+        "entropy": stats.entropy,
         "clip_frac": stats.clip_frac,
         "grad_norm": stats.grad_norm,
         "optimizer_updates": stats.updates,
@@ -519,6 +580,7 @@ def step_metrics(
         "generate_calls": rollout.generate_calls,
         "rollout_s": round(rollout.seconds, 3),
         "tokens_per_s": rollout.generated_tokens / rollout.seconds if rollout.seconds else 0.0,
+        **rollout.extra,
     }
     games = sorted({r["game"] for r in records})
     for game in games:

@@ -1,0 +1,443 @@
+"""Tree-sampled rollouts for AT-GRPO (Stronger-MAS) on the CPU trainer.
+
+Each of a step's games has a *main line*, played through `games.engine.play_episode` like any
+self-play game. At every policy turn of the main line, K replies are sampled from the same prompt
+(K rows of one batched `generate`); each is a *branch*. A branch's reward is the return of
+finishing the episode from it with the current policies (Monte Carlo): the episode is replayed
+with the same seed, the main line's earlier replies fed back verbatim, the branch's reply at that
+turn, and fresh policy samples after it. One branch continues the main line: a uniformly random
+one (`random`), or the one with the best return (`greedy`, the paper's default; it waits for every
+branch's return first). In a game with hidden information a greedy pick by the realised outcome
+leaks the hidden cards into the main line, so `auto` is greedy only in perfect-information games.
+
+With `all_actions`, every legal action of the turn is among the branches whenever K allows: a
+branch whose action is duplicated (or invalid) is replaced by a sampled reply with its answer
+rewritten to the missing action, so each state gets a return estimate for each action (the
+all-actions policy gradient, Srinivasan et al. 2018); a saturated policy otherwise never samples
+the action that would teach it.
+
+The samples of a step are the branches: one (prompt, reply) per branch, and one row per branch
+whose (game, episode, seat, turn) is its tree group and whose `reward` is its return, optionally
+mixed with the team's as `team_weight * team + local` (team = the mean over seats of their
+returns from the branch point on). Replays do not change a record: records.jsonl holds the main
+lines only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from games.arena import run_episodes
+from games.engine import EpisodeOptions, play_episode
+from games.episode import EpisodeResult
+from games.parsing import parse_move
+from games.players.base import Player
+from games.players.llm import FunctionPlayer
+from games.prompts import legal_actions_in
+from games.selfplay import selfplay_record
+from games.spec import GameSpec, get_game
+from harness.reasoning import split_reasoning
+from train_backend.local.opponents import policy_seat
+from train_backend.local.rollout import (
+    PolicyResponder,
+    StepRollout,
+    TurnSample,
+    first_seed,
+    games_for_step,
+)
+
+if TYPE_CHECKING:
+    from harness.endpoint import Completion
+    from train_backend.local.policy import Message
+
+Continuation = Literal["auto", "random", "greedy"]
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    branches: int = 4  # K replies sampled at every policy turn of the main line
+    continuation: Continuation = "auto"
+    all_actions: bool = False
+    team_weight: float = 0.0  # alpha in r = alpha * team + local
+
+    def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
+        if self.continuation != "auto":
+            return self.continuation
+        return "greedy" if spec.perfect_information else "random"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply as the engine sees it, and the token ids it came from."""
+
+    text: str
+    reasoning: str
+    completion_ids: tuple[int, ...]
+    stopped: bool
+    forced: bool = False  # an all-actions branch: a sampled reply with its answer rewritten
+
+    def completion(self, prompt_tokens: int) -> Completion:
+        from harness.endpoint import Completion, Usage
+
+        return Completion(
+            text=self.text,
+            reasoning=self.reasoning,
+            finish_reason="stop" if self.stopped else "length",
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self.completion_ids)),
+        )
+
+
+@dataclass
+class Node:
+    """One policy turn of a main line: its state and its K branches."""
+
+    game: str
+    seed: int
+    call: int  # index among the episode's model calls (both seats, re-asks included)
+    seat: int
+    turn: int  # the seat's own turn index
+    prompt_ids: list[int]
+    branches: list[Reply]
+    chosen: int = 0
+    returns: list[float | None] = field(default_factory=list)
+    legal: list[bool | None] = field(default_factory=list)
+
+
+@dataclass
+class _Line:
+    """A main line's model calls so far (both seats), replayed verbatim by its branches."""
+
+    replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
+    seat_calls: dict[int, int] = field(default_factory=dict)
+
+
+def state_key(token_ids: Sequence[int]) -> str:
+    """A stable key of what the model saw before a reply (its information state as a prompt)."""
+    import numpy as np
+
+    return hashlib.blake2b(
+        np.asarray(token_ids, dtype=np.int64).tobytes(), digest_size=12
+    ).hexdigest()
+
+
+class TreeRollout:
+    """One step's tree-sampled games (see the module docstring)."""
+
+    def __init__(
+        self,
+        responder: PolicyResponder,
+        specs: Sequence[GameSpec],
+        *,
+        tree: TreeOptions,
+        options: EpisodeOptions,
+        step: int,
+        run_seed: int,
+        opponents: Mapping[str, Player] | None = None,
+    ) -> None:
+        self.responder = responder
+        self.policy = responder.policy
+        self.specs = specs
+        self.tree = tree
+        self.options = options
+        self.step = step
+        self.run_seed = run_seed
+        self.opponents = opponents
+        self.lines: dict[tuple[str, int], _Line] = {}
+        self.nodes: list[Node] = []
+        self.pending: list[asyncio.Task[None]] = []
+        self.generated_tokens = 0
+
+    # -- generation -----------------------------------------------------------------------------
+
+    async def _sample(self, prompt_ids: list[int], count: int) -> list[Reply]:
+        room = min(
+            self.responder.max_new_tokens, self.responder.max_context_tokens - len(prompt_ids)
+        )
+        outputs = await asyncio.gather(
+            *(self.responder.batcher.submit(prompt_ids, max(0, room)) for _ in range(count))
+        )
+        replies = []
+        for generated in outputs:
+            ids = generated.completion_ids
+            self.generated_tokens += len(ids)
+            text, reasoning = split_reasoning(self.policy.decode(ids))
+            replies.append(Reply(text, reasoning, tuple(ids), generated.stopped))
+        return replies
+
+    def _forced(self, template: Reply | None, label: str) -> Reply:
+        """A reply choosing `label`: `template` (a sampled legal reply) with its answer rewritten,
+        else the bare canonical answer."""
+        stop = self.policy.stop_ids[0]
+        if template is None:
+            raw = f"<answer>{label}</answer>"
+        else:
+            raw = self.policy.decode(list(template.completion_ids))
+            answers = list(_ANSWER.finditer(raw))
+            last = answers[-1]
+            raw = raw[: last.start()] + f"<answer>{label}</answer>" + raw[last.end() :]
+        ids = [*self.policy.tokenizer(raw, add_special_tokens=False)["input_ids"], stop]
+        text, reasoning = split_reasoning(raw)
+        return Reply(text, reasoning, tuple(ids), True, forced=True)
+
+    def _cover_actions(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
+        """Rewrite duplicated or invalid branches so every legal action appears (K allowing)."""
+        legal = legal_actions_in(messages[-1]["content"])
+        mode = self.options.rules.parse_mode
+        actions = [parse_move(r.text, legal, mode).label for r in replies]
+        template = next(
+            (r for r, a in zip(replies, actions, strict=True) if a and _ANSWER.search(r.text)),
+            None,
+        )
+        replies = list(replies)
+        for label in legal:
+            if label in actions:
+                continue
+            spare = [i for i, a in enumerate(actions) if a is None or actions.count(a) > 1]
+            if not spare:
+                break
+            index = spare[-1]
+            replies[index] = self._forced(template, label)
+            actions[index] = label
+        return replies
+
+    # -- players --------------------------------------------------------------------------------
+
+    def _main_player(self, spec: GameSpec) -> FunctionPlayer:
+        async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
+            line = self.lines.setdefault((spec.name, seed), _Line())
+            call = len(line.replies)
+            turn = line.seat_calls.get(seat, 0)
+            line.seat_calls[seat] = turn + 1
+            prompt_ids = self.policy.encode_chat(messages)
+            replies = await self._sample(prompt_ids, self.tree.branches)
+            if self.tree.all_actions:
+                replies = self._cover_actions(replies, messages)
+            node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies)
+            node.returns = [None] * len(replies)
+            node.legal = [None] * len(replies)
+            prefix = list(line.replies)
+            self.nodes.append(node)
+            if self.tree.continuation_for(spec) == "greedy":
+                await asyncio.gather(
+                    *(self._score_branch(spec, node, b, prefix) for b in range(len(replies)))
+                )
+                best = max(node.returns[b] for b in range(len(replies)))  # type: ignore[type-var]
+                node.chosen = node.returns.index(best)
+            else:
+                node.chosen = self._rng(spec.name, seed, call).randrange(len(replies))
+                for b in range(len(replies)):
+                    if b != node.chosen:
+                        task = self._score_branch(spec, node, b, prefix)
+                        self.pending.append(asyncio.ensure_future(task))
+            reply = replies[node.chosen]
+            line.replies.append((reply, len(prompt_ids)))
+            return reply.completion(len(prompt_ids))
+
+        return FunctionPlayer(respond, name="policy")
+
+    def _recording(self, spec: GameSpec, player: Player) -> Player:
+        """A fixed model opponent whose main-line replies are recorded for the replays."""
+        if not player.is_model:
+            return player
+        inner = player
+
+        async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
+            agent = inner.agent(seat=seat, rng=random.Random(0), seed=seed)
+            completion = await agent.respond(messages)  # type: ignore[union-attr]
+            line = self.lines.setdefault((spec.name, seed), _Line())
+            ids = tuple(range(completion.usage.completion_tokens))  # only the count is replayed
+            reply = Reply(completion.text, completion.reasoning, ids, True)
+            line.replies.append((reply, completion.usage.prompt_tokens))
+            return completion
+
+        return FunctionPlayer(respond, name=player.name)
+
+    def _replay_players(
+        self, spec: GameSpec, script: list[tuple[Reply, int]], seed: int
+    ) -> tuple[Player, Player]:
+        """The seats of a branch's replay: model calls (counted across both seats) answered from
+        `script`, then fresh samples of the policy, or of a fixed model opponent in its seat; a
+        bot opponent plays itself (its moves replay too: same seed, same positions)."""
+        calls = {"n": 0}
+
+        def seat_player(fixed: Player | None) -> FunctionPlayer:
+            async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
+                index = calls["n"]
+                calls["n"] += 1
+                if index < len(script):
+                    reply, prompt_tokens = script[index]
+                    return reply.completion(prompt_tokens)
+                if fixed is not None:
+                    agent = fixed.agent(seat=seat, rng=random.Random(0), seed=seed)
+                    return await agent.respond(messages)  # type: ignore[union-attr]
+                prompt_ids = self.policy.encode_chat(messages)
+                (reply,) = await self._sample(prompt_ids, 1)
+                return reply.completion(len(prompt_ids))
+
+            return FunctionPlayer(respond, name="replay")
+
+        policy = seat_player(None)
+        if self.opponents is None:
+            return (policy, policy)
+        opponent = self.opponents[spec.name]
+        other = seat_player(opponent) if opponent.is_model else opponent
+        return self._seats(spec, seed, policy, other)
+
+    def _seats(
+        self, spec: GameSpec, seed: int, policy: Player, other: Player
+    ) -> tuple[Player, Player]:
+        if self.opponents is None:
+            return (policy, policy)
+        return (policy, other) if policy_seat(spec, seed) == 0 else (other, policy)
+
+    def _rng(self, game: str, seed: int, call: int) -> random.Random:
+        text = f"{self.run_seed}/{self.step}/{game}/{seed}/{call}"
+        return random.Random(int(hashlib.sha256(text.encode()).hexdigest()[:16], 16))
+
+    # -- returns --------------------------------------------------------------------------------
+
+    async def _score_branch(
+        self, spec: GameSpec, node: Node, branch: int, prefix: list[tuple[Reply, int]]
+    ) -> None:
+        script = [*prefix, (node.branches[branch], len(node.prompt_ids))]
+        players = self._replay_players(spec, script, node.seed)
+        result = await play_episode(spec, players, node.seed, self.options)
+        self._set_return(node, branch, result)
+
+    def _set_return(self, node: Node, branch: int, result: EpisodeResult) -> None:
+        calls = [t for t in result.turns if "usage" in t]
+        if result.error is not None or node.call >= len(calls):
+            node.returns[branch] = 0.0
+            node.legal[branch] = False
+            return
+        at = calls[node.call]
+        position = next(i for i, t in enumerate(result.turns) if t is at)
+        later = result.turns[position:]
+        local = sum(t["reward"] for t in later if t["seat"] == node.seat)
+        seats = len(result.players)
+        team = sum(t["reward"] for t in later) / seats
+        node.returns[branch] = self.tree.team_weight * team + local
+        node.legal[branch] = bool(at["legal"])
+
+    # -- the step -------------------------------------------------------------------------------
+
+    async def play(self, games_per_step: int) -> StepRollout:
+        started = time.perf_counter()
+        counts = games_for_step(self.specs, games_per_step)
+        base = first_seed(self.run_seed, self.step, games_per_step)
+        records: list[dict[str, Any]] = []
+        results: dict[tuple[str, int], EpisodeResult] = {}
+
+        async def play_game(spec: GameSpec) -> None:
+            main = self._main_player(spec)
+            other = self._recording(spec, self.opponents[spec.name]) if self.opponents else main
+
+            def keep(result: EpisodeResult) -> dict[str, Any]:
+                results[(spec.name, result.seed)] = result
+                record = selfplay_record(result)
+                record["step"] = self.step
+                if self.opponents is not None:
+                    record["policy_seat"] = policy_seat(get_game(record["game"]), record["seed"])
+                return record
+
+            seeds = range(base, base + counts[spec.name])
+            jobs = [(seed, self._seats(spec, seed, main, other), keep) for seed in seeds]
+            await run_episodes(
+                spec,
+                jobs,
+                options=self.options,
+                concurrency=max(1, len(jobs)),
+                sink=None,
+                on_record=records.append,
+            )
+
+        await asyncio.gather(*(play_game(spec) for spec in self.specs if counts[spec.name]))
+        for node in self.nodes:  # the continuing branch's return is its main line's
+            if node.returns[node.chosen] is None:
+                self._set_return(node, node.chosen, results[(node.game, node.seed)])
+        while self.pending:
+            batch, self.pending = self.pending, []
+            await asyncio.gather(*batch)
+        order = {spec.name: index for index, spec in enumerate(self.specs)}
+        records.sort(key=lambda r: (order[r["game"]], r["seed"]))
+        self.nodes.sort(key=lambda n: (order[n.game], n.seed, n.call))
+        rows, samples = self._rows_and_samples()
+        flat = sum(1 for n in self.nodes if len(set(n.returns)) <= 1)
+        return StepRollout(
+            records=records,
+            rows=rows,
+            samples=samples,
+            generated_tokens=self.generated_tokens,
+            seconds=time.perf_counter() - started,
+            generate_calls=self.responder.batcher.calls,
+            extra={
+                "tree_nodes": len(self.nodes),
+                "tree_branches": len(rows),
+                "tree_flat_group_share": flat / len(self.nodes) if self.nodes else 0.0,
+                "tree_forced_branches": sum(r.forced for n in self.nodes for r in n.branches),
+            },
+        )
+
+    def _rows_and_samples(self) -> tuple[list[dict[str, Any]], list[TurnSample]]:
+        rows: list[dict[str, Any]] = []
+        samples: list[TurnSample] = []
+        for node in self.nodes:
+            state = state_key(node.prompt_ids)
+            for branch, reply in enumerate(node.branches):
+                rows.append(
+                    {
+                        "episode": node.seed,
+                        "game": node.game,
+                        "seat": node.seat,
+                        "turn": node.turn,
+                        "reward": float(node.returns[branch] or 0.0),
+                        "tokens": len(reply.completion_ids),
+                        "legal": bool(node.legal[branch]),
+                        "state": state,
+                        "branch": branch,
+                        "chosen": branch == node.chosen,
+                        "forced": reply.forced,
+                    }
+                )
+                samples.append(
+                    TurnSample(
+                        node.game,
+                        node.seed,
+                        node.seat,
+                        node.turn,
+                        list(node.prompt_ids),
+                        list(reply.completion_ids),
+                    )
+                )
+        return rows, samples
+
+
+async def play_tree_step(
+    responder: PolicyResponder,
+    specs: Sequence[GameSpec],
+    *,
+    tree: TreeOptions,
+    step: int,
+    run_seed: int,
+    games_per_step: int,
+    options: EpisodeOptions,
+    opponents: Mapping[str, Player] | None = None,
+) -> StepRollout:
+    rollout = TreeRollout(
+        responder,
+        specs,
+        tree=tree,
+        options=options,
+        step=step,
+        run_seed=run_seed,
+        opponents=opponents,
+    )
+    return await rollout.play(games_per_step)
