@@ -843,6 +843,40 @@ def exploitability_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EXPLOIT_COLUMNS)
 
 
+ACTION_SHARE_COLUMNS = ["x", "game", "state", "action", "share"]
+
+
+def action_share_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
+    """P(action | information state) of the trainer's exploitability evaluations, one row per
+    (x, game, state, action), from the `policy/<game>/<state>/<action>` columns of metrics.jsonl
+    (or `<item>/policy/<state>/<action>` of a loop's curve):
+    a card-blind policy shows as equal shares across a game's cards."""
+    rows = []
+    if frame.empty or x not in frame.columns:
+        return pd.DataFrame(rows, columns=ACTION_SHARE_COLUMNS)
+    for column in frame.columns:
+        parts = column.split("/")
+        if len(parts) == 4 and parts[0] == "policy":  # metrics.jsonl
+            series = parts[1]
+        elif len(parts) >= 4 and parts[-3] == "policy":  # a loop's curve: <item>/policy/...
+            series = "/".join(parts[:-3])
+        else:
+            continue
+        for _, row in frame.iterrows():
+            share = _as_float(row[column])
+            if share is not None:
+                rows.append(
+                    {
+                        "x": row[x],
+                        "game": series,
+                        "state": parts[2],
+                        "action": parts[3],
+                        "share": share,
+                    }
+                )
+    return pd.DataFrame(rows, columns=ACTION_SHARE_COLUMNS)
+
+
 EXPLOIT_RUN_COLUMNS = [
     "run",
     "game",

@@ -488,6 +488,7 @@ def exploit_figures(summary: dict[str, Any]) -> dict[str, Any]:
             "states",
             "replies",
             "temperature",
+            "action_shares",
         )
     }
 
@@ -763,6 +764,9 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
                 flat[f"{key}/{field}_ci95_high"] = high
             flat[f"{key}/invalid_rate"] = entry.get("invalid_rate")
             flat[f"{key}/samples"] = entry.get("samples")
+            for state, shares in (entry.get("action_shares") or {}).items():
+                for action, share in shares.items():
+                    flat[f"{key}/policy/{state}/{action}"] = share
         else:
             flat[f"{key}/accuracy"] = entry.get("accuracy")
             low, high = entry.get("ci95") or (None, None)

@@ -84,6 +84,7 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
         st.altair_chart(chart)
     _win_rates(frames)
     _exploitability(frames, "step", key="train_exploit")
+    _card_use(frames, "step")
 
 
 def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
@@ -148,6 +149,7 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
         metrics += [c for c in data.numeric_columns(frame, exclude=(x,)) if c not in metrics]
     numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
     _exploitability(frames, x, key="loop_exploit")
+    _card_use(frames, x)
     for metric in metrics:
         long = pd.concat(
             [
@@ -193,3 +195,32 @@ def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> Non
     last = table.sort_values("x").groupby("series", as_index=False).last()
     columns = ["series", "x", "exploitability", "ci_low", "ci_high", "nash_conv"]
     st.dataframe(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
+
+
+def _card_use(frames: dict[str, pd.DataFrame], x: str) -> None:
+    """P(action | information state) over training: a card-blind policy shows as one colour down
+    a column (the same share whatever the card)."""
+    tables = [data.action_share_table(f, x).assign(run=name) for name, f in frames.items()]
+    table = pd.concat(tables) if tables else pd.DataFrame()
+    if table.empty:
+        return
+    st.subheader("Card use: P(action | information state)")
+    for (run, game), part in table.groupby(["run", "game"], sort=True):
+        actions = sorted(part["action"].unique())
+        action = actions[-1]  # Kuhn: BET, Leduc: RAISE (the aggressive move)
+        shown = part[part["action"] == action]
+        chart = (
+            alt.Chart(shown)
+            .mark_rect()
+            .encode(
+                x=alt.X("x:O", title=x),
+                y=alt.Y("state:N", title="state", sort="ascending"),
+                color=alt.Color("share:Q", title=f"P({action})", scale=alt.Scale(domain=[0, 1])),
+                tooltip=["state", "x", "share"],
+            )
+            .properties(height=22 * shown["state"].nunique() + 40, title=f"{run} · {game}")
+        )
+        st.altair_chart(chart)
+        latest = part[part["x"] == part["x"].max()]
+        pivot = latest.pivot_table(index="state", columns="action", values="share")
+        st.dataframe(pivot.round(2), key=f"card_use_{run}_{game}")

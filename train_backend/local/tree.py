@@ -6,8 +6,9 @@ self-play game. At every policy turn of the main line, K replies are sampled fro
 finishing the episode from it with the current policies (Monte Carlo): the episode is replayed
 with the same seed, the main line's earlier replies fed back verbatim, the branch's reply at that
 turn, and fresh policy samples after it. One branch continues the main line: a uniformly random
-one (`random`), or the one with the best return (`greedy`, the paper's default; it waits for every
-branch's return first). In a game with hidden information a greedy pick by the realised outcome
+one of the policy's own samples (`random`; the main line stays on-policy, so its return estimates
+what the replays' do), or the one with the best return (`greedy`, the paper's default; it waits
+for every branch's return first, and the main line then follows the best branches). In a game with hidden information a greedy pick by the realised outcome
 leaks the hidden cards into the main line, so `auto` is greedy only in perfect-information games.
 
 With `all_actions`, every legal action of the turn is among the branches whenever K allows: a
@@ -117,6 +118,14 @@ class _Line:
 
     replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
     seat_calls: dict[int, int] = field(default_factory=dict)
+
+
+def _sampled(replies: Sequence[Reply]) -> list[int]:
+    """The branches a random continuation picks from: the policy's own samples (a uniform pick
+    among K samples is itself a policy sample, so the main line stays on-policy and its return
+    estimates the same thing as the other branches'), all of them if every one was forced."""
+    own = [index for index, reply in enumerate(replies) if not reply.forced]
+    return own or list(range(len(replies)))
 
 
 def state_key(token_ids: Sequence[int]) -> str:
@@ -232,7 +241,7 @@ class TreeRollout:
                 best = max(node.returns[b] for b in range(len(replies)))  # type: ignore[type-var]
                 node.chosen = node.returns.index(best)
             else:
-                node.chosen = self._rng(spec.name, seed, call).randrange(len(replies))
+                node.chosen = self._rng(spec.name, seed, call).choice(_sampled(replies))
                 for b in range(len(replies)):
                     if b != node.chosen:
                         task = self._score_branch(spec, node, b, prefix)

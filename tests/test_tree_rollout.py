@@ -1,0 +1,199 @@
+"""Tree-sampled rollouts (`at_grpo`): groups, branch returns, all-actions branches, continuation.
+
+A scripted generator stands in for the model (these tests are about the tree's plumbing): it
+answers every Kuhn prompt with a fixed move (BET unless told otherwise), so each branch's
+return can be recomputed independently with OpenSpiel from the deal and the moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from games.engine import EpisodeOptions
+from games.prompts import legal_actions_in
+from games.spec import get_game
+from harness.tiny_model import ensure_tiny_model
+from train_backend.advantage import compute_advantages
+from train_backend.local.batcher import Generated, MicroBatcher, Request
+from train_backend.local.policy import Policy, load_policy
+from train_backend.local.rollout import PolicyResponder, StepRollout
+from train_backend.local.tree import TreeOptions, play_tree_step
+
+KUHN = get_game("kuhn_poker")
+BET, PASS = "<BET>", "<PASS>"
+Chooser = Callable[[list[str], int], str]  # (legal labels, reply index) -> the label answered
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return load_policy(ensure_tiny_model())
+
+
+def scripted_responder(policy: Policy, choose: Chooser) -> PolicyResponder:
+    """A responder whose replies are `<answer>label</answer>` with the label `choose` picks."""
+    counter = {"n": 0}
+
+    def generate(requests: list[Request]) -> list[Generated]:
+        out = []
+        for request in requests:
+            legal = legal_actions_in(policy.decode(request.prompt_ids))
+            label = choose(legal, counter["n"])
+            counter["n"] += 1
+            ids = policy.tokenizer(f"<answer>{label}</answer>", add_special_tokens=False)
+            out.append(Generated([*ids["input_ids"], policy.stop_ids[0]], True))
+        return out
+
+    return PolicyResponder(
+        policy,
+        MicroBatcher(generate, max_batch=64),
+        max_new_tokens=16,
+        max_context_tokens=2048,
+        keep_tokens=True,
+    )
+
+
+def always_bet(legal: list[str], index: int) -> str:
+    return BET if BET in legal else legal[0]
+
+
+def tree_step(
+    policy: Policy, tree: TreeOptions, *, choose: Chooser = always_bet, games: int = 6
+) -> StepRollout:
+    return asyncio.run(
+        play_tree_step(
+            scripted_responder(policy, choose),
+            [KUHN],
+            tree=tree,
+            step=1,
+            run_seed=0,
+            games_per_step=games,
+            options=EpisodeOptions(prompt_style="compact"),
+        )
+    )
+
+
+def groups_of(rollout: StepRollout) -> dict[tuple, list[int]]:
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for index, row in enumerate(rollout.rows):
+        groups[(row["game"], row["episode"], row["seat"], row["turn"])].append(index)
+    return groups
+
+
+def answer(rollout: StepRollout, policy: Policy, index: int) -> str:
+    text = policy.decode(rollout.samples[index].completion_ids)
+    return BET if BET in text else PASS
+
+
+def kuhn_reward(deal: tuple[int, int], moves: list[int], seat: int) -> float:
+    """`seat`'s reward from its move `moves[-1]` on: the Kuhn return after the deal and `moves`
+    (0 pass, 1 bet) with both seats then always betting, plus the format bonus of each of its
+    legal moves from that one on."""
+    state = KUHN.game.new_initial_state()
+    for card in deal:
+        state.apply_action(card)
+    for move in moves[:-1]:
+        state.apply_action(move)
+    own_moves = 0
+    move = moves[-1]
+    while not state.is_terminal():
+        own_moves += state.current_player() == seat
+        state.apply_action(move)
+        move = 1
+    return float(state.returns()[seat]) + own_moves * KUHN.rewards.format_bonus
+
+
+def deal_of(record: dict[str, Any]) -> tuple[int, int]:
+    """The two cards, read from each seat's first prompt ("card J")."""
+    cards = {}
+    for turn in record["turns"]:
+        if "prompt" in turn and turn["seat"] not in cards:
+            cards[turn["seat"]] = "JQK".index(re.search(r"card ([JQK])", str(turn["prompt"]))[1])
+    return cards[0], cards[1]
+
+
+def test_every_policy_turn_is_a_group_of_k_branches_from_one_state(policy: Policy) -> None:
+    rollout = tree_step(policy, TreeOptions(branches=3))
+    groups = groups_of(rollout)
+    assert groups and len(rollout.records) == 6
+    for indices in groups.values():
+        assert len(indices) == 3
+        rows = [rollout.rows[i] for i in indices]
+        assert len({row["state"] for row in rows}) == 1
+        assert sum(row["chosen"] for row in rows) == 1
+        prompts = {tuple(rollout.samples[i].prompt_ids) for i in indices}
+        assert len(prompts) == 1  # the K replies were sampled from one prompt
+    # Main lines only in the records: one policy turn per model call of each record.
+    main_turns = sum(sum(r["model_turns"]) for r in rollout.records)
+    assert main_turns == len(groups)
+    assert rollout.extra["tree_branches"] == 3 * len(groups)
+
+
+def test_all_actions_puts_every_legal_move_among_the_branches(policy: Policy) -> None:
+    plain = tree_step(policy, TreeOptions(branches=2))
+    assert all(answer(plain, policy, i) == BET for i in range(len(plain.rows)))
+    assert plain.extra["tree_flat_group_share"] == 1.0  # identical replies: nothing to compare
+
+    covered = tree_step(policy, TreeOptions(branches=2, all_actions=True))
+    for indices in groups_of(covered).values():
+        assert sorted(answer(covered, policy, i) for i in indices) == [BET, PASS]
+        forced = [covered.rows[i]["forced"] for i in indices]
+        assert forced.count(True) == 1
+    assert covered.extra["tree_forced_branches"] == len(groups_of(covered))
+
+
+def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(policy: Policy) -> None:
+    """Every branch's reward equals the seat's Kuhn return when its move is played after the main
+    line's earlier moves and both seats then always bet (the scripted policy)."""
+    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=8)
+    records = {r["seed"]: r for r in rollout.records}
+    checked = 0
+    for indices in groups_of(rollout).values():
+        for index in indices:
+            row = rollout.rows[index]
+            record = records[row["episode"]]
+            turns = record["turns"]
+            moves = [int(t["action"] == BET) for t in turns]
+            at = [i for i, t in enumerate(turns) if t["seat"] == row["seat"]][row["turn"]]
+            mine = int(answer(rollout, policy, index) == BET)
+            expected = kuhn_reward(deal_of(record), [*moves[:at], mine], row["seat"])
+            assert row["reward"] == pytest.approx(expected), (row, moves)
+            checked += 1
+    assert checked == len(rollout.rows) > 0
+
+
+def test_greedy_continuation_follows_the_best_branch(policy: Policy) -> None:
+    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True, continuation="greedy"))
+    for indices in groups_of(rollout).values():
+        rewards = [rollout.rows[i]["reward"] for i in indices]
+        chosen = next(i for i in indices if rollout.rows[i]["chosen"])
+        assert rollout.rows[chosen]["reward"] == max(rewards)
+
+
+def test_a_tree_step_is_reproducible(policy: Policy) -> None:
+    tree = TreeOptions(branches=2, all_actions=True)
+    first, second = tree_step(policy, tree), tree_step(policy, tree)
+    assert first.rows == second.rows
+    assert [s.completion_ids for s in first.samples] == [s.completion_ids for s in second.samples]
+
+
+def test_at_grpo_advantages_centre_each_tree_group(policy: Policy) -> None:
+    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=8)
+    columns = ("episode", "game", "seat", "turn", "reward", "tokens", "legal")
+    table = {c: [row[c] for row in rollout.rows] for c in columns}
+    advantages = compute_advantages(table, "at_grpo")
+    for indices in groups_of(rollout).values():
+        values = advantages[indices]
+        rewards = [rollout.rows[i]["reward"] for i in indices]
+        assert abs(values.sum()) < 1e-6
+        if len(set(rewards)) == 1:
+            assert np.all(values == 0)
+        else:  # the better move gets the positive advantage
+            best = indices[int(np.argmax(rewards))]
+            assert advantages[best] > 0
