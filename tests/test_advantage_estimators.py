@@ -423,9 +423,8 @@ def test_an_empty_table_gives_an_empty_array() -> None:
 
 
 def test_estimator_names() -> None:
-    assert ESTIMATORS == (
-        "marshal", "marshal_reference", "no_turn_level", "no_agent_norm", "grpo", "at_grpo"
-    )
+    names = ("marshal", "marshal_reference", "no_turn_level", "no_agent_norm", "grpo", "at_grpo")
+    assert names == ESTIMATORS
 
 
 def _with(column: str, values: list[object]) -> pd.DataFrame:

@@ -8,8 +8,9 @@ with the same seed, the main line's earlier replies fed back verbatim, the branc
 turn, and fresh policy samples after it. One branch continues the main line: a uniformly random
 one of the policy's own samples (`random`; the main line stays on-policy, so its return estimates
 what the replays' do), or the one with the best return (`greedy`, the paper's default; it waits
-for every branch's return first, and the main line then follows the best branches). In a game with hidden information a greedy pick by the realised outcome
-leaks the hidden cards into the main line, so `auto` is greedy only in perfect-information games.
+for every branch's return first, and the main line then follows the best branches). In a game
+with hidden information a greedy pick by the realised outcome leaks the hidden cards into the main
+line, so `auto` is greedy only in perfect-information games.
 
 With `all_actions`, every legal action of the turn is among the branches whenever K allows: a
 branch whose action is duplicated (or invalid) is replaced by a sampled reply with its answer
