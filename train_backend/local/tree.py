@@ -164,6 +164,7 @@ class TreeRollout:
         self.nodes: list[Node] = []
         self.pending: list[asyncio.Task[None]] = []
         self.generated_tokens = 0
+        self.invalid_samples = 0  # sampled branch replies that named no legal move (all_actions)
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -202,6 +203,7 @@ class TreeRollout:
         legal = legal_actions_in(messages[-1]["content"])
         mode = self.options.rules.parse_mode
         actions = [parse_move(r.text, legal, mode).label for r in replies]
+        self.invalid_samples += actions.count(None)
         template = next(
             (r for r, a in zip(replies, actions, strict=True) if a and _ANSWER.search(r.text)),
             None,
@@ -393,6 +395,8 @@ class TreeRollout:
                 "tree_branches": len(rows),
                 "tree_flat_group_share": flat / len(self.nodes) if self.nodes else 0.0,
                 "tree_forced_branches": sum(r.forced for n in self.nodes for r in n.branches),
+                # all_actions replaces invalid samples, so the records' invalid rate misses them
+                "tree_invalid_sample_rate": self.invalid_samples / len(rows) if rows else 0.0,
             },
         )
 
