@@ -228,3 +228,31 @@ def test_mars_dashboard_command_line_checks(tmp_path: Path) -> None:
     a_file.write_text("")
     with pytest.raises(MarsError, match="not a directory"):
         dashboard_command(runs=a_file, port=0)
+
+
+def test_action_shares_come_from_training_metrics_and_loop_curves() -> None:
+    from train_backend.local.exploitability import metrics_of
+
+    summary = {
+        "game": "kuhn_poker",
+        "exploitability": 0.2,
+        "nash_conv": 0.4,
+        "ci95": [0.1, 0.3],
+        "invalid_rate": 0.0,
+        "action_shares": {"J -": {"PASS": 0.9, "BET": 0.1}, "K b": {"PASS": 0.0, "BET": 1.0}},
+    }
+    metrics = pd.DataFrame([{"step": 10, **metrics_of(summary, 32)}])
+    table = data.action_share_table(metrics)
+    bets = table[table["action"] == "BET"].set_index("state")["share"].to_dict()
+    assert bets == {"J -": 0.1, "K b": 1.0}
+    assert set(table["game"]) == {"kuhn_poker"} and set(table["x"]) == {10}
+
+    curve = pd.DataFrame([{"step": 0, "exploit-kuhn_poker/policy/Q p/BET": 0.5, "other": 1}])
+    row = data.action_share_table(curve).iloc[0].to_dict()
+    assert row == {
+        "x": 0,
+        "game": "exploit-kuhn_poker",
+        "state": "Q p",
+        "action": "BET",
+        "share": 0.5,
+    }

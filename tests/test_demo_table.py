@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.cli.demo import before_after_rows
+from harness.cli.demo import before_after_rows, card_use_rows
 
 
 def _exploit(value: float, low: float, high: float) -> dict:
@@ -49,3 +49,14 @@ def test_an_evaluation_missing_at_the_end_gives_no_row() -> None:
         _row(30, **{"exploit-kuhn_poker": {"kind": "exploit", "error": "server died"}}),
     ]
     assert before_after_rows(curve) == []
+
+
+def test_the_card_use_table_lists_kuhn_states_in_card_order() -> None:
+    start = {"K -": {"PASS": 0.5, "BET": 0.5}, "J -": {"PASS": 0.4, "BET": 0.6}}
+    trained = {"K -": {"PASS": 0.1, "BET": 0.9}, "J -": {"PASS": 0.8, "BET": 0.2}}
+    curve = [
+        _row(0, **{"exploit-kuhn_poker": {**_exploit(0.4, 0.3, 0.5), "action_shares": start}}),
+        _row(9, **{"exploit-kuhn_poker": {**_exploit(0.2, 0.1, 0.3), "action_shares": trained}}),
+    ]
+    assert card_use_rows(curve) == [("J -", "0.60", "0.20"), ("K -", "0.50", "0.90")]
+    assert card_use_rows([_row(0), _row(9)]) == []

@@ -125,3 +125,13 @@ def test_two_tiny_checkpoints_play_each_other_in_the_loop(tmp_path: Path) -> Non
     assert rated.returncode == 0, rated.stderr
     final = json.loads((loop / "ratings.json").read_text())["games"]["tic_tac_toe"]
     assert {row["player"] for row in final["players"]} == players
+
+
+def test_an_exploitability_items_action_shares_reach_the_curve() -> None:
+    from train_backend.loop import exploit_figures
+
+    summary = {"exploitability": 0.3, "ci95": [0.2, 0.4], "action_shares": {"J -": {"BET": 0.2}}}
+    entry = {"kind": "exploit", **exploit_figures(summary)}
+    flat = flatten_row({"step": 5, "evals": {"exploit-kuhn_poker": entry}})
+    assert flat["exploit-kuhn_poker/policy/J -/BET"] == 0.2
+    assert flat["exploit-kuhn_poker/exploitability"] == 0.3

@@ -201,6 +201,23 @@ def before_after_rows(curve: list[dict]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def card_use_rows(curve: list[dict]) -> list[tuple[str, str, str]]:
+    """(information state, P(bet) at the start, P(bet) trained) of the curve's Kuhn evaluation,
+    in card order: the table that shows whether the trained policy uses its card."""
+    first, last = curve[0], curve[-1]
+    for key, entry in first["evals"].items():
+        before = entry.get("action_shares") if entry.get("kind") == "exploit" else None
+        after = last["evals"].get(key, {}).get("action_shares")
+        if before and after:
+            order = sorted(before, key=lambda state: ("JQK".find(state[:1]), state))
+            return [
+                (state, f"{before[state].get('BET', 0):.2f}", f"{after[state].get('BET', 0):.2f}")
+                for state in order
+                if state in after
+            ]
+    return []
+
+
 def _print_before_after(loop_dir: Path) -> None:
     from train_backend.loop import CURVE_JSONL
 
@@ -213,3 +230,11 @@ def _print_before_after(loop_dir: Path) -> None:
     for row in before_after_rows(curve):
         table.add_row(*row)
     console.print(table)
+    shares = card_use_rows(curve)
+    if shares:
+        table = Table(title="Kuhn: P(bet or call) per information state (card, moves so far)")
+        for column in ("state", "start", "trained"):
+            table.add_column(column)
+        for row in shares:
+            table.add_row(*row)
+        console.print(table)
