@@ -801,6 +801,8 @@ def _exploit_series(columns: Iterable[str]) -> list[tuple[str, str, str, str, st
         if len(parts) == 2 and parts[0] == "exploitability":
             game = parts[1]
             found.append((game, column, column, "metrics", f"nash_conv/{game}"))
+        elif len(parts) == 2 and parts[0] == "exploitability_avg":  # no interval, no NashConv
+            found.append((f"{parts[1]} (average policy)", column, column, "metrics", ""))
         elif len(parts) >= 2 and parts[-1] == "exploitability":
             item = "/".join(parts[:-1])
             label = parts[-2]

@@ -270,3 +270,27 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert '"steps": 5' in output and "dry run" in output
     assert not (tmp_path / "runs").exists()
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "config", ["estimator: at_grpo\n", "estimator: marshal\nestimator_options: {state_weight: 1}\n"]
+)
+def test_tree_sampling_and_state_groups_are_refused_on_verl_before_anything_starts(
+    tmp_path: Path, config: str
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(config)
+    code, _, error = _invoke(
+        "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
+    )
+    assert code != 0 and isinstance(error, MarsError)
+    assert "--backend local only" in str(error)
+    assert not (tmp_path / "v").exists()
+
+
+def test_at_grpo_refuses_whole_conversation_samples(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text("estimator: at_grpo\nprompt_style: full\nsample_unit: conversation\n")
+    code, _, error = _invoke("--config", str(file), "--out", str(tmp_path / "runs"), "--dry-run")
+    assert code != 0 and isinstance(error, MarsError)
+    assert "one sample per reply" in str(error)

@@ -243,6 +243,13 @@ def _train_verl(
     from train_backend.local.trainer import check_games_and_estimator
 
     check_games_and_estimator(config)
+    from train_backend.advantage import TREE_ESTIMATORS
+
+    if config.estimator in TREE_ESTIMATORS or config.estimator_options.get("state_weight"):
+        raise MarsError(
+            "at_grpo (tree sampling) and state_weight run on --backend local only for now: "
+            "verl's agent loop does not branch turns or key states yet"
+        )
     if config.opponent:
         raise MarsError(
             "--opponent is not supported by the verl backend yet (its agent loop plays self-play); "

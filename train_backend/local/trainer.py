@@ -87,7 +87,7 @@ def check_games_and_estimator(config: TrainConfig) -> list[GameSpec]:
         raise MarsError(
             f"unknown estimator {config.estimator!r}; choose one of: {', '.join(ESTIMATORS)}"
         )
-    empty: dict[str, list[Any]] = {column: [] for column in TURN_COLUMNS}
+    empty: dict[str, list[Any]] = {column: [] for column in (*TURN_COLUMNS, "state")}
     compute_advantages(empty, config.estimator, **config.estimator_options)  # checks options
     return specs
 
@@ -357,7 +357,7 @@ class LocalTrainer:
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         config = self.config
         responder = self._responder(self.policy, GREEDY, None)
-        return asyncio.run(
+        metrics, records = asyncio.run(
             evaluate(
                 responder,
                 self.pairs,
@@ -367,6 +367,9 @@ class LocalTrainer:
                 exploitability=exploitability_eval(config),
             )
         )
+        earlier = runlog.read_lines(runlog.metrics_path(self.run.path))
+        metrics.update(average_policy_metrics([*earlier, metrics]))
+        return metrics, records
 
     # -- the update -----------------------------------------------------------------------------
 
@@ -482,6 +485,34 @@ class LocalTrainer:
                     length = len(samples[index].completion_ids)
                     out[index] = values[row, packed.keep - length :].clone()
         return out
+
+
+def average_policy_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """`exploitability_avg/<game>`: the exploitability of the average of the policies evaluated
+    so far (each evaluation's P(action | state) from `policy/<game>/...`, reach-weighted as
+    fictitious play averages), and how many evaluations it averages. Games shown per private
+    card instead of per state are left out."""
+    from games.exploitability import average_table, figures, table_from_shares
+
+    tables: dict[str, list[Any]] = {}
+    for row in rows:
+        shares: dict[str, dict[str, dict[str, float]]] = {}
+        for key, value in row.items():
+            parts = key.split("/")
+            if len(parts) == 4 and parts[0] == "policy":
+                shares.setdefault(parts[1], {}).setdefault(parts[2], {})[parts[3]] = value
+        for game, by_state in shares.items():
+            table = table_from_shares(get_game(game), by_state)
+            if table is not None:
+                tables.setdefault(game, []).append(table)
+    metrics: dict[str, float] = {}
+    for game, found in tables.items():
+        spec = get_game(game)
+        metrics[f"exploitability_avg/{game}"] = figures(spec, average_table(spec, found))[
+            "exploitability"
+        ]
+        metrics[f"exploitability_avg/{game}/policies"] = len(found)
+    return metrics
 
 
 def row_states(rollout: StepRollout) -> list[str]:
