@@ -1,4 +1,8 @@
-"""Shared fixtures: run the real `mars` CLI in a subprocess, find the shared benchmark data."""
+"""Shared fixtures: run the real `mars` CLI in a subprocess, find the shared benchmark data.
+
+With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fails: a green CI
+then means every test ran.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "data" / "benchmarks"
+NO_SKIPS_ENV = "MARS_TESTS_NO_SKIPS"
 
 
 def mars_env(**extra: str) -> dict[str, str]:
@@ -38,3 +43,23 @@ def run_mars(
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def _skipped(session: pytest.Session) -> list[pytest.TestReport]:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    return list(reporter.stats.get("skipped", [])) if reporter is not None else []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get(NO_SKIPS_ENV) == "1" and exitstatus == 0 and _skipped(session):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    if os.environ.get(NO_SKIPS_ENV) == "1" and skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} skipped (the reasons: -ra's summary below), and {NO_SKIPS_ENV}=1 "
+            "allows none: the session fails",
+            red=True,
+        )

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from verl_testkit import (
+    Script,
     ScriptedServer,
     first_legal,
     loop_config,
@@ -221,6 +222,38 @@ async def test_a_conversation_sample_is_the_seats_whole_chat_with_loss_on_its_re
         assert (replies < len(output.response_ids)) == (len(mine) > 1)
         assert output.response_logprobs == [-0.25 if m else 0.0 for m in output.response_mask]
         assert output.prompt_ids == calls[0]["prompt_ids"]
+
+
+def salted_legal(salt: int) -> Script:
+    """A legal move drawn from (salt, seat, call): each salt plays its own betting line."""
+
+    def script(legal: list[str], seat: int, call: int) -> str:
+        rng = random.Random(f"{salt}/{seat}/{call}")
+        return f"<think>salt {salt}</think>\n<answer>{rng.choice(legal)}</answer>"
+
+    return script
+
+
+async def test_whole_kuhn_games_as_conversation_samples_pay_the_outcome_on_the_last_turn():
+    returns = set()
+    for seed in range(6):
+        script = salted_legal(seed)
+        outputs, _ = await play("kuhn_poker", seed, script, unit="conversation")
+        arena = await play_episode(
+            get_game("kuhn_poker"), [scripted_player(script)] * 2, seed, EpisodeOptions("full")
+        )
+        assert arena.invalid_seat is None and arena.outcomes is not None
+        assert [o.extra_fields[names.SEAT] for o in outputs] == [0, 1]
+        for output in outputs:
+            seat = output.extra_fields[names.SEAT]
+            rewards = output.extra_fields[names.REWARD]
+            turns = [t for t in arena.turns if t["seat"] == seat]
+            assert rewards == pytest.approx([t["reward"] for t in turns])
+            # the format bonus on every turn; the fold or showdown pays on the seat's last one
+            assert rewards[:-1] == pytest.approx([0.05] * (len(rewards) - 1))
+            assert rewards[-1] == pytest.approx(0.05 + arena.returns[seat])
+        returns.add(tuple(arena.returns))
+    assert len(returns) > 1  # the games ended differently: the outcome is the game's own
 
 
 async def test_a_conversation_keeps_the_reasoning_and_shows_the_opponents_moves():

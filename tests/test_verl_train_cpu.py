@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from conftest import REPO, mars_env, run_mars
-from verl_testkit import kuhn_model
+from model_testkit import kuhn_model
 
 from train_backend.advantage import compute_advantages
 from train_backend.verl import names
@@ -70,6 +70,13 @@ def tagged_processes(tag: str) -> list[str]:
 def step_turns(run: Path, step: int) -> list[dict]:
     path = run / "verl" / "turns" / f"step_{step}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def finished_kuhn_games(turns: list[dict]) -> int:
+    """Kuhn games that ended at a fold or showdown, not at an invalid reply (-ante - 10)."""
+    kuhn = [turn for turn in turns if turn["game"] == "kuhn_poker"]
+    forfeited = {turn["episode"] for turn in kuhn if turn["reward"] <= -10}
+    return len({turn["episode"] for turn in kuhn} - forfeited)
 
 
 def check_applied_advantages(turns: list[dict], estimator: str) -> None:
@@ -125,8 +132,10 @@ def test_three_cpu_steps_train_the_model_and_publish_checkpoints(first_run):
 def test_the_advantages_verl_applied_are_compute_advantages_on_conversation_samples(first_run):
     run, _, _ = first_run
     advantages = []
+    finished = 0
     for step in (1, 2, 3):
         turns = step_turns(run, step)
+        finished += finished_kuhn_games(turns)
         check_applied_advantages(turns, "marshal")
         advantages += [turn["advantage"] for turn in turns]
         # one sample per seat and game, holding all of that seat's turns
@@ -135,6 +144,10 @@ def test_the_advantages_verl_applied_are_compute_advantages_on_conversation_samp
         assert len(turns) > len(samples)
         assert {turn["weights_step"] for turn in turns} == {step - 1}  # synced every step
     assert sum(a != 0 for a in advantages) >= 4  # the games differed: there was a signal
+    assert finished > 0, (
+        "every Kuhn game ended at an invalid reply: the format-trained model "
+        "(model_testkit.KUHN_FORMAT) no longer answers full-style Kuhn prompts legally"
+    )
 
 
 def test_the_loop_evaluates_while_a_rerun_resumes_and_sigterm_leaves_no_process(

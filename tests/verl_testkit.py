@@ -35,40 +35,6 @@ _SEAT = re.compile(r"\(player (\d+) of 2\)")
 
 
 @functools.cache
-def kuhn_model() -> Path:
-    """The tiny model after a few seconds of format pre-training on Kuhn poker (the project's own
-    `pretrain_tiny_model`, 16 steps): it answers Kuhn prompts, full or compact, with a legal move,
-    so games reach real outcomes (the base tiny model's replies are never legal moves). Built once
-    beside the tiny model's cache, under a name that changes with its recipe."""
-    import contextlib
-    import hashlib
-    import json
-
-    from harness.tiny_model import TINY_MODEL_VERSION, ensure_tiny_model
-    from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
-
-    settings = PretrainSettings(
-        games=["kuhn_poker"],
-        examples=128,
-        steps=16,
-        batch_size=8,
-        learning_rate=3e-3,
-        warmup_steps=2,
-        full_share=0.5,
-        arithmetic_share=0.0,
-        eval_positions=0,
-        eval_full_positions=0,
-    )
-    recipe = json.dumps([TINY_MODEL_VERSION, settings.recipe()], sort_keys=True)
-    digest = hashlib.sha256(recipe.encode()).hexdigest()[:12]
-    folder = ensure_tiny_model().parent / f"test-kuhn-model-{digest}"
-    if not (folder / REPORT_FILE).is_file():
-        with contextlib.suppress(FileExistsError):  # another test process built it first
-            pretrain_tiny_model(None, folder, settings=settings)
-    return folder
-
-
-@functools.cache
 def tiny_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
