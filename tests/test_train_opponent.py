@@ -115,3 +115,25 @@ def test_the_verl_backend_refuses_a_fixed_opponent_in_one_line(tmp_path: Path) -
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "not supported by the verl backend" in lines[0], result.stderr
     assert not run.exists()
+
+
+def test_a_pool_opponent_plays_past_snapshots_drawn_per_step(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    config = tmp_path / "pool.yaml"
+    config.write_text("pool_every: 1\npool_size: 2\n")
+    code, output = _train(
+        "--games", "kuhn_poker", "--opponent", "pool", "--steps", "4", "--games-per-step", "6",
+        "--max-new-tokens", "8", "--eval-every", "0", "--config", str(config),
+        "--run-dir", str(run), "--quiet",
+    )  # fmt: skip
+    assert code == 0, output
+    metrics = _lines(run / "metrics.jsonl")
+    # The start is the first snapshot; one joins after every step; the newest two are kept.
+    assert [m["pool_size"] for m in metrics] == [2, 2, 2, 2]
+    assert metrics[0]["pool_opponent_step"] == 0
+    for m in metrics[1:]:  # drawn among the two snapshots held when the step began
+        assert m["pool_opponent_step"] in (max(0, m["step"] - 2), m["step"] - 1)
+    records = _lines(run / "records.jsonl")
+    assert all(r["policy_seat"] == policy_seat(get_game("kuhn_poker"), r["seed"]) for r in records)
+    policy_turns = sum(1 for r in records for t in r["turns"] if t["seat"] == r["policy_seat"])
+    assert sum(m["turns"] for m in metrics) == policy_turns  # the pool's turns are not trained

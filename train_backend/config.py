@@ -81,6 +81,11 @@ class TrainConfig(BaseModel):
     # None: self-play (both seats train). Else a fixed opponent in the other seat: an arena bot
     # (random, mcts:N, cfr:N, ...) or checkpoint:PATH; the policy's seat alternates.
     opponent: str | None = None
+    # `opponent: pool` (fictitious self-play): every step the opponent is one of the policy's past
+    # snapshots, drawn uniformly; a snapshot joins every `pool_every` steps, the newest
+    # `pool_size` are kept (the starting model is the first).
+    pool_every: int = Field(5, ge=1)
+    pool_size: int = Field(8, ge=1)
     learning_rate: float = Field(1e-6, gt=0)
     lr_schedule: Literal["cosine", "constant"] = "cosine"
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # the cosine schedule's floor, x learning_rate

@@ -101,12 +101,15 @@ def train_command(
         help="marshal: every choice of the released MARSHAL code (docs/parity.md); none: the "
         "defaults. verl on GPUs uses marshal unless told otherwise.",
     ),
-    estimator: str = typer.Option(None, "--estimator", help="marshal, no_turn_level, grpo, ..."),
+    estimator: str = typer.Option(
+        None, "--estimator", help="marshal, no_turn_level, grpo, at_grpo, ..."
+    ),
     opponent: str = typer.Option(
         None,
         "--opponent",
         help="Train against a fixed player instead of self-play: random, mcts:N, cfr:N, "
-        "checkpoint:PATH (the policy's seat alternates).",
+        "checkpoint:PATH, or pool (the policy's own past snapshots, fictitious self-play); the "
+        "policy's seat alternates.",
     ),
     steps: int = typer.Option(None, "--steps", min=1, help="Training steps (updates) in all."),
     games_per_step: int = typer.Option(None, "--games-per-step", min=1, help="Games per step."),

@@ -45,7 +45,11 @@ from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
 from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
 from train_backend.local.exploitability import exploitability_eval
-from train_backend.local.opponents import load_opponent_policy, make_fixed_opponent
+from train_backend.local.opponents import (
+    OpponentPool,
+    load_opponent_policy,
+    make_fixed_opponent,
+)
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.ppo import pack, ppo_loss, token_log_probs, token_log_probs_and_entropy
 from train_backend.local.rollout import (
@@ -174,6 +178,8 @@ class LocalTrainer:
             make_fixed_opponent(config.opponent, self.specs) if config.opponent else None
         )
         self.opponent_policy: Policy | None = None
+        self.pool: OpponentPool | None = None
+        self.pool_pick: int | None = None  # the step of this step's pool snapshot
         self.start_step = 0
         self.model_source = resolve_model_path(config.model)
         self.policy: Policy
@@ -203,7 +209,11 @@ class LocalTrainer:
             self.policy = policy or load_policy(self.model_source)
         runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
         if self.opponent is not None:
-            self.opponent_policy = load_opponent_policy(self.opponent)
+            self.opponent_policy = load_opponent_policy(self.opponent, self.model_source)
+        if self.opponent is not None and self.opponent.pool:
+            # The start (or, resuming, the resumed weights) is the first snapshot.
+            self.pool = OpponentPool(self.config.pool_size, self.config.seed)
+            self.pool.add(self.start_step, self.policy.model)
         if self.config.kl_coef > 0:
             reference = load_policy(self.model_source).model
             reference.requires_grad_(False)
@@ -242,6 +252,11 @@ class LocalTrainer:
             update_s = time.perf_counter() - update_started
             metrics = step_metrics(step, rollout, advantages, stats, lr=lr)
             metrics["update_s"] = round(update_s, 3)
+            if self.pool is not None:
+                metrics["pool_opponent_step"] = self.pool_pick
+                if step % config.pool_every == 0:
+                    self.pool.add(step, self.policy.model)
+                metrics["pool_size"] = len(self.pool.snapshots)
             eval_records: list[dict[str, Any]] = []
             if config.eval_every and (step % config.eval_every == 0 or step == config.steps):
                 eval_started = time.perf_counter()
@@ -340,6 +355,9 @@ class LocalTrainer:
         if self.opponent_policy is None:
             return self.opponent.bots
         config = self.config
+        if self.pool is not None:
+            self.pool_pick, weights = self.pool.draw(step)
+            self.opponent_policy.model.load_state_dict(weights)
         responder = self._responder(
             self.opponent_policy, sampling_of(config), _step_generator(config.seed, step, 2)
         )
