@@ -62,6 +62,7 @@ class TreeSettings(BaseModel):
     # which branch continues the main line: auto = greedy in perfect-information games, else random
     continuation: Literal["auto", "random", "greedy"] = "auto"
     all_actions: bool = False  # every legal action among the K branches (when K allows)
+    counterfactual: bool = False  # branches = one sampled reply x every legal answer
     team_weight: float = Field(0.0, ge=0)  # alpha in r = alpha * team + local
 
 

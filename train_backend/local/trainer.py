@@ -126,6 +126,7 @@ def tree_options(config: TrainConfig) -> TreeOptions:
         branches=tree.branches,
         continuation=tree.continuation,
         all_actions=tree.all_actions,
+        counterfactual=tree.counterfactual,
         team_weight=tree.team_weight,
     )
 

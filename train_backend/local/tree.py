@@ -18,6 +18,13 @@ rewritten to the missing action, so each state gets a return estimate for each a
 all-actions policy gradient, Srinivasan et al. 2018); a saturated policy otherwise never samples
 the action that would teach it.
 
+With `counterfactual`, a turn's branches are one sampled reply (the first legal one of the K
+samples) and that same reply with its answer rewritten to each other legal move: a group differs
+in its answer only, so mean-centred advantages cancel on the shared reasoning tokens and the
+gradient falls on the decision itself (the model's reasoning is then not trained by this
+estimator; meant for games with a few moves and a model whose reply before the answer restates
+the state).
+
 The samples of a step are the branches: one (prompt, reply) per branch, and one row per branch
 whose (game, episode, seat, turn) is its tree group and whose `reward` is its return, optionally
 mixed with the team's as `team_weight * team + local` (team = the mean over seats of their
@@ -68,6 +75,7 @@ class TreeOptions:
     branches: int = 4  # K replies sampled at every policy turn of the main line
     continuation: Continuation = "auto"
     all_actions: bool = False
+    counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
     team_weight: float = 0.0  # alpha in r = alpha * team + local
 
     def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
@@ -220,6 +228,26 @@ class TreeRollout:
             actions[index] = label
         return replies
 
+    def _counterfactual(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
+        """The first sampled reply that names a legal move, then the same reply with its answer
+        rewritten to each other legal move: a group differs only in its answer. The samples
+        stay as they are when none is legal."""
+        legal = legal_actions_in(messages[-1]["content"])
+        mode = self.options.rules.parse_mode
+        actions = [parse_move(r.text, legal, mode).label for r in replies]
+        self.invalid_samples += actions.count(None)
+        found = next(
+            (i for i, a in enumerate(actions) if a is not None and _ANSWER.search(replies[i].text)),
+            None,
+        )
+        if found is None:
+            return replies
+        template = replies[found]
+        return [
+            template if label == actions[found] else self._forced(template, label)
+            for label in legal
+        ]
+
     # -- players --------------------------------------------------------------------------------
 
     def _main_player(self, spec: GameSpec) -> FunctionPlayer:
@@ -230,7 +258,9 @@ class TreeRollout:
             line.seat_calls[seat] = turn + 1
             prompt_ids = self.policy.encode_chat(messages)
             replies = await self._sample(prompt_ids, self.tree.branches)
-            if self.tree.all_actions:
+            if self.tree.counterfactual:
+                replies = self._counterfactual(replies, messages)
+            elif self.tree.all_actions:
                 replies = self._cover_actions(replies, messages)
             node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies)
             node.returns = [None] * len(replies)
