@@ -9,7 +9,8 @@ the same starting model for every arm:
   mode; the policy's seat alternates).
 - `at_grpo`: tree sampling, K = 2 all-actions branches per policy turn, groups of one state,
   mean-centred (docs/training.md, "Tree sampling"); `at_grpo_kl` adds the KL magnet (0.2) to
-  the starting model, whose moves are uniformly random;
+  the starting model, whose moves are uniformly random; `at_grpo_epochs`: K = 4, mean-std
+  groups, the KL magnet and four PPO epochs per step;
 - `state_groups`: `marshal` plus information-state groups (`state_weight` 1);
 - `marshal_kl`, `marshal_entropy`: `marshal` with the KL magnet, or an entropy bonus of 0.01.
 
@@ -71,6 +72,14 @@ ARMS: dict[str, dict[str, Any]] = {
     "vs_random": {"estimator": "marshal", "opponent": "random"},
     "at_grpo": AT_GRPO,
     "at_grpo_kl": {**AT_GRPO, "kl_coef": 0.2},
+    # The first configuration measured to learn card use on Kuhn (docs/training.md): K = 4
+    # all-actions branches, mean-std groups, the KL magnet, four PPO epochs per step.
+    "at_grpo_epochs": {
+        "estimator": "at_grpo",
+        "tree": {"branches": 4, "all_actions": True},
+        "kl_coef": 0.2,
+        "ppo_epochs": 4,
+    },
     "state_groups": {"estimator": "marshal", "estimator_options": {"state_weight": 1.0}},
     "marshal_kl": {"estimator": "marshal", "kl_coef": 0.2},
     "marshal_entropy": {"estimator": "marshal", "entropy_coef": 0.01},
