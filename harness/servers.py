@@ -461,7 +461,10 @@ class ModelServer:
 
 
 def mars_cache_dir() -> Path:
-    return Path(os.environ.get("MARS_CACHE_DIR", Path.home() / ".cache" / "mars"))
+    """`$MARS_CACHE_DIR` (an empty value counts as unset, as for the tiny model), else
+    ~/.cache/mars."""
+    root = os.environ.get("MARS_CACHE_DIR")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "mars"
 
 
 def _state_file(base_url: str) -> Path:

@@ -145,3 +145,17 @@ def test_unknown_game_is_a_clear_error() -> None:
     with pytest.raises(MarsError, match="unknown game 'chess'"):
         get_game("chess")
     assert get_game("Tic-Tac-Toe").name == "tic_tac_toe"
+
+
+def test_an_empty_mars_cache_dir_means_the_default_for_every_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness.servers import mars_cache_dir
+    from harness.tiny_model import default_tiny_model_dir
+
+    monkeypatch.setenv("MARS_CACHE_DIR", "")
+    default = Path.home() / ".cache" / "mars"
+    assert mars_cache_dir() == default
+    assert default_tiny_model_dir().parent == default
+    monkeypatch.setenv("MARS_CACHE_DIR", "~/elsewhere")
+    assert mars_cache_dir() == Path.home() / "elsewhere"
