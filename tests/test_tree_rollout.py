@@ -37,7 +37,8 @@ def policy() -> Policy:
 
 
 def scripted_responder(policy: Policy, choose: Chooser) -> PolicyResponder:
-    """A responder whose replies are `<answer>label</answer>` with the label `choose` picks."""
+    """A responder whose replies are a numbered note then `<answer>label</answer>`, the label
+    the one `choose` picks."""
     counter = {"n": 0}
 
     def generate(requests: list[Request]) -> list[Generated]:
@@ -46,7 +47,8 @@ def scripted_responder(policy: Policy, choose: Chooser) -> PolicyResponder:
             legal = legal_actions_in(policy.decode(request.prompt_ids))
             label = choose(legal, counter["n"])
             counter["n"] += 1
-            ids = policy.tokenizer(f"<answer>{label}</answer>", add_special_tokens=False)
+            reply = f"note {counter['n']}\n<answer>{label}</answer>"  # each reply its own note
+            ids = policy.tokenizer(reply, add_special_tokens=False)
             out.append(Generated([*ids["input_ids"], policy.stop_ids[0]], True))
         return out
 
@@ -197,3 +199,15 @@ def test_at_grpo_advantages_centre_each_tree_group(policy: Policy) -> None:
         else:  # the better move gets the positive advantage
             best = indices[int(np.argmax(rewards))]
             assert advantages[best] > 0
+
+
+def test_counterfactual_branches_share_the_reply_and_differ_in_the_answer(policy: Policy) -> None:
+    rollout = tree_step(policy, TreeOptions(branches=3, counterfactual=True))
+    for indices in groups_of(rollout).values():
+        assert len(indices) == 2  # one branch per legal move, not K
+        texts = [policy.decode(rollout.samples[i].completion_ids) for i in indices]
+        assert sorted(answer(rollout, policy, i) for i in indices) == [BET, PASS]
+        notes = {t.rpartition("<answer>")[0] for t in texts}
+        assert len(notes) == 1 and "note" in notes.pop()  # one sampled reply, two answers
+        chosen = [rollout.rows[i] for i in indices if rollout.rows[i]["chosen"]]
+        assert len(chosen) == 1 and not chosen[0]["forced"]  # the main line is the sample
