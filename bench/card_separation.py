@@ -14,7 +14,8 @@ together. After every step P(bet) is measured at all 12 information states (`--s
 each, the training temperature). The figure is the end gap: mean P(bet | King states) - mean
 P(bet | Jack states) (target >= 0.5; the start has about 0).
 
-Run: .venv/bin/python bench/card_separation.py [--steps 10] [--lr 3e-4] [--model DIR]
+Run: .venv/bin/python bench/card_separation.py [--steps 10] [--lr 3e-4] [--ppo-epochs 1]
+     [--model DIR]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--kl-coef", type=float, default=0.0)
+    parser.add_argument("--ppo-epochs", type=int, default=1)
     parser.add_argument("--games-per-step", type=int, default=32)
     parser.add_argument("--samples", type=int, default=24)
     parser.add_argument("--model", help="model folder (default: the demo's starting model)")
@@ -69,6 +71,7 @@ def main() -> None:
             "warmup_steps": 0,
             "lr_schedule": "constant",
             "kl_coef": args.kl_coef,
+            "ppo_epochs": args.ppo_epochs,
             "max_new_tokens": 96,
             "temperature": 1.0,
             "games_per_step": args.games_per_step,
@@ -127,6 +130,7 @@ def main() -> None:
         steps=args.steps,
         learning_rate=args.lr,
         kl_coef=args.kl_coef,
+        ppo_epochs=args.ppo_epochs,
         model=str(model),
     )
 
