@@ -239,6 +239,20 @@ def _train_local(
     print(f"run dir: {run.path}")
 
 
+def _check_verl_opponent(config: TrainConfig) -> None:
+    """verl's agent loop plays a bot opponent itself; a model opponent would need a server."""
+    from games.spec import get_game
+    from train_backend.local.opponents import make_fixed_opponent
+
+    opponent = make_fixed_opponent(config.opponent or "", [get_game(g) for g in config.games])
+    if opponent.bots:
+        return
+    raise MarsError(
+        f"--opponent {config.opponent} on verl: its agent loop plays bots only (random, mcts:N, "
+        "cfr:N, ...); a model opponent (checkpoint:PATH, pool) runs on --backend local"
+    )
+
+
 def _train_verl(
     config: TrainConfig, *, out: Path, run_path: Path | None, dry_run: bool, command: list[str]
 ) -> None:
@@ -246,18 +260,8 @@ def _train_verl(
     from train_backend.local.trainer import check_games_and_estimator
 
     check_games_and_estimator(config)
-    from train_backend.advantage import TREE_ESTIMATORS
-
-    if config.estimator in TREE_ESTIMATORS or config.estimator_options.get("state_weight"):
-        raise MarsError(
-            "at_grpo (tree sampling) and state_weight run on --backend local only for now: "
-            "verl's agent loop does not branch turns or key states yet"
-        )
     if config.opponent:
-        raise MarsError(
-            "--opponent is not supported by the verl backend yet (its agent loop plays self-play); "
-            "use --backend local"
-        )
+        _check_verl_opponent(config)
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:

@@ -17,12 +17,25 @@ What a training sample is depends on the row's `sample_unit`:
 - `turn`: one output per model call, prompt = the seat's chat so far as the arena renders it
   (earlier replies as their answers), response = that call's generated tokens.
 
-A dataset row gives `game`, `seed`, and optionally `prompt_style`, `invalid`, `sample_unit` and
-`max_new_tokens` (see data.py).
+With `branches` >= 2 in the row (`estimator: at_grpo`), the game is tree-sampled instead
+(tree_loop.py): K replies at every policy turn, one sample per branch, each a turn sample whose
+reward is the branch's return and whose `names.TREE_GROUP` is the group key the trainer puts in
+verl's `uid`.
+
+With `opponent` in the row (`--opponent random`, `mcts:N`, `cfr:N`, ...), the policy plays one
+seat (`policy_seat`: alternating by seed, by block of deals in Kuhn and Leduc) and that bot the
+other, inside the loop; only the policy's turns are samples.
+
+Every turn sample also carries `names.STATE`, a key of the prompt tokens its reply was sampled
+from (the information-state groups of `state_weight`).
+
+A dataset row gives `game`, `seed`, and optionally `prompt_style`, `invalid`, `sample_unit`,
+`max_new_tokens`, `opponent` and the tree settings (see data.py).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -38,15 +51,24 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.utils.rollout_trace import rollout_trace_op
 
 from games.engine import EpisodeOptions, play_episode
-from games.episode import EpisodeResult
+from games.players.base import Player
 from games.players.llm import FunctionPlayer
 from games.rules import CHOICES as RULE_CHOICES
 from games.rules import PlayRules
-from games.spec import get_game
+from games.spec import GameSpec, get_game
 from harness.endpoint import Completion, Usage
 from harness.errors import EndpointError
 from harness.reasoning import split_reasoning
+from train_backend.local.opponents import make_fixed_opponent, policy_seat
+from train_backend.local.tree import TreeOptions, state_key
 from train_backend.verl import names
+from train_backend.verl.tree_loop import (
+    ServerTree,
+    TokenPolicy,
+    TreeGame,
+    branch_fields,
+    tree_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +103,22 @@ class _SeatChat:
     @property
     def response_ids(self) -> list[int]:
         return self.tokens[len(self.prompt_ids) :]
+
+
+@functools.cache
+def opponent_bot(name: str, game: str) -> Player:
+    """The fixed bot `--opponent NAME` names for one game, built once per worker process."""
+    spec = get_game(game)
+    return make_fixed_opponent(name, [spec]).bots[spec.name]
+
+
+def seat_players(
+    spec: GameSpec, seed: int, policy: Player, opponent: Player | None
+) -> list[Player]:
+    """Self-play (the policy in every seat), or the policy in `policy_seat` and the bot opposite."""
+    if opponent is None:
+        return [policy] * len(spec.seat_names)
+    return [policy, opponent] if policy_seat(spec, seed) == 0 else [opponent, policy]
 
 
 def episode_id(row: dict[str, Any], game: str, seed: int) -> str:
@@ -118,9 +156,28 @@ class SelfPlayAgentLoop(AgentLoopBase):
         max_new_tokens = int(kwargs.get("max_new_tokens") or self.response_length)
         episode = episode_id(kwargs, game, seed)
         uid = kwargs.get("uid")
+        episode_fields = {
+            names.GAME: spec.name,
+            names.SEED: seed,
+            names.EPISODE: episode,
+            names.GROUP: str(uid) if uid is not None else f"{spec.name}:{seed}",
+        }
+        opponent = (
+            opponent_bot(str(kwargs["opponent"]), spec.name) if kwargs.get("opponent") else None
+        )
+        priority = int(kwargs.get("priority", 0))
+        params = {**sampling_params, "max_tokens": max_new_tokens}
+        tree = tree_options(kwargs)
+        if tree is not None:
+            played = await self._play_tree(
+                spec, seed, options, tree, opponent, params, episode=episode, priority=priority
+            )
+            if played is None:
+                return []
+            keep_log_probs = not (tree.all_actions or tree.counterfactual)
+            return self._tree_outputs(played, episode_fields, keep_log_probs)
         generations: list[_Generation] = []
         chats: dict[int, _SeatChat] = {}
-        priority = int(kwargs.get("priority", 0))
 
         async def respond(messages: list[Message], seat: int, _seed: int) -> Completion:
             if unit == "conversation":
@@ -130,7 +187,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
             generation = await self._generate(
                 prompt_ids,
                 len(messages),
-                {**sampling_params, "max_tokens": max_new_tokens},
+                params,
                 request_id=f"{episode}-seat{seat}",
                 priority=priority,
             )
@@ -148,23 +205,104 @@ class SelfPlayAgentLoop(AgentLoopBase):
             )
 
         policy = FunctionPlayer(respond, name="policy")
-        result = await play_episode(spec, [policy] * len(spec.seat_names), seed, options)
+        players = seat_players(spec, seed, policy, opponent)
+        result = await play_episode(spec, players, seed, options)
         if result.error is not None:
             logger.warning("%s seed %s dropped from training: %s", game, seed, result.error)
             return []
-        if len(result.turns) != len(generations):
+        # A bot's moves are turns of the episode too, but no model call: only the policy's count.
+        model_turns = [turn for turn in result.turns if "usage" in turn]
+        if len(model_turns) != len(generations):
             raise RuntimeError(
-                f"{len(result.turns)} turns but {len(generations)} model calls in one episode"
+                f"{len(model_turns)} model turns but {len(generations)} model calls in one episode"
             )
-        episode_fields = {
-            names.GAME: spec.name,
-            names.SEED: seed,
-            names.EPISODE: episode,
-            names.GROUP: str(uid) if uid is not None else f"{spec.name}:{seed}",
-        }
         if unit == "conversation":
-            return self._conversation_outputs(result, generations, chats, episode_fields)
-        return self._turn_outputs(result, generations, episode_fields)
+            return self._conversation_outputs(model_turns, generations, chats, episode_fields)
+        return self._turn_outputs(model_turns, generations, episode_fields)
+
+    async def _play_tree(
+        self,
+        spec: GameSpec,
+        seed: int,
+        options: EpisodeOptions,
+        tree: TreeOptions,
+        opponent: Player | None,
+        params: dict[str, Any],
+        *,
+        episode: str,
+        priority: int,
+    ) -> TreeGame | None:
+        """One tree-sampled game (tree_loop.py); None when its main line failed."""
+        tokenizer = self.tokenizer
+        policy = TokenPolicy(
+            model=None,
+            tokenizer=tokenizer,
+            source="verl",
+            stop_ids=(int(tokenizer.eos_token_id),),
+            pad_id=int(tokenizer.pad_token_id or 0),
+            encoder=self.continuous_token_builder.build_initial_tokens,
+        )
+
+        async def generate(
+            prompt_ids: list[int], number: int
+        ) -> tuple[list[int], list[float] | None, dict[str, Any]]:
+            generation = await self._generate(
+                self._within_budget(list(prompt_ids)),
+                0,
+                params,
+                request_id=f"{episode}-s{number}",
+                priority=priority,
+            )
+            return generation.response_ids, generation.log_probs, generation.server_fields
+
+        rollout = ServerTree(
+            policy,
+            generate,
+            spec,
+            tree=tree,
+            options=options,
+            episode=episode,
+            max_new_tokens=int(params["max_tokens"]),
+            max_context_tokens=self.prompt_length + int(params["max_tokens"]),
+            opponents={spec.name: opponent} if opponent is not None else None,
+        )
+        played = await rollout.play_game(spec, seed)
+        if played.result.error is not None:
+            logger.warning(
+                "%s seed %s dropped from training: %s", spec.name, seed, played.result.error
+            )
+            return None
+        return played
+
+    def _tree_outputs(
+        self, played: TreeGame, episode_fields: dict[str, Any], keep_log_probs: bool
+    ) -> list[AgentLoopOutput]:
+        """One turn sample per branch of every policy turn: the turn's prompt, the branch's reply,
+        its return as the reward. Forced branches (all_actions, counterfactual) were not sampled,
+        so with those options no sample carries rollout log-probs (verl needs all or none)."""
+        versions = _weight_versions(played.server_fields)
+        episode = str(episode_fields[names.EPISODE])
+        outputs = []
+        for node in played.nodes:
+            for branch, reply in enumerate(node.branches):
+                response = list(reply.completion_ids)[: self.response_length]
+                probs = getattr(reply, "log_probs", None)
+                fields = branch_fields(node, branch, episode)
+                outputs.append(
+                    AgentLoopOutput(
+                        prompt_ids=list(node.prompt_ids),
+                        response_ids=response,
+                        response_mask=[1] * len(response),
+                        response_logprobs=list(probs)[: len(response)]
+                        if keep_log_probs and probs is not None
+                        else None,
+                        reward_score=fields[names.REWARD],
+                        num_turns=2,
+                        metrics=AgentLoopMetrics(generate_sequences=0.0, num_preempted=-1),
+                        extra_fields={**versions, **episode_fields, **fields, **_VERL_KEYS},
+                    )
+                )
+        return outputs
 
     async def _turn_prompt(self, messages: list[Message]) -> list[int]:
         # verl's token builder renders the chat with the model's template. Its own wrapper
@@ -253,13 +391,13 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
     def _turn_outputs(
         self,
-        result: EpisodeResult,
+        turns: list[dict[str, Any]],
         generations: list[_Generation],
         episode_fields: dict[str, Any],
     ) -> list[AgentLoopOutput]:
-        weight_versions = _weight_versions(generations)
+        weight_versions = _weight_versions([g.server_fields for g in generations])
         outputs = []
-        for turn, generation in zip(result.turns, generations, strict=True):
+        for turn, generation in zip(turns, generations, strict=True):
             extra = {
                 **generation.server_fields,
                 **weight_versions,
@@ -269,6 +407,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 names.REWARD: turn["reward"],
                 names.LEGAL: turn["legal"],
                 names.ACTION: turn["action"],
+                names.STATE: state_key(generation.prompt_ids),
                 **_VERL_KEYS,
             }
             outputs.append(
@@ -292,18 +431,18 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
     def _conversation_outputs(
         self,
-        result: EpisodeResult,
+        model_turns: list[dict[str, Any]],
         generations: list[_Generation],
         chats: dict[int, _SeatChat],
         episode_fields: dict[str, Any],
     ) -> list[AgentLoopOutput]:
-        weight_versions = _weight_versions(generations)
+        weight_versions = _weight_versions([g.server_fields for g in generations])
         outputs = []
         for seat in sorted(chats):
             chat = chats[seat]
-            turns = [turn for turn in result.turns if turn["seat"] == seat]
+            turns = [turn for turn in model_turns if turn["seat"] == seat]
             calls = [
-                g for turn, g in zip(result.turns, generations, strict=True) if turn["seat"] == seat
+                g for turn, g in zip(model_turns, generations, strict=True) if turn["seat"] == seat
             ]
             if len(turns) != len(chat.spans):
                 raise RuntimeError(f"seat {seat}: {len(turns)} turns but {len(chat.spans)} replies")
@@ -316,6 +455,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 names.LEGAL: [turn["legal"] for turn in turns],
                 names.ACTION: [turn["action"] for turn in turns],
                 names.SPANS: [list(span) for span in chat.spans],
+                # what the seat saw before each reply: its whole chat up to that call
+                names.STATE: [state_key(g.prompt_ids) for g in calls],
                 **_VERL_KEYS,
             }
             outputs.append(
@@ -341,16 +482,11 @@ class SelfPlayAgentLoop(AgentLoopBase):
 _VERL_KEYS: dict[str, Any] = {"turn_scores": [], "tool_rewards": [], "reward_extra_info": {}}
 
 
-def _weight_versions(generations: list[_Generation]) -> dict[str, int]:
-    """The oldest and newest policy versions the game was played with (verl's staleness tags)."""
-    starts = [
-        g.server_fields.get("min_global_steps", g.server_fields.get("global_steps"))
-        for g in generations
-    ]
-    ends = [
-        g.server_fields.get("max_global_steps", g.server_fields.get("global_steps"))
-        for g in generations
-    ]
+def _weight_versions(server_fields: list[dict[str, Any]]) -> dict[str, int]:
+    """The oldest and newest policy versions the game was played with (verl's staleness tags),
+    from the extra fields the server returned with each generation."""
+    starts = [f.get("min_global_steps", f.get("global_steps")) for f in server_fields]
+    ends = [f.get("max_global_steps", f.get("global_steps")) for f in server_fields]
     versions: dict[str, int] = {}
     if any(v is not None for v in starts):
         versions["min_global_steps"] = min(v for v in starts if v is not None)

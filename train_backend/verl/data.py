@@ -8,7 +8,8 @@ seat), which verl shows in its logs and length checks.
 Rows are ordered so that every training batch holds the games in equal shares (round robin), and
 each game's seeds count up from `seed`: Kuhn and Leduc deals are picked by `seed mod deals`, so
 consecutive seeds cover every deal evenly (docs/games.md). verl reads the file in order
-(`data.shuffle=false`), one epoch of exactly `steps` batches.
+(`data.shuffle=false`), one epoch of exactly `steps` batches. A run against a fixed opponent
+names it in an `opponent` column; an at_grpo run carries its tree settings (`branches`, ...).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from games.prompts import seat_description, system_prompt
 from games.spec import get_game
 from harness.errors import MarsError
+from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
 from train_backend.verl import names
 
@@ -42,6 +44,31 @@ def opening_messages(game: str) -> list[dict[str, str]]:
     ]
 
 
+def loop_settings(config: TrainConfig) -> dict[str, Any]:
+    """Columns only some runs need: the fixed opponent, and the tree settings of at_grpo (the
+    agent loop then samples K replies at every policy turn: one turn sample per branch)."""
+    settings: dict[str, Any] = {}
+    if config.opponent:
+        settings["opponent"] = config.opponent
+    if config.estimator in TREE_ESTIMATORS:
+        tree = config.tree
+        settings.update(
+            {
+                "branches": tree.branches,
+                "continuation": tree.continuation,
+                "all_actions": tree.all_actions,
+                "counterfactual": tree.counterfactual,
+                "team_weight": tree.team_weight,
+            }
+        )
+    return settings
+
+
+def sample_unit(config: TrainConfig) -> str:
+    """A tree's sample is one reply at one turn (a branch), whatever `sample_unit` says."""
+    return "turn" if config.estimator in TREE_ESTIMATORS else config.sample_unit
+
+
 def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
     games = [get_game(name).name for name in config.games]
     if len(set(games)) != len(games):
@@ -49,6 +76,7 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
     openings = {game: opening_messages(game) for game in games}
     rows = []
     rules = config.play_rules().describe()  # the agent loop plays by these (games.rules)
+    settings = loop_settings(config)
     played = dict.fromkeys(games, 0)
     for index in range(config.steps * prompts_per_step(config)):
         game = games[index % len(games)]
@@ -63,9 +91,10 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
                 "seed": seed,
                 "prompt_style": config.prompt_style,
                 "invalid": config.invalid,
-                "sample_unit": config.sample_unit,
+                "sample_unit": sample_unit(config),
                 "max_new_tokens": config.max_new_tokens,
                 **rules,
+                **settings,
                 "extra_info": {"index": index, "game": game, "seed": seed},
             }
         )

@@ -1,11 +1,16 @@
 """The MARSHAL advantage estimators in verl's registry, delegating to `compute_advantages`.
 
 Registered under the names in `names.VERL_ESTIMATOR_NAMES` (marshal, no_turn_level,
-no_agent_norm, marshal_reference, mars_grpo). verl calls them with the batch's token tensors; the
-game, seat and turn of each row come from the mars trainer through `turns.current_turn_rows`.
-Options come from verl's `algorithm` section: `gamma`, and `norm_adv_by_std_in_grpo` (false
-means centring only, our `scale="mean"`); marshal_reference's ablation switches come from the
-`MARS_ESTIMATOR_SWITCHES` variable the launcher puts in every worker's environment.
+no_agent_norm, marshal_reference, mars_grpo, at_grpo). verl calls them with the batch's token
+tensors; the game, seat and turn of each row come from the mars trainer through
+`turns.current_turn_rows`. Options come from verl's `algorithm` section: `gamma`, and
+`norm_adv_by_std_in_grpo` (false means centring only, our `scale="mean"`); marshal_reference's
+ablation switches and `state_weight` come from the `MARS_ESTIMATOR_SWITCHES` variable the launcher
+puts in every worker's environment.
+
+`at_grpo` reads verl's `index` too: the trainer has set each branch's `uid` to its tree group
+key, so the groups verl hands over are the tree's; the estimator refuses a batch where they are
+not (a sample that is no branch, or a uid that is not its group key).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import torch
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
 from harness.errors import MarsError
+from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.verl import names
 from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV
-from train_backend.verl.turns import current_turn_rows, token_advantages
+from train_backend.verl.turns import TurnRows, current_turn_rows, token_advantages
 
 VerlEstimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
@@ -36,6 +42,25 @@ def estimator_options(config: Any) -> dict[str, Any]:
     return {"gamma": float(gamma), "scale": "mean_std" if by_std else "mean", **switches}
 
 
+def check_tree_uids(rows: TurnRows, index: Any) -> None:
+    """Every sample is a branch whose verl uid is its tree group key (episode, seat, turn)."""
+    if index is None:
+        raise MarsError("at_grpo needs verl's uid (index) of every sample: none was given")
+    uids = list(index)
+    for row, group in enumerate(rows.row_tree_groups()):
+        if rows.padding[row]:
+            continue
+        if group is None:
+            raise MarsError(
+                f"batch row {row} is not a tree branch: at_grpo needs the agent loop's tree "
+                "samples (a dataset row with `branches`; mars train --estimator at_grpo writes it)"
+            )
+        if str(uids[row]) != group:
+            raise MarsError(
+                f"batch row {row}: verl's uid {uids[row]!r} is not its tree group {group!r}"
+            )
+
+
 def make_verl_estimator(estimator: str) -> VerlEstimator:
     def verl_estimator(
         token_level_rewards: torch.Tensor,
@@ -45,6 +70,8 @@ def make_verl_estimator(estimator: str) -> VerlEstimator:
         **_: Any,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         rows = current_turn_rows(names.VERL_ESTIMATOR_NAMES[estimator])
+        if estimator in TREE_ESTIMATORS:
+            check_tree_uids(rows, index)
         advantages = token_advantages(
             estimator, token_level_rewards, response_mask, rows, **estimator_options(config)
         )

@@ -24,6 +24,7 @@ VERL_ESTIMATOR_NAMES: dict[str, str] = {
     "no_turn_level": "no_turn_level",
     "no_agent_norm": "no_agent_norm",
     "grpo": "mars_grpo",
+    "at_grpo": "at_grpo",
 }
 
 # Keys the agent loop writes into each output's `extra_fields` (one output per sample).
@@ -39,3 +40,10 @@ REWARD = "mars_reward"  # the turn's own shaped reward (verl's reward_score is o
 LEGAL = "mars_legal"
 ACTION = "mars_action"
 SPANS = "mars_spans"  # [start, end) of each reply in the sample's response tokens
+STATE = "mars_state"  # key of the prompt tokens a reply was sampled from (information state)
+# Tree samples (at_grpo): one sample per branch. TREE_GROUP is the group key (episode, seat,
+# turn) the trainer writes into verl's `uid` before scoring, so verl's grouping is the tree's.
+TREE_GROUP = "mars_tree_group"
+BRANCH = "mars_branch"
+CHOSEN = "mars_chosen"  # the branch that continued the main line
+FORCED = "mars_forced"  # an all-actions / counterfactual branch: a reply with its answer rewritten

@@ -16,15 +16,17 @@ from typing import Any
 
 from games.engine import retries_allowed
 from harness.errors import MarsError
+from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
 from train_backend.verl import names
-from train_backend.verl.data import prompts_per_step
+from train_backend.verl.data import prompts_per_step, sample_unit
 
 # verl's dual clip bound must be > 1; a bound no ratio reaches turns it off.
 NO_DUAL_CLIP = 1.0e9
-SUPPORTED_OPTIONS = ("gamma", "scale", "turn_level", "agent_specific")
-# The code's ablation switches of marshal_reference reach verl's estimator through the workers'
-# environment (verl's algorithm config has no field for them).
+SUPPORTED_OPTIONS = ("gamma", "scale", "turn_level", "agent_specific", "state_weight")
+# The code's ablation switches of marshal_reference and the information-state weight reach
+# verl's estimator through the workers' environment (verl's algorithm config has no field for
+# them).
 ESTIMATOR_SWITCHES_ENV = "MARS_ESTIMATOR_SWITCHES"
 CPU_RAY_CPUS = 16  # logical: TransferQueue and verl's helper actors each ask for one
 
@@ -88,7 +90,7 @@ def hydra_value(value: Any) -> str:
 
 
 def worker_environment(
-    paths: RunPaths, device: str = "cuda", switches: dict[str, bool] | None = None
+    paths: RunPaths, device: str = "cuda", switches: dict[str, Any] | None = None
 ) -> dict[str, str]:
     """Variables every verl process needs: the modules to import, where metrics and turns go.
 
@@ -133,10 +135,15 @@ def mini_batch_prompts(config: TrainConfig) -> int:
 
 
 def samples_per_game(config: TrainConfig) -> int:
-    """The training samples a self-play game normally yields: one per seat as conversations
-    (both seats of these two-player games), else at least one turn."""
-    conversation = config.sample_unit == "conversation" and config.prompt_style == "full"
-    return 2 if conversation else 1
+    """The training samples a game surely yields: one per seat as conversations (both seats of
+    these two-player games in self-play, the policy's against an opponent), K branches of at
+    least one turn when tree-sampled, else at least one turn."""
+    if config.estimator in TREE_ESTIMATORS:
+        return config.tree.branches
+    conversation = sample_unit(config) == "conversation" and config.prompt_style == "full"
+    if not conversation:
+        return 1
+    return 1 if config.opponent else 2
 
 
 def sequence_lengths(config: TrainConfig) -> dict[str, int]:
@@ -147,7 +154,7 @@ def sequence_lengths(config: TrainConfig) -> dict[str, int]:
     A conversation's response is everything after its first prompt.
     """
     budget = config.max_game_tokens + config.max_new_tokens
-    response = config.max_new_tokens if config.sample_unit == "turn" else budget
+    response = config.max_new_tokens if sample_unit(config) == "turn" else budget
     return {"prompt": config.max_game_tokens, "response": response, "sequence": budget}
 
 
@@ -191,9 +198,11 @@ def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
     return settings
 
 
-def estimator_switches(config: TrainConfig) -> dict[str, bool]:
+def estimator_switches(config: TrainConfig) -> dict[str, Any]:
+    """The estimator options verl's config cannot carry (sent in `ESTIMATOR_SWITCHES_ENV`)."""
     options = config.estimator_options
-    return {name: options[name] for name in ("turn_level", "agent_specific") if name in options}
+    names_ = ("turn_level", "agent_specific", "state_weight")
+    return {name: options[name] for name in names_ if name in options}
 
 
 def estimator_settings(config: TrainConfig) -> dict[str, Any]:
@@ -212,6 +221,9 @@ def estimator_settings(config: TrainConfig) -> dict[str, Any]:
     scale = options.get("scale", "mean_std")
     if scale not in ("mean_std", "mean"):
         raise MarsError(f"scale must be mean_std or mean, got {scale!r}")
+    weight = options.get("state_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+        raise MarsError(f"state_weight must be a number >= 0, got {weight!r}")
     return {
         "algorithm.adv_estimator": names.VERL_ESTIMATOR_NAMES[config.estimator],
         "algorithm.gamma": float(options.get("gamma", 1.0)),

@@ -6,7 +6,9 @@ Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trai
 1. it reads the batch's `extra_fields` (the agent loop's game, episode, seat, and each turn's
    index, reward and reply span) and the tags that mark verl's padding rows;
 2. it writes each turn's own reward back into `rm_scores`, on its reply's last token (verl's v1
-   worker copies the final output's score onto every earlier output of a game);
+   worker copies the final output's score onto every earlier output of a game), and, for tree
+   samples (at_grpo), each branch's tree group key (episode, seat, turn) into verl's `uid`, so
+   the prompt groups verl passes its estimator are the tree's groups;
 3. it binds the rows (`turns.bound_turn_rows`) and calls verl's own `_compute_advantage`, whose
    call to the registered estimator then finds them;
 4. it reads back the advantages verl stored for the update and writes the step's turns with the
@@ -27,6 +29,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
@@ -65,12 +68,30 @@ def restore_turn_scores(batch: KVBatchMeta, rows: TurnRows, lengths: list[int]) 
     )
 
 
+def set_tree_uids(batch: KVBatchMeta, rows: TurnRows) -> None:
+    """verl's `uid` of every branch sample := its tree group key (other rows keep theirs)."""
+    groups = rows.row_tree_groups()
+    if not any(groups):
+        return
+    stored = tq.kv_batch_get(
+        keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid"]
+    )
+    uids = [str(uid) for uid in stored.get("uid").tolist()]
+    new = [group if group is not None else uid for group, uid in zip(groups, uids, strict=True)]
+    tq.kv_batch_put(
+        keys=batch.keys,
+        partition_id=batch.partition_id,
+        fields=list_of_dict_to_tensordict([{"uid": uid} for uid in new]),
+    )
+
+
 def applied_turns(
     rows: TurnRows,
     lengths: list[int],
     advantages: list[torch.Tensor],
     masks: list[torch.Tensor],
     versions: list[Any],
+    uids: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Each turn with the advantage on its reply's tokens, as verl stored it for the update,
     and the policy version (verl's global step of the weights) that played it."""
@@ -93,6 +114,7 @@ def applied_turns(
                 "row": row,
                 "span": [start, end],
                 "weights_step": versions[row],
+                "uid": uids[row] if uids is not None else None,  # the group verl scored it in
             }
         )
     return records
@@ -120,6 +142,7 @@ class MarshalPPOTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         rows, lengths, versions = read_turn_rows(batch)
         restore_turn_scores(batch, rows, lengths)
+        set_tree_uids(batch, rows)
         with bound_turn_rows(rows):
             batch = super()._compute_advantage(batch, metrics)
         folder = os.environ.get(names.TURNS_DIR_ENV)
@@ -127,7 +150,7 @@ class MarshalPPOTrainer(PPOTrainerSync):
             stored = tq.kv_batch_get(
                 keys=batch.keys,
                 partition_id=batch.partition_id,
-                select_fields=["advantages", "response_mask"],
+                select_fields=["advantages", "response_mask", "uid"],
             )
             records = applied_turns(
                 rows,
@@ -135,6 +158,7 @@ class MarshalPPOTrainer(PPOTrainerSync):
                 _rows_of(stored.get("advantages")),
                 _rows_of(stored.get("response_mask")),
                 versions,
+                [str(uid) for uid in stored.get("uid").tolist()],
             )
             write_turns(Path(folder), int(self.global_steps), records)
         return batch

@@ -55,6 +55,8 @@ class TurnRows:
     turn: np.ndarray
     reward: np.ndarray  # the turn's own reward, as the agent loop scored it
     padding: np.ndarray
+    state: np.ndarray | None = None  # information-state key per turn (None where absent)
+    tree_group: np.ndarray | None = None  # a branch's tree group key per turn (at_grpo), or None
 
     @property
     def batch_size(self) -> int:
@@ -87,6 +89,7 @@ class TurnRows:
             assert fields is not None
             turns = _as_list(fields[names.TURN])
             rewards = _as_list(fields[names.REWARD])
+            states = _as_list(fields.get(names.STATE)) if names.STATE in fields else None
             spans = fields.get(names.SPANS)
             if spans is None:
                 spans = [(0, WHOLE_RESPONSE)] * len(turns)
@@ -95,7 +98,13 @@ class TurnRows:
                     f"batch row {row}: {len(turns)} turns, {len(rewards)} rewards and "
                     f"{len(spans)} reply spans"
                 )
-            for turn, reward, (start, end) in zip(turns, rewards, spans, strict=True):
+            if states is None or len(states) != len(turns):
+                states = [None] * len(turns)
+            for turn, reward, (start, end), state in zip(
+                turns, rewards, spans, states, strict=True
+            ):
+                columns["state"].append(state)
+                columns["tree_group"].append(fields.get(names.TREE_GROUP))
                 columns["row"].append(row)
                 columns["start"].append(int(start))
                 columns["end"].append(int(end))
@@ -115,6 +124,16 @@ class TurnRows:
             if key != "padding"
         }
         return cls(**arrays, padding=is_padding)
+
+    def row_tree_groups(self) -> list[str | None]:
+        """Per batch row, the tree group key of the branch it holds (None: not a branch)."""
+        groups: list[str | None] = [None] * self.batch_size
+        if self.tree_group is None:
+            return groups
+        for row, group in zip(self.row, self.tree_group, strict=True):
+            if group is not None:
+                groups[int(row)] = str(group)
+        return groups
 
     def spans(self, response_lengths: Sequence[int]) -> list[tuple[int, int, int]]:
         """(row, start, end) of every turn's reply, whole-response spans resolved."""
@@ -203,6 +222,8 @@ def turn_table(
         "tokens": tokens,
         "group": rows.group,
     }
+    if rows.state is not None and all(state is not None for state in rows.state):
+        table["state"] = rows.state
     return table, spans
 
 
