@@ -115,6 +115,7 @@ def applied_turns(
                 "span": [start, end],
                 "weights_step": versions[row],
                 "uid": uids[row] if uids is not None else None,  # the group verl scored it in
+                "state": rows.state[index] if rows.state is not None else None,
             }
         )
     return records
