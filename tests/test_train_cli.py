@@ -273,19 +273,34 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "config", ["estimator: at_grpo\n", "estimator: marshal\nestimator_options: {state_weight: 1}\n"]
+    ("config", "estimator", "options"),
+    [
+        ("estimator: at_grpo\n", "at_grpo", {}),
+        (
+            "estimator: marshal\nestimator_options: {state_weight: 1}\n",
+            "marshal",
+            {"state_weight": 1},
+        ),
+    ],
 )
-def test_tree_sampling_and_state_groups_are_refused_on_verl_before_anything_starts(
-    tmp_path: Path, config: str
+def test_tree_sampling_and_state_groups_reach_verl(
+    tmp_path: Path, config: str, estimator: str, options: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Both run on verl (tests/test_verl_tree.py); the CLI passes them through unrefused.
+    import types
+
+    launched: list[TrainConfig] = []
+    fake = types.ModuleType("train_backend.verl.launch")
+    fake.preflight = lambda config, *, dry_run: None  # type: ignore[attr-defined]
+    fake.run_verl = lambda config, run, *, dry_run: launched.append(config)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "train_backend.verl.launch", fake)
     file = tmp_path / "c.yaml"
     file.write_text(config)
-    code, _, error = _invoke(
+    code, output, error = _invoke(
         "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
-    assert code != 0 and isinstance(error, MarsError)
-    assert "--backend local only" in str(error)
-    assert not (tmp_path / "v").exists()
+    assert code == 0, (output, error)
+    assert [(c.estimator, c.estimator_options) for c in launched] == [(estimator, options)]
 
 
 def test_at_grpo_refuses_whole_conversation_samples(tmp_path: Path) -> None:

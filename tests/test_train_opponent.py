@@ -106,14 +106,15 @@ def test_a_bad_opponent_is_one_line_and_writes_nothing(
     assert not run.exists()
 
 
-def test_the_verl_backend_refuses_a_fixed_opponent_in_one_line(tmp_path: Path) -> None:
+def test_the_verl_backend_refuses_a_model_opponent_in_one_line(tmp_path: Path) -> None:
+    # verl's agent loop plays bot opponents (tests/test_verl_tree.py); a model one needs a server
     run = tmp_path / "run"
     result = run_mars(
-        "train", "--backend", "verl", "--opponent", "random", "--dry-run", "--run-dir", str(run)
+        "train", "--backend", "verl", "--opponent", "pool", "--dry-run", "--run-dir", str(run)
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "not supported by the verl backend" in lines[0], result.stderr
+    assert len(lines) == 1 and "plays bots only" in lines[0], result.stderr
     assert not run.exists()
 
 
