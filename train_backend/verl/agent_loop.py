@@ -121,6 +121,21 @@ def seat_players(
     return [policy, opponent] if policy_seat(spec, seed) == 0 else [opponent, policy]
 
 
+@dataclass
+class _Row:
+    """A dataset row, read: the game to play and how."""
+
+    spec: GameSpec
+    seed: int
+    options: EpisodeOptions
+    unit: str  # conversation | turn
+    episode: str
+    fields: dict[str, Any]  # the episode's fields of every sample (names.GAME, ...)
+    opponent: Player | None
+    params: dict[str, Any]  # sampling parameters, max_tokens included
+    priority: int
+
+
 def episode_id(row: dict[str, Any], game: str, seed: int) -> str:
     """Unique per played game: verl's prompt uid and rollout session when it gives them."""
     uid, session = row.get("uid"), row.get("session_id")
@@ -140,6 +155,17 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
     @rollout_trace_op
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+        row = self._read_row(sampling_params, kwargs)
+        tree = tree_options(kwargs)
+        if tree is None:
+            return await self._play_line(row)
+        played = await self._play_tree(row, tree)
+        if played is None:
+            return []
+        keep_log_probs = not (tree.all_actions or tree.counterfactual)
+        return self._tree_outputs(played, row.fields, keep_log_probs)
+
+    def _read_row(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> _Row:
         game, seed = str(kwargs["game"]), int(kwargs["seed"])
         spec = get_game(game)
         rules = {name: str(kwargs[name]) for name in RULE_CHOICES if kwargs.get(name)}
@@ -156,28 +182,29 @@ class SelfPlayAgentLoop(AgentLoopBase):
         max_new_tokens = int(kwargs.get("max_new_tokens") or self.response_length)
         episode = episode_id(kwargs, game, seed)
         uid = kwargs.get("uid")
-        episode_fields = {
-            names.GAME: spec.name,
-            names.SEED: seed,
-            names.EPISODE: episode,
-            names.GROUP: str(uid) if uid is not None else f"{spec.name}:{seed}",
-        }
-        opponent = (
-            opponent_bot(str(kwargs["opponent"]), spec.name) if kwargs.get("opponent") else None
+        name = kwargs.get("opponent")
+        return _Row(
+            spec=spec,
+            seed=seed,
+            options=options,
+            unit=unit,
+            episode=episode,
+            fields={
+                names.GAME: spec.name,
+                names.SEED: seed,
+                names.EPISODE: episode,
+                names.GROUP: str(uid) if uid is not None else f"{spec.name}:{seed}",
+            },
+            opponent=opponent_bot(str(name), spec.name) if name else None,
+            params={**sampling_params, "max_tokens": max_new_tokens},
+            priority=int(kwargs.get("priority", 0)),
         )
-        priority = int(kwargs.get("priority", 0))
-        params = {**sampling_params, "max_tokens": max_new_tokens}
-        tree = tree_options(kwargs)
-        if tree is not None:
-            played = await self._play_tree(
-                spec, seed, options, tree, opponent, params, episode=episode, priority=priority
-            )
-            if played is None:
-                return []
-            keep_log_probs = not (tree.all_actions or tree.counterfactual)
-            return self._tree_outputs(played, episode_fields, keep_log_probs)
+
+    async def _play_line(self, row: _Row) -> list[AgentLoopOutput]:
+        """One game, each model call a sample (turn) or each seat's chat one (conversation)."""
         generations: list[_Generation] = []
         chats: dict[int, _SeatChat] = {}
+        unit = row.unit
 
         async def respond(messages: list[Message], seat: int, _seed: int) -> Completion:
             if unit == "conversation":
@@ -187,9 +214,9 @@ class SelfPlayAgentLoop(AgentLoopBase):
             generation = await self._generate(
                 prompt_ids,
                 len(messages),
-                params,
-                request_id=f"{episode}-seat{seat}",
-                priority=priority,
+                row.params,
+                request_id=f"{row.episode}-seat{seat}",
+                priority=row.priority,
             )
             generations.append(generation)
             if unit == "conversation":
@@ -205,10 +232,12 @@ class SelfPlayAgentLoop(AgentLoopBase):
             )
 
         policy = FunctionPlayer(respond, name="policy")
-        players = seat_players(spec, seed, policy, opponent)
-        result = await play_episode(spec, players, seed, options)
+        players = seat_players(row.spec, row.seed, policy, row.opponent)
+        result = await play_episode(row.spec, players, row.seed, row.options)
         if result.error is not None:
-            logger.warning("%s seed %s dropped from training: %s", game, seed, result.error)
+            logger.warning(
+                "%s seed %s dropped from training: %s", row.spec.name, row.seed, result.error
+            )
             return []
         # A bot's moves are turns of the episode too, but no model call: only the policy's count.
         model_turns = [turn for turn in result.turns if "usage" in turn]
@@ -217,21 +246,10 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 f"{len(model_turns)} model turns but {len(generations)} model calls in one episode"
             )
         if unit == "conversation":
-            return self._conversation_outputs(model_turns, generations, chats, episode_fields)
-        return self._turn_outputs(model_turns, generations, episode_fields)
+            return self._conversation_outputs(model_turns, generations, chats, row.fields)
+        return self._turn_outputs(model_turns, generations, row.fields)
 
-    async def _play_tree(
-        self,
-        spec: GameSpec,
-        seed: int,
-        options: EpisodeOptions,
-        tree: TreeOptions,
-        opponent: Player | None,
-        params: dict[str, Any],
-        *,
-        episode: str,
-        priority: int,
-    ) -> TreeGame | None:
+    async def _play_tree(self, row: _Row, tree: TreeOptions) -> TreeGame | None:
         """One tree-sampled game (tree_loop.py); None when its main line failed."""
         tokenizer = self.tokenizer
         policy = TokenPolicy(
@@ -249,28 +267,28 @@ class SelfPlayAgentLoop(AgentLoopBase):
             generation = await self._generate(
                 self._within_budget(list(prompt_ids)),
                 0,
-                params,
-                request_id=f"{episode}-s{number}",
-                priority=priority,
+                row.params,
+                request_id=f"{row.episode}-s{number}",
+                priority=row.priority,
             )
             return generation.response_ids, generation.log_probs, generation.server_fields
 
+        new_tokens = int(row.params["max_tokens"])
         rollout = ServerTree(
             policy,
             generate,
-            spec,
+            row.spec,
             tree=tree,
-            options=options,
-            episode=episode,
-            max_new_tokens=int(params["max_tokens"]),
-            max_context_tokens=self.prompt_length + int(params["max_tokens"]),
-            opponents={spec.name: opponent} if opponent is not None else None,
+            options=row.options,
+            episode=row.episode,
+            max_new_tokens=new_tokens,
+            max_context_tokens=self.prompt_length + new_tokens,
+            opponents={row.spec.name: row.opponent} if row.opponent is not None else None,
         )
-        played = await rollout.play_game(spec, seed)
-        if played.result.error is not None:
-            logger.warning(
-                "%s seed %s dropped from training: %s", spec.name, seed, played.result.error
-            )
+        played = await rollout.play_game(row.spec, row.seed)
+        error = played.result.error
+        if error is not None:
+            logger.warning("%s seed %s dropped from training: %s", row.spec.name, row.seed, error)
             return None
         return played
 
