@@ -83,6 +83,7 @@ def test_the_tree_step_trains_with_the_rollouts_weights_and_saves_a_checkpoint(t
     metrics = [json.loads(line) for line in (run / "verl/metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1]
     # every branch (and replay) was sampled with the actor's weights of that step
+    assert metrics[0]["data"]["training/rollout_probs_diff_valid"] == 1
     assert abs(metrics[0]["data"]["training/rollout_probs_diff_mean"]) < 1e-4
     record = json.loads((run / "checkpoints/step_1/checkpoint.json").read_text())
     assert record["step"] == 1 and record["config"]["estimator"] == "at_grpo"
