@@ -57,7 +57,7 @@ from games.rules import CHOICES as RULE_CHOICES
 from games.rules import PlayRules
 from games.spec import GameSpec, get_game
 from harness.endpoint import Completion, Usage
-from harness.errors import EndpointError
+from harness.errors import EndpointError, MarsError
 from harness.reasoning import split_reasoning
 from train_backend.local.opponents import make_fixed_opponent, policy_seat
 from train_backend.local.tree import TreeOptions, state_key
@@ -109,7 +109,10 @@ class _SeatChat:
 def opponent_bot(name: str, game: str) -> Player:
     """The fixed bot `--opponent NAME` names for one game, built once per worker process."""
     spec = get_game(game)
-    return make_fixed_opponent(name, [spec]).bots[spec.name]
+    bots = make_fixed_opponent(name, [spec]).bots
+    if spec.name not in bots:
+        raise MarsError(f"opponent {name!r} is not a bot: verl's agent loop plays bots only")
+    return bots[spec.name]
 
 
 def seat_players(
