@@ -344,3 +344,50 @@ def test_conversation_samples_span_the_whole_game(tmp_path: Path):
     assert settings["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == 8500
     turn = verl_settings(config.model_copy(update={"sample_unit": "turn"}), RunPaths(tmp_path))
     assert turn["data.max_response_length"] == 500
+
+
+# ---- at_grpo, state groups and opponents in the config -----------------------------------------
+
+
+def test_an_at_grpo_run_plays_tree_rows_as_turn_samples(tmp_path: Path):
+    config = TrainConfig(
+        model="m",
+        games=["kuhn_poker"],
+        estimator="at_grpo",
+        estimator_options={"state_weight": 0.5},
+        tree={"branches": 5, "continuation": "random", "all_actions": True},
+        games_per_step=4,
+        max_new_tokens=64,
+        opponent="random",
+        verl=VerlSettings(n_gpus_per_node=1),
+    )
+    rows = game_rows(config)
+    assert {row["sample_unit"] for row in rows} == {"turn"}  # conversation in the config
+    assert rows[0]["branches"] == 5 and rows[0]["continuation"] == "random"
+    assert rows[0]["all_actions"] is True and rows[0]["opponent"] == "random"
+    settings = verl_settings(config, RunPaths(tmp_path))
+    assert settings["algorithm.adv_estimator"] == "at_grpo"
+    assert settings["data.max_response_length"] == 64  # one reply, not a conversation
+    # each game yields at least K samples: a mini-batch of all 4 x 5 rows
+    assert settings["actor_rollout_ref.actor.ppo_mini_batch_size"] == 20
+    env = settings["+ray_kwargs.ray_init.runtime_env.env_vars"]
+    assert env["MARS_ESTIMATOR_SWITCHES"] == '{"state_weight": 0.5}'
+
+
+def test_self_play_rows_carry_no_tree_or_opponent_columns():
+    row = game_rows(TrainConfig(model="m", games_per_step=2, steps=1))[0]
+    assert not {"branches", "opponent"} & set(row)
+
+
+def test_against_an_opponent_a_conversation_game_yields_one_sample():
+    config = TrainConfig(
+        model="m", games_per_step=6, opponent="random", verl=VerlSettings(n_gpus_per_node=1)
+    )
+    assert mini_batch_prompts(config) == 6  # one seat's chat a game (self-play: 12)
+
+
+@pytest.mark.parametrize("weight", [-1, "high", True])
+def test_a_bad_state_weight_is_refused_before_verl(weight, tmp_path: Path):
+    config = TrainConfig(model="m", estimator_options={"state_weight": weight})
+    with pytest.raises(MarsError, match="state_weight"):
+        verl_settings(config, RunPaths(tmp_path))

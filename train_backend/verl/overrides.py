@@ -201,8 +201,8 @@ def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
 def estimator_switches(config: TrainConfig) -> dict[str, Any]:
     """The estimator options verl's config cannot carry (sent in `ESTIMATOR_SWITCHES_ENV`)."""
     options = config.estimator_options
-    names_ = ("turn_level", "agent_specific", "state_weight")
-    return {name: options[name] for name in names_ if name in options}
+    carried = ("turn_level", "agent_specific", "state_weight")
+    return {name: options[name] for name in carried if name in options}
 
 
 def estimator_settings(config: TrainConfig) -> dict[str, Any]:
