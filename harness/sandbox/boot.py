@@ -1,0 +1,206 @@
+"""Child side of a sandboxed run: isolate this process, limit it, drop privileges, exec Python.
+
+Run as a script (`python -I -S boot.py CONFIG_JSON`) in the new process, before any model-written
+code exists in it; standard library only. Steps, in order:
+
+1. namespaces (when asked): a new network namespace (no interface up, so nothing is reachable,
+   loopback included) and a private mount namespace in which every mount is read-only and the
+   working folder is a fresh tmpfs. As root this is plain `unshare`; otherwise a user namespace
+   is tried first. What failed falls back: sockets refused by an audit hook, files protected by
+   permissions only.
+2. resource limits (`setrlimit`): core 0, CPU, address space, file size, open files, processes.
+3. as root: drop to the run's own unprivileged uid/gid with no supplementary groups.
+4. `PR_SET_NO_NEW_PRIVS`, so set-uid programs cannot give privileges back.
+5. one JSON line on the report pipe saying what was put in place, then exec the interpreter.
+
+Any failure before the exec is reported on stderr and exits 125 without running the code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (new syscalls are unified)
+PR_SET_NO_NEW_PRIVS = 38
+SETUP_FAILED = 125
+
+# Installed in the interpreter before the user's code when no network namespace could be made.
+NETWORK_GUARD = """
+import sys
+def _sandbox_guard(event, args):
+    if event.startswith("socket.") or event in ("ctypes.dlopen", "ctypes.dlsym"):
+        raise PermissionError(f"sandbox: network is disabled ({event})")
+    if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", "os.spawn"):
+        raise PermissionError(f"sandbox: new programs are disabled ({event})")
+sys.addaudithook(_sandbox_guard)
+del _sandbox_guard
+sys.argv = sys.argv[1:]
+__file__ = sys.argv[0]
+with open(sys.argv[0], "rb") as _source:
+    _code = compile(_source.read(), sys.argv[0], "exec")
+del _source
+exec(_code)
+"""
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def unshare(flags: int) -> bool:
+    return LIBC.unshare(ctypes.c_int(flags)) == 0
+
+
+def map_own_ids_in_user_namespace(uid: int, gid: int) -> None:
+    """Map the caller's ids to themselves in a new user namespace (non-root path)."""
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+
+
+def enter_namespaces() -> tuple[str, str]:
+    """New network + mount namespaces; returns (network, mounts) as put in place."""
+    both = CLONE_NEWNET | CLONE_NEWNS
+    if os.geteuid() == 0:
+        if unshare(both):
+            return "namespace", "namespace"
+        return ("namespace", "none") if unshare(CLONE_NEWNET) else ("guard", "none")
+    uid, gid = os.getuid(), os.getgid()
+    if unshare(CLONE_NEWUSER | both):
+        map_own_ids_in_user_namespace(uid, gid)
+        return "namespace", "namespace"
+    return "guard", "none"
+
+
+def make_mounts_read_only(workdir: str, code: bytes, disk_bytes: int, owner: tuple[int, int]):
+    """Every mount read-only and private to this namespace; a fresh tmpfs as the working folder.
+
+    The recursive `mount_setattr` sets read-only, nosuid and private propagation on all mounts
+    at once (private first matters: nothing mounted here may reach the host's namespace).
+    """
+    LIBC.syscall.restype = ctypes.c_long
+    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, MS_PRIVATE, 0)
+    result = LIBC.syscall(
+        ctypes.c_long(SYS_MOUNT_SETATTR),
+        ctypes.c_int(AT_FDCWD),
+        b"/",
+        ctypes.c_uint(AT_RECURSIVE),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    if result != 0:
+        # Older kernels: at least stop propagation before mounting anything.
+        check(LIBC.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount")
+        return "permissions"
+    uid, gid = owner
+    options = f"size={disk_bytes},mode=0700,uid={uid},gid={gid}".encode()
+    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV)
+    check(LIBC.mount(b"tmpfs", workdir.encode(), b"tmpfs", flags, options), "mount tmpfs")
+    os.chdir(workdir)  # the old cwd is the folder under the new mount
+    with open(os.path.join(workdir, "main.py"), "wb") as f:
+        f.write(code)
+    return "read-only"
+
+
+def processes_of_user(uid: int) -> int:
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def set_limits(limits: dict[str, int], dropping_to_new_user: bool) -> None:
+    cpu = limits["cpu_seconds"]
+    nproc = limits["max_processes"]
+    if not dropping_to_new_user:
+        # RLIMIT_NPROC counts every process of the real uid, the caller's own included.
+        nproc += processes_of_user(os.getuid())
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"],) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"],) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise OSError("could not drop root privileges")
+
+
+def boot(config: dict) -> None:
+    workdir = config["workdir"]
+    uid, gid = config["uid"], config["gid"]
+    new_user = uid is not None
+    owner = (uid, gid) if new_user else (os.getuid(), os.getgid())
+    with open(os.path.join(workdir, "main.py"), "rb") as f:
+        code = f.read()
+    network, mounts = enter_namespaces() if config["namespaces"] else ("guard", "none")
+    filesystem = "permissions"
+    if mounts == "namespace":
+        filesystem = make_mounts_read_only(workdir, code, config["disk_bytes"], owner)
+    set_limits(config["limits"], new_user)
+    if new_user:
+        drop_privileges(uid, gid)
+    check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    report = {"ready": True, "network": network, "filesystem": filesystem}
+    os.write(config["report_fd"], json.dumps(report).encode() + b"\n")
+    os.close(config["report_fd"])
+    python = config["python"]
+    if network == "guard":
+        argv = [python, "-I", "-S", "-c", NETWORK_GUARD, "main.py"]
+    else:
+        argv = [python, "-I", "-S", "main.py"]
+    os.execve(python, argv, config["env"])
+
+
+def main() -> None:
+    try:
+        boot(json.loads(sys.argv[1]))
+    except BaseException as error:  # anything here means the code never ran
+        sys.stderr.write(f"sandbox setup failed: {type(error).__name__}: {error}\n")
+        sys.stderr.flush()
+        os._exit(SETUP_FAILED)
+
+
+if __name__ == "__main__":
+    main()

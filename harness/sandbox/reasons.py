@@ -1,0 +1,84 @@
+"""Name why a sandboxed run failed, from how it ended and the last line of its traceback."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+SIGNAL_REASONS = {
+    signal.SIGXCPU: "cpu",
+    signal.SIGXFSZ: "disk",
+    signal.SIGKILL: "killed",
+    signal.SIGSEGV: "crash",
+    signal.SIGBUS: "crash",
+    signal.SIGABRT: "crash",
+    signal.SIGILL: "crash",
+    signal.SIGFPE: "crash",
+}
+
+EXCEPTION_REASONS = {
+    "MemoryError": "memory",
+    "RecursionError": "recursion",
+    "socket.gaierror": "network",
+    "gaierror": "network",
+}
+
+ERRNO_REASONS = {
+    11: "processes",  # EAGAIN from fork under RLIMIT_NPROC
+    101: "network",  # ENETUNREACH: the namespace has no interface up
+    99: "network",  # EADDRNOTAVAIL
+    97: "network",  # EAFNOSUPPORT
+    13: "filesystem",  # EACCES
+    30: "filesystem",  # EROFS
+    1: "permission",  # EPERM: e.g. signalling another user's process, setuid
+    27: "disk",  # EFBIG under RLIMIT_FSIZE
+    28: "disk",  # ENOSPC on the working folder's tmpfs
+    122: "disk",  # EDQUOT
+    24: "files",  # EMFILE
+}
+
+# The last line of a traceback: "package.ExceptionName: message" (or just the name).
+EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+ERRNO = re.compile(r"\[Errno (?P<errno>-?\d+)\]")
+
+
+def last_exception(stderr_tail: str) -> tuple[str, str] | None:
+    """(name, message) of the traceback's final line, when stderr ends with a traceback."""
+    lines = [line for line in stderr_tail.strip().splitlines() if line.strip()]
+    if not lines or "Traceback (most recent call last)" not in stderr_tail:
+        return None
+    match = EXCEPTION_LINE.match(lines[-1].strip())
+    if match is None:
+        return None
+    return match["name"], match["message"] or ""
+
+
+def reason_from_exception(name: str, message: str) -> str:
+    if message.startswith("sandbox: network"):
+        return "network"
+    if message.startswith("sandbox: new programs"):
+        return "processes"
+    if name in EXCEPTION_REASONS:
+        return EXCEPTION_REASONS[name]
+    if name == "RuntimeError" and "can't start new thread" in message:
+        return "processes"
+    errno = ERRNO.search(message)
+    if errno is not None:
+        return ERRNO_REASONS.get(int(errno["errno"]), "error")
+    return "error"
+
+
+def classify(killed_for: str | None, returncode: int, stderr_tail: str, ready: bool) -> str | None:
+    """None for a clean run; otherwise one of `limits.REASONS`."""
+    if killed_for is not None:
+        return killed_for
+    if not ready:
+        return "sandbox"
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        return SIGNAL_REASONS.get(-returncode, "killed")
+    exception = last_exception(stderr_tail)
+    if exception is None:
+        return "error"
+    return reason_from_exception(*exception)

@@ -1,0 +1,408 @@
+"""Parent side of a sandboxed run: start it, read its output with a cap, stop it, clean up.
+
+One `_Run` holds a started run (process, pipes, pidfd, collected output); `run_python` drives it
+with a selector, `run_python_async` with the event loop's readers, so both behave the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.sandbox.limits import Isolation, SandboxLimits, SandboxResult
+from harness.sandbox.reasons import classify
+
+BOOT_SCRIPT = Path(__file__).with_name("boot.py")
+# Each run as root gets a uid of its own from this range: pid-derived, so runs in different
+# processes (e.g. trainer workers) do not share one, and a counter within a process.
+SANDBOX_UID_BASE = 1_000_000_000
+_run_numbers = itertools.count()
+# Interpreters tried for the code when the caller's own is out of an unprivileged user's reach
+# (e.g. a pyenv Python under /root, which is mode 700).
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+DRAIN_CHUNK = 65536
+SWEEP_ROUNDS = 100
+
+
+@dataclass(frozen=True)
+class _Plan:
+    python: str
+    uid: int | None
+    gid: int | None
+    namespaces: bool
+
+
+def _reachable_by_anyone(path: str) -> bool:
+    """Every folder on the way searchable and the file executable by 'others'."""
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.stat().st_mode & stat.S_IXOTH:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+def sandbox_python() -> str:
+    """The interpreter the code runs under: the caller's own when the sandbox user can run it."""
+    own = os.path.realpath(sys.executable)
+    if os.geteuid() != 0 or _reachable_by_anyone(own):
+        return own
+    for candidate in SYSTEM_PYTHONS:
+        if _reachable_by_anyone(candidate):
+            return os.path.realpath(candidate)
+    raise RuntimeError(
+        f"no Python an unprivileged user can run: {own} is not reachable and none of "
+        f"{', '.join(SYSTEM_PYTHONS)} is"
+    )
+
+
+def _new_sandbox_uid() -> int:
+    return SANDBOX_UID_BASE + (os.getpid() % 1_000_000) * 1000 + next(_run_numbers) % 1000
+
+
+def _plan(namespaces: bool) -> _Plan:
+    uid = _new_sandbox_uid() if os.geteuid() == 0 else None
+    return _Plan(python=sandbox_python(), uid=uid, gid=uid, namespaces=namespaces)
+
+
+def _make_workdir(code: str, plan: _Plan) -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix="mars-sandbox-"))
+    script = workdir / "main.py"
+    script.write_text(code, encoding="utf-8")
+    script.chmod(0o644)
+    if plan.uid is not None:
+        os.chown(workdir, plan.uid, plan.gid)
+    return workdir
+
+
+def _minimal_env(workdir: Path) -> dict[str, str]:
+    """The whole environment of the code: nothing of the caller's (keys, tokens) is passed."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+
+
+def _boot_config(plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: int) -> str:
+    rlimits = {
+        "cpu_seconds": max(1, math.ceil(limits.cpu_seconds)),
+        "memory_bytes": limits.memory_bytes,
+        "file_bytes": limits.file_bytes,
+        "open_files": limits.open_files,
+        "max_processes": limits.max_processes,
+    }
+    config = {
+        "workdir": str(workdir),
+        "python": plan.python,
+        "uid": plan.uid,
+        "gid": plan.gid,
+        "namespaces": plan.namespaces,
+        "disk_bytes": limits.disk_bytes,
+        "limits": rlimits,
+        "report_fd": report_fd,
+        "env": _minimal_env(workdir),
+    }
+    return json.dumps(config)
+
+
+class _Output:
+    """stdout kept up to the limit, the tail of stderr, and whether the limit was passed."""
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limit = limits.output_bytes
+        self.tail_bytes = limits.stderr_tail_bytes
+        self.stdout = bytearray()
+        self.stderr_tail = bytearray()
+        self.total = 0
+        self.stdout_truncated = False
+
+    @property
+    def over_limit(self) -> bool:
+        return self.total > self.limit
+
+    def add_stdout(self, data: bytes) -> None:
+        room = max(0, self.limit - len(self.stdout))
+        self.stdout += data[:room]
+        self.stdout_truncated = self.stdout_truncated or len(data) > room
+        self.total += len(data)
+
+    def add_stderr(self, data: bytes) -> None:
+        self.stderr_tail += data
+        del self.stderr_tail[: max(0, len(self.stderr_tail) - self.tail_bytes)]
+        self.total += len(data)
+
+
+def _read_nonblocking(fd: int) -> bytes | None:
+    """Whatever is there now: b"" at end of file, None when nothing is ready yet."""
+    try:
+        return os.read(fd, DRAIN_CHUNK)
+    except BlockingIOError:
+        return None
+
+
+def _status_fields(pid: str) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            lines = status.read().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+def _user_processes(uid: int) -> list[int]:
+    """Live (not zombie) processes whose real, effective or saved uid is `uid`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        fields = _status_fields(name)
+        if not fields or fields.get("State", "").strip().startswith("Z"):
+            continue
+        if str(uid) in fields.get("Uid", "").split()[:3]:
+            found.append(int(name))
+    return found
+
+
+def _kill_user_processes(uid: int) -> None:
+    """SIGKILL every process of the sandbox's uid until none is left (a fork racing the scan is
+    caught on the next round; RLIMIT_NPROC keeps the rounds few)."""
+    for _ in range(SWEEP_ROUNDS):
+        pids = _user_processes(uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+class _Run:
+    """One started sandbox run."""
+
+    def __init__(self, code: str, limits: SandboxLimits, namespaces: bool) -> None:
+        self.limits = limits
+        self.plan = _plan(namespaces)
+        self.workdir = _make_workdir(code, self.plan)
+        self.output = _Output(limits)
+        self.exited = False
+        self.process: subprocess.Popen[bytes] | None = None
+        self.report_fd: int | None = None
+        self.pidfd: int | None = None
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        self.report_fd, report_write = os.pipe()
+        try:
+            config = _boot_config(self.plan, self.workdir, self.limits, report_write)
+            self.started = time.monotonic()
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(BOOT_SCRIPT), config],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workdir,
+                env=_minimal_env(self.workdir),
+                start_new_session=True,
+                pass_fds=(report_write,),
+            )
+        finally:
+            os.close(report_write)
+        self.deadline = self.started + self.limits.wall_seconds
+        self.pidfd = os.pidfd_open(self.process.pid)
+        for pipe in (self.process.stdout, self.process.stderr):
+            os.set_blocking(pipe.fileno(), False)
+        os.set_blocking(self.report_fd, False)
+
+    @property
+    def stdout_fd(self) -> int:
+        return self.process.stdout.fileno()
+
+    @property
+    def stderr_fd(self) -> int:
+        return self.process.stderr.fileno()
+
+    def watched_fds(self) -> tuple[int, int, int]:
+        return self.stdout_fd, self.stderr_fd, self.pidfd
+
+    def on_readable(self, fd: int) -> bool:
+        """Handle a ready fd; False when that fd needs no more watching."""
+        if fd == self.pidfd:
+            self.exited = True
+            return False
+        data = _read_nonblocking(fd)
+        if data is None:
+            return True
+        if fd == self.stdout_fd:
+            self.output.add_stdout(data)
+        else:
+            self.output.add_stderr(data)
+        return bool(data)
+
+    @property
+    def should_stop(self) -> bool:
+        return self.exited or self.output.over_limit
+
+    def stop_reason(self) -> str | None:
+        """Why the run is being stopped early, or None when it ended by itself."""
+        if self.output.over_limit:
+            return "output"
+        return None if self.exited else "timeout"
+
+    def _kill_everything(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        if self.plan.uid is not None:
+            _kill_user_processes(self.plan.uid)
+
+    def _drain(self) -> None:
+        """Read what is left in the pipes once no writer is alive (bounded by pipe buffers)."""
+        for fd in (self.stdout_fd, self.stderr_fd):
+            while (data := _read_nonblocking(fd)) and not self.output.over_limit:
+                if fd == self.stdout_fd:
+                    self.output.add_stdout(data)
+                else:
+                    self.output.add_stderr(data)
+
+    def _isolation(self) -> tuple[bool, Isolation]:
+        report = b""
+        while chunk := _read_nonblocking(self.report_fd):
+            report += chunk
+        try:
+            applied = json.loads(report.decode() or "{}")
+        except ValueError:
+            applied = {}
+        user = f"uid {self.plan.uid}" if self.plan.uid is not None else "same"
+        isolation = Isolation(
+            network=applied.get("network", "unknown"),
+            filesystem=applied.get("filesystem", "unknown"),
+            user=user,
+            cleanup="uid" if self.plan.uid is not None else "group",
+        )
+        return bool(applied.get("ready")), isolation
+
+    def finish(self, killed_for: str | None) -> SandboxResult:
+        """Kill whatever is left (descendants included), reap, collect the result."""
+        self._kill_everything()
+        returncode, cpu_seconds = self._reap()
+        wall = time.monotonic() - self.started
+        self._drain()
+        ready, isolation = self._isolation()
+        stderr_tail = self.output.stderr_tail.decode("utf-8", errors="replace")
+        if returncode == -signal.SIGKILL and killed_for is None:
+            # Not killed by us: the hard CPU limit when the code ignored SIGXCPU, else the kernel.
+            killed_for = "cpu" if cpu_seconds >= self.limits.cpu_seconds else None
+        reason = classify(killed_for, returncode, stderr_tail, ready)
+        return SandboxResult(
+            ok=reason is None,
+            reason=reason,
+            stdout=self.output.stdout.decode("utf-8", errors="replace"),
+            stderr_tail=stderr_tail,
+            exit_code=returncode if returncode >= 0 else None,
+            signal=-returncode if returncode < 0 else None,
+            wall_seconds=wall,
+            cpu_seconds=cpu_seconds,
+            stdout_truncated=self.output.stdout_truncated,
+            isolation=isolation,
+        )
+
+    def _reap(self) -> tuple[int, float]:
+        """Wait for the process (already killed or exited): its return code, CPU seconds used."""
+        _, status, usage = os.wait4(self.process.pid, 0)
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        return self.process.returncode, usage.ru_utime + usage.ru_stime
+
+    def close(self) -> None:
+        """Release fds and remove the working folder; safe to call more than once."""
+        if self.process is not None and self.process.poll() is None:
+            self._kill_everything()
+            self.process.wait()
+        if self.process is not None:
+            for pipe in (self.process.stdout, self.process.stderr):
+                pipe.close()
+        for fd in (self.pidfd, self.report_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.pidfd = self.report_fd = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def run_python(
+    code: str, limits: SandboxLimits | None = None, *, namespaces: bool = True
+) -> SandboxResult:
+    """Run `code` as a Python program in the sandbox and wait for it (blocking).
+
+    `namespaces=False` skips the network and mount namespaces even where they are available
+    (the audit-hook network guard and plain permissions apply instead); for tests of the
+    fallback.
+    """
+    limits = limits or SandboxLimits()
+    run = _Run(code, limits, namespaces)
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in run.watched_fds():
+                selector.register(fd, selectors.EVENT_READ)
+            while not run.should_stop and (remaining := run.deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(remaining):
+                    if not run.on_readable(key.fd):
+                        selector.unregister(key.fd)
+        return run.finish(run.stop_reason())
+    finally:
+        run.close()
+
+
+async def run_python_async(
+    code: str, limits: SandboxLimits | None = None, *, namespaces: bool = True
+) -> SandboxResult:
+    """`run_python` on the running event loop: the pipes and the exit are watched by the loop's
+    readers, so many runs can be in flight at once without threads."""
+    limits = limits or SandboxLimits()
+    loop = asyncio.get_running_loop()
+    run = _Run(code, limits, namespaces)
+    stopped = loop.create_future()
+
+    def on_ready(fd: int) -> None:
+        if not run.on_readable(fd):
+            loop.remove_reader(fd)
+        if run.should_stop and not stopped.done():
+            stopped.set_result(None)
+
+    watched = run.watched_fds()
+    try:
+        for fd in watched:
+            loop.add_reader(fd, on_ready, fd)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stopped, max(0.0, run.deadline - time.monotonic()))
+        for fd in watched:
+            loop.remove_reader(fd)
+        return run.finish(run.stop_reason())
+    finally:
+        for fd in watched:
+            loop.remove_reader(fd)
+        run.close()
+
+
+def isolation_summary() -> dict[str, str]:
+    """What a run on this host gets, from one trivial run (for logs and `mars` diagnostics)."""
+    return asdict(run_python("pass").isolation)
