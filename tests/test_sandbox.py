@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import REASONS, SandboxLimits, SandboxResult, run_python, run_python_async
+from harness.sandbox import (
+    REASONS,
+    SandboxLimits,
+    SandboxResult,
+    run_python,
+    run_python_async,
+    runner,
+)
 from harness.sandbox.reasons import classify
 
 IS_ROOT = os.geteuid() == 0
@@ -243,6 +250,19 @@ def test_huge_output_is_cut_at_the_limit_and_the_run_killed():
     assert result.wall_seconds < 5
 
 
+def test_output_over_the_limit_then_a_quick_exit_is_still_output():
+    result = run("print('z' * 10_000)")
+    assert_contained(result, "output")
+    assert len(result.stdout) == LIMITS.output_bytes
+
+
+def test_a_sandbox_that_cannot_start_says_so(monkeypatch):
+    monkeypatch.setattr(runner, "sandbox_python", lambda: "/nonexistent/python3")
+    result = run("print('never runs')")
+    assert_contained(result, "sandbox")
+    assert "sandbox setup failed" in result.stderr_tail
+
+
 def test_endless_stderr_counts_against_the_output_limit():
     result = run("import sys\nwhile True: sys.stderr.write('e' * 1000)")
     assert_contained(result, "output")
@@ -455,7 +475,7 @@ def test_the_network_guard_also_refuses_new_programs():
 
 
 @pytest.mark.parametrize(
-    ("killed_for", "returncode", "stderr", "ready", "reason"),
+    ("stopped_for", "returncode", "stderr", "ready", "reason"),
     [
         (None, 0, "", True, None),
         ("timeout", -9, "", True, "timeout"),
@@ -468,5 +488,5 @@ def test_the_network_guard_also_refuses_new_programs():
         (None, 3, "no traceback", True, "error"),
     ],
 )
-def test_classify(killed_for, returncode, stderr, ready, reason):
-    assert classify(killed_for, returncode, stderr, ready) == reason
+def test_classify(stopped_for, returncode, stderr, ready, reason):
+    assert classify(stopped_for, returncode, stderr, ready) == reason

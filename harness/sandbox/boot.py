@@ -10,10 +10,12 @@ code exists in it; standard library only. Steps, in order:
    permissions only.
 2. resource limits (`setrlimit`): core 0, CPU, address space, file size, open files, processes.
 3. as root: drop to the run's own unprivileged uid/gid with no supplementary groups.
-4. `PR_SET_NO_NEW_PRIVS`, so set-uid programs cannot give privileges back.
+4. `PR_SET_NO_NEW_PRIVS`, so set-uid programs cannot give privileges back, and a parent-death
+   signal, so the process dies if the caller does.
 5. one JSON line on the report pipe saying what was put in place, then exec the interpreter.
 
-Any failure before the exec is reported on stderr and exits 125 without running the code.
+Any failure, the exec's included, is reported on stderr and on the report pipe
+(`{"ready": false}`), and exits 125 without running the code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -37,6 +40,7 @@ AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture (new syscalls are unified)
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 SETUP_FAILED = 125
 
 # Installed in the interpreter before the user's code when no network namespace could be made.
@@ -182,9 +186,15 @@ def boot(config: dict) -> None:
     if new_user:
         drop_privileges(uid, gid)
     check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    # Die with the caller (set after the uid change, which clears it); not inherited by forks.
+    check(LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != config["parent_pid"]:
+        raise OSError("the caller exited before the code started")
     report = {"ready": True, "network": network, "filesystem": filesystem}
+    # The line says what is in place; the pipe closes at the exec (close-on-exec), and a failed
+    # exec appends a line that says so (see main).
     os.write(config["report_fd"], json.dumps(report).encode() + b"\n")
-    os.close(config["report_fd"])
+    os.set_inheritable(config["report_fd"], False)
     python = config["python"]
     if network == "guard":
         argv = [python, "-I", "-S", "-c", NETWORK_GUARD, "main.py"]
@@ -194,11 +204,13 @@ def boot(config: dict) -> None:
 
 
 def main() -> None:
+    config = json.loads(sys.argv[1])
     try:
-        boot(json.loads(sys.argv[1]))
+        boot(config)
     except BaseException as error:  # anything here means the code never ran
         sys.stderr.write(f"sandbox setup failed: {type(error).__name__}: {error}\n")
         sys.stderr.flush()
+        os.write(config["report_fd"], b'{"ready": false}\n')
         os._exit(SETUP_FAILED)
 
 

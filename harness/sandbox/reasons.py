@@ -68,10 +68,11 @@ def reason_from_exception(name: str, message: str) -> str:
     return "error"
 
 
-def classify(killed_for: str | None, returncode: int, stderr_tail: str, ready: bool) -> str | None:
-    """None for a clean run; otherwise one of `limits.REASONS`."""
-    if killed_for is not None:
-        return killed_for
+def classify(stopped_for: str | None, returncode: int, stderr_tail: str, ready: bool) -> str | None:
+    """None for a clean run; otherwise one of `limits.REASONS`. `stopped_for` is the limit the
+    parent saw end the run ("output", "timeout", "cpu"), None when the run ended by itself."""
+    if stopped_for is not None:
+        return stopped_for
     if not ready:
         return "sandbox"
     if returncode == 0:

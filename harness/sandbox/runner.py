@@ -119,6 +119,7 @@ def _boot_config(plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: i
         "limits": rlimits,
         "report_fd": report_fd,
         "env": _minimal_env(workdir),
+        "parent_pid": os.getpid(),
     }
     return json.dumps(config)
 
@@ -263,11 +264,15 @@ class _Run:
     def should_stop(self) -> bool:
         return self.exited or self.output.over_limit
 
-    def stop_reason(self) -> str | None:
-        """Why the run is being stopped early, or None when it ended by itself."""
+    def _stopped_by_us(self, cpu_seconds: float, returncode: int) -> str | None:
+        """ "output", "timeout" or "cpu" when a limit ended the run, else None (see classify)."""
         if self.output.over_limit:
             return "output"
-        return None if self.exited else "timeout"
+        if not self.exited:
+            return "timeout"
+        if returncode == -signal.SIGKILL and cpu_seconds >= self.limits.cpu_seconds:
+            return "cpu"  # the hard CPU limit, reached by code that ignored SIGXCPU
+        return None
 
     def _kill_everything(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -288,8 +293,9 @@ class _Run:
         report = b""
         while chunk := _read_nonblocking(self.report_fd):
             report += chunk
+        lines = report.decode(errors="replace").strip().splitlines()
         try:
-            applied = json.loads(report.decode() or "{}")
+            applied = json.loads(lines[-1]) if lines else {}
         except ValueError:
             applied = {}
         user = f"uid {self.plan.uid}" if self.plan.uid is not None else "same"
@@ -301,7 +307,7 @@ class _Run:
         )
         return bool(applied.get("ready")), isolation
 
-    def finish(self, killed_for: str | None) -> SandboxResult:
+    def finish(self) -> SandboxResult:
         """Kill whatever is left (descendants included), reap, collect the result."""
         self._kill_everything()
         returncode, cpu_seconds = self._reap()
@@ -309,10 +315,8 @@ class _Run:
         self._drain()
         ready, isolation = self._isolation()
         stderr_tail = self.output.stderr_tail.decode("utf-8", errors="replace")
-        if returncode == -signal.SIGKILL and killed_for is None:
-            # Not killed by us: the hard CPU limit when the code ignored SIGXCPU, else the kernel.
-            killed_for = "cpu" if cpu_seconds >= self.limits.cpu_seconds else None
-        reason = classify(killed_for, returncode, stderr_tail, ready)
+        stopped_for = self._stopped_by_us(cpu_seconds, returncode)
+        reason = classify(stopped_for, returncode, stderr_tail, ready)
         return SandboxResult(
             ok=reason is None,
             reason=reason,
@@ -328,7 +332,11 @@ class _Run:
 
     def _reap(self) -> tuple[int, float]:
         """Wait for the process (already killed or exited): its return code, CPU seconds used."""
-        _, status, usage = os.wait4(self.process.pid, 0)
+        try:
+            _, status, usage = os.wait4(self.process.pid, 0)
+        except ChildProcessError:  # reaped by someone else's waitpid(-1): status unknown
+            self.process.returncode = -signal.SIGKILL
+            return self.process.returncode, 0.0
         self.process.returncode = os.waitstatus_to_exitcode(status)
         return self.process.returncode, usage.ru_utime + usage.ru_stime
 
@@ -367,7 +375,7 @@ def run_python(
                 for key, _ in selector.select(remaining):
                     if not run.on_readable(key.fd):
                         selector.unregister(key.fd)
-        return run.finish(run.stop_reason())
+        return run.finish()
     finally:
         run.close()
 
@@ -396,7 +404,7 @@ async def run_python_async(
             await asyncio.wait_for(stopped, max(0.0, run.deadline - time.monotonic()))
         for fd in watched:
             loop.remove_reader(fd)
-        return run.finish(run.stop_reason())
+        return run.finish()
     finally:
         for fd in watched:
             loop.remove_reader(fd)
