@@ -410,6 +410,22 @@ def test_a_subprocess_left_running_is_killed():
     assert not is_alive(int(result.stdout.split()[0]))
 
 
+@root_only
+def test_shared_memory_segments_do_not_outlive_the_run():
+    before = Path("/proc/sysvipc/shm").read_text()
+    result = run(
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        segment = libc.shmget(0x5EED, 4096, 0o1000 | 0o666)  # IPC_CREAT
+        print(segment, ctypes.get_errno())
+        """
+    )
+    assert result.ok, result.stderr_tail
+    assert int(result.stdout.split()[0]) >= 0  # created, inside the run's own IPC namespace
+    assert Path("/proc/sysvipc/shm").read_text() == before
+
+
 def test_unbounded_recursion_is_a_recursion_error():
     result = run("def f(n):\n    return f(n + 1)\nf(0)")
     assert_contained(result, "recursion")
@@ -468,10 +484,12 @@ def test_a_syntax_error_is_an_error():
     assert "SyntaxError" in result.stderr_tail
 
 
-def test_the_network_guard_also_refuses_new_programs():
+def test_the_network_guard_also_refuses_new_programs_and_ctypes():
     result = run("import subprocess; subprocess.run(['true'])", namespaces=False)
     assert_contained(result, "processes")
     assert result.isolation.network == "guard"
+    result = run("import ctypes; ctypes.CDLL(None)", namespaces=False)
+    assert_contained(result, "permission")
 
 
 @pytest.mark.parametrize(

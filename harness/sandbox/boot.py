@@ -4,10 +4,10 @@ Run as a script (`python -I -S boot.py CONFIG_JSON`) in the new process, before 
 code exists in it; standard library only. Steps, in order:
 
 1. namespaces (when asked): a new network namespace (no interface up, so nothing is reachable,
-   loopback included) and a private mount namespace in which every mount is read-only and the
-   working folder is a fresh tmpfs. As root this is plain `unshare`; otherwise a user namespace
-   is tried first. What failed falls back: sockets refused by an audit hook, files protected by
-   permissions only.
+   loopback included), a private mount namespace in which every mount is read-only and the
+   working folder is a fresh tmpfs, and a new IPC namespace. As root this is plain `unshare`;
+   otherwise inside a new user namespace. What failed falls back: sockets refused by an audit
+   hook, files protected by permissions only.
 2. resource limits (`setrlimit`): core 0, CPU, address space, file size, open files, processes.
 3. as root: drop to the run's own unprivileged uid/gid with no supplementary groups.
 4. `PR_SET_NO_NEW_PRIVS`, so set-uid programs cannot give privileges back, and a parent-death
@@ -28,6 +28,7 @@ import signal
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
@@ -47,8 +48,10 @@ SETUP_FAILED = 125
 NETWORK_GUARD = """
 import sys
 def _sandbox_guard(event, args):
-    if event.startswith("socket.") or event in ("ctypes.dlopen", "ctypes.dlsym"):
+    if event.startswith("socket."):
         raise PermissionError(f"sandbox: network is disabled ({event})")
+    if event in ("ctypes.dlopen", "ctypes.dlsym"):  # raw syscalls would get around the hook
+        raise PermissionError(f"sandbox: ctypes is disabled ({event})")
     if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", "os.spawn"):
         raise PermissionError(f"sandbox: new programs are disabled ({event})")
 sys.addaudithook(_sandbox_guard)
@@ -94,14 +97,15 @@ def map_own_ids_in_user_namespace(uid: int, gid: int) -> None:
 
 
 def enter_namespaces() -> tuple[str, str]:
-    """New network + mount namespaces; returns (network, mounts) as put in place."""
-    both = CLONE_NEWNET | CLONE_NEWNS
+    """New network, mount and IPC namespaces (System V shared memory and queues made here die
+    with the run); returns (network, mounts) as put in place."""
+    all_three = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC
     if os.geteuid() == 0:
-        if unshare(both):
+        if unshare(all_three):
             return "namespace", "namespace"
         return ("namespace", "none") if unshare(CLONE_NEWNET) else ("guard", "none")
     uid, gid = os.getuid(), os.getgid()
-    if unshare(CLONE_NEWUSER | both):
+    if unshare(CLONE_NEWUSER | all_three):
         map_own_ids_in_user_namespace(uid, gid)
         return "namespace", "namespace"
     return "guard", "none"

@@ -58,6 +58,8 @@ def reason_from_exception(name: str, message: str) -> str:
         return "network"
     if message.startswith("sandbox: new programs"):
         return "processes"
+    if message.startswith("sandbox: ctypes"):
+        return "permission"
     if name in EXCEPTION_REASONS:
         return EXCEPTION_REASONS[name]
     if name == "RuntimeError" and "can't start new thread" in message:
