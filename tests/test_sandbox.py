@@ -53,8 +53,9 @@ def sandbox_uid(result: SandboxResult) -> int:
     return int(result.isolation.user.split()[1])
 
 
-def live_processes_of(uid: int) -> list[int]:
-    """Non-zombie processes whose real, effective or saved uid is `uid`."""
+def live_processes_of(uids: int | range) -> list[int]:
+    """Non-zombie processes whose real, effective or saved uid is `uids` (or in it)."""
+    wanted = range(uids, uids + 1) if isinstance(uids, int) else uids
     pids = []
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -64,7 +65,7 @@ def live_processes_of(uid: int) -> list[int]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if fields["State"].strip().startswith("Z"):
             continue
-        if str(uid) in fields["Uid"].split()[:3]:
+        if any(int(uid) in wanted for uid in fields["Uid"].split()[:3]):
             pids.append(int(name))
     return pids
 
@@ -136,6 +137,23 @@ async def test_async_runs_are_in_flight_together():
     assert [r.stdout for r in results[:4]] == [f"{i}\n" for i in range(4)]
     assert_contained(results[4], "output")
     assert elapsed < 4 * 0.5  # not one after the other
+
+
+@root_only
+async def test_a_cancelled_run_leaves_no_process_behind():
+    code = """
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+    time.sleep(3600)
+    """
+    task = asyncio.create_task(run_python_async(textwrap.dedent(code), LIMITS))
+    await asyncio.sleep(0.5)  # both asleep, one of them out of the process group
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    first_uid = runner.SANDBOX_UID_BASE + (os.getpid() % 1_000_000) * 1000
+    assert live_processes_of(range(first_uid, first_uid + 1000)) == []
 
 
 def test_infinite_loop_stops_at_the_cpu_limit():
@@ -492,6 +510,9 @@ def test_the_network_guard_also_refuses_new_programs_and_ctypes():
     assert_contained(result, "permission")
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
 @pytest.mark.parametrize(
     ("stopped_for", "returncode", "stderr", "ready", "reason"),
     [
@@ -500,10 +521,13 @@ def test_the_network_guard_also_refuses_new_programs_and_ctypes():
         (None, 0, "", False, "sandbox"),
         (None, -24, "", True, "cpu"),
         (None, -11, "", True, "crash"),
-        (None, 1, "Traceback (most recent call last):\nMemoryError", True, "memory"),
-        (None, 1, "Traceback (most recent call last):\nOSError: [Errno 28] No space", True, "disk"),
-        (None, 1, "Traceback (most recent call last):\nValueError: nope", True, "error"),
+        (None, 1, f"{TRACEBACK}\nMemoryError", True, "memory"),
+        (None, 1, f"{TRACEBACK}\nOSError: [Errno 28] No space", True, "disk"),
+        (None, 1, f"{TRACEBACK}\nValueError: nope", True, "error"),
         (None, 3, "no traceback", True, "error"),
+        (None, 1, f"{TRACEBACK}\nsocket.gaierror: [Errno -3] Temporary", True, "network"),
+        # tracebacks of several processes interleaved: the last exception line counts
+        (None, 1, f"{TRACEBACK}\nBlockingIOError: [Errno 11] x\n{TRACEBACK}\n", True, "processes"),
     ],
 )
 def test_classify(stopped_for, returncode, stderr, ready, reason):

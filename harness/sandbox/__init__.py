@@ -11,14 +11,13 @@ what stopped a failed run (`REASONS`).
 """
 
 from harness.sandbox.limits import REASONS, Isolation, SandboxLimits, SandboxResult
-from harness.sandbox.runner import isolation_summary, run_python, run_python_async, sandbox_python
+from harness.sandbox.runner import run_python, run_python_async, sandbox_python
 
 __all__ = [
     "REASONS",
     "Isolation",
     "SandboxLimits",
     "SandboxResult",
-    "isolation_summary",
     "run_python",
     "run_python_async",
     "sandbox_python",

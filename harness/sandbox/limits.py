@@ -32,7 +32,8 @@ REASONS = (
 class SandboxLimits:
     """Resource limits of one run; every field has a default that suits a short math script.
 
-    cpu_seconds     RLIMIT_CPU per process (soft; SIGKILL one second later at the hard limit)
+    cpu_seconds     RLIMIT_CPU per process, rounded up to whole seconds (SIGXCPU; SIGKILL one
+                    second later at the hard limit)
     wall_seconds    wall clock from start to kill, for the whole run
     memory_bytes    RLIMIT_AS (virtual address space) per process
     output_bytes    stdout and stderr together; past it the run is killed

@@ -37,20 +37,24 @@ ERRNO_REASONS = {
     24: "files",  # EMFILE
 }
 
-# The last line of a traceback: "package.ExceptionName: message" (or just the name).
-EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+# A traceback's final line: "package.SomethingError: message" (or just the name). The lines of
+# several processes writing tracebacks at once can interleave, so the last such line is taken.
+EXCEPTION_LINE = re.compile(
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|gaierror))"
+    r"(?::\s?(?P<message>.*))?$"
+)
 ERRNO = re.compile(r"\[Errno (?P<errno>-?\d+)\]")
 
 
 def last_exception(stderr_tail: str) -> tuple[str, str] | None:
-    """(name, message) of the traceback's final line, when stderr ends with a traceback."""
-    lines = [line for line in stderr_tail.strip().splitlines() if line.strip()]
-    if not lines or "Traceback (most recent call last)" not in stderr_tail:
+    """(name, message) of the last exception line, when stderr holds a traceback."""
+    if "Traceback (most recent call last)" not in stderr_tail:
         return None
-    match = EXCEPTION_LINE.match(lines[-1].strip())
-    if match is None:
-        return None
-    return match["name"], match["message"] or ""
+    for line in reversed(stderr_tail.splitlines()):
+        match = EXCEPTION_LINE.match(line.rstrip())
+        if match is not None:
+            return match["name"], match["message"] or ""
+    return None
 
 
 def reason_from_exception(name: str, message: str) -> str:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.sandbox.limits import Isolation, SandboxLimits, SandboxResult
@@ -342,7 +342,8 @@ class _Run:
 
     def close(self) -> None:
         """Release fds and remove the working folder; safe to call more than once."""
-        if self.process is not None and self.process.poll() is None:
+        if self.process is not None and self.process.returncode is None:
+            # Not finished (an exception or a cancelled task): its descendants may outlive it.
             self._kill_everything()
             self.process.wait()
         if self.process is not None:
@@ -409,8 +410,3 @@ async def run_python_async(
         for fd in watched:
             loop.remove_reader(fd)
         run.close()
-
-
-def isolation_summary() -> dict[str, str]:
-    """What a run on this host gets, from one trivial run (for logs and `mars` diagnostics)."""
-    return asdict(run_python("pass").isolation)
