@@ -254,18 +254,22 @@ class _Run:
         data = _read_nonblocking(fd)
         if data is None:
             return True
+        self._keep(fd, data)
+        return bool(data)
+
+    def _keep(self, fd: int, data: bytes) -> None:
         if fd == self.stdout_fd:
             self.output.add_stdout(data)
         else:
             self.output.add_stderr(data)
-        return bool(data)
 
     @property
     def should_stop(self) -> bool:
         return self.exited or self.output.over_limit
 
     def _stopped_by_us(self, cpu_seconds: float, returncode: int) -> str | None:
-        """ "output", "timeout" or "cpu" when a limit ended the run, else None (see classify)."""
+        """The limit that ended the run as the parent saw it ("output", "timeout" or "cpu"),
+        else None (the exit status and stderr tell; see `classify`)."""
         if self.output.over_limit:
             return "output"
         if not self.exited:
@@ -284,10 +288,7 @@ class _Run:
         """Read what is left in the pipes once no writer is alive (bounded by pipe buffers)."""
         for fd in (self.stdout_fd, self.stderr_fd):
             while (data := _read_nonblocking(fd)) and not self.output.over_limit:
-                if fd == self.stdout_fd:
-                    self.output.add_stdout(data)
-                else:
-                    self.output.add_stderr(data)
+                self._keep(fd, data)
 
     def _isolation(self) -> tuple[bool, Isolation]:
         report = b""
