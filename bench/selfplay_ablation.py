@@ -10,7 +10,8 @@ the same starting model for every arm:
 - `at_grpo`: tree sampling, K = 2 all-actions branches per policy turn, groups of one state,
   mean-centred (docs/training.md, "Tree sampling"); `at_grpo_kl` adds the KL magnet (0.2) to
   the starting model, whose moves are uniformly random; `at_grpo_epochs`: K = 4, mean-std
-  groups, the KL magnet and four PPO epochs per step;
+  groups, the KL magnet and four PPO epochs per step; `at_grpo_pool`: `at_grpo_epochs` against
+  a pool of the policy's past snapshots (a snapshot every 5 steps, fictitious self-play);
 - `state_groups`: `marshal` plus information-state groups (`state_weight` 1);
 - `marshal_kl`, `marshal_entropy`: `marshal` with the KL magnet, or an entropy bonus of 0.01.
 
@@ -79,6 +80,15 @@ ARMS: dict[str, dict[str, Any]] = {
         "tree": {"branches": 4, "all_actions": True},
         "kl_coef": 0.2,
         "ppo_epochs": 4,
+    },
+    # at_grpo_epochs against an opponent pool of its past snapshots (fictitious self-play).
+    "at_grpo_pool": {
+        "estimator": "at_grpo",
+        "tree": {"branches": 4, "all_actions": True},
+        "kl_coef": 0.2,
+        "ppo_epochs": 4,
+        "opponent": "pool",
+        "pool_every": 5,
     },
     "state_groups": {"estimator": "marshal", "estimator_options": {"state_weight": 1.0}},
     "marshal_kl": {"estimator": "marshal", "kl_coef": 0.2},
