@@ -309,3 +309,13 @@ def test_at_grpo_refuses_whole_conversation_samples(tmp_path: Path) -> None:
     code, _, error = _invoke("--config", str(file), "--out", str(tmp_path / "runs"), "--dry-run")
     assert code != 0 and isinstance(error, MarsError)
     assert "one sample per reply" in str(error)
+
+
+def test_own_move_exploration_is_refused_on_verl(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text("estimator: at_grpo\ntree: {explore: 0.3}\n")
+    code, _, error = _invoke(
+        "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
+    )
+    assert code != 0 and isinstance(error, MarsError)
+    assert "tree.explore" in str(error) and not (tmp_path / "v").exists()

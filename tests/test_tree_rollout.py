@@ -211,3 +211,31 @@ def test_counterfactual_branches_share_the_reply_and_differ_in_the_answer(policy
         assert len(notes) == 1 and "note" in notes.pop()  # one sampled reply, two answers
         chosen = [rollout.rows[i] for i in indices if rollout.rows[i]["chosen"]]
         assert len(chosen) == 1 and not chosen[0]["forced"]  # the main line is the sample
+
+
+def test_explored_moves_keep_returns_on_policy_and_drop_the_other_seats_turns(
+    policy: Policy,
+) -> None:
+    """With `explore` = 1 the main line takes a uniformly chosen branch (here the forced PASS
+    about half the time, which the always-bet policy never plays). The other seat's later turns
+    in such a game are not trained, and every trained branch's return is still that of the
+    always-bet policy finishing the game, also where the main line later explored."""
+    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True, explore=1.0), games=12)
+    records = {r["seed"]: r for r in rollout.records}
+    explored_roots = [r for r in rollout.records if r["turns"][0]["action"] == PASS]
+    assert explored_roots and rollout.extra["tree_explored_games"] >= len(explored_roots)
+    assert rollout.extra["tree_off_policy_turns"] > 0
+    trained = {(row["episode"], row["seat"]) for row in rollout.rows}
+    for record in explored_roots:  # seat 0 explored at its first move: seat 1 is not trained
+        assert (record["seed"], 1) not in trained and (record["seed"], 0) in trained
+    for index, row in enumerate(rollout.rows):
+        turns = records[row["episode"]]["turns"]
+        moves = [int(t["action"] == BET) for t in turns]
+        at = [i for i, t in enumerate(turns) if t["seat"] == row["seat"]][row["turn"]]
+        mine = int(answer(rollout, policy, index) == BET)
+        expected = kuhn_reward(deal_of(records[row["episode"]]), [*moves[:at], mine], row["seat"])
+        assert row["reward"] == pytest.approx(expected), (row, moves)
+
+    plain = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=12)
+    assert all(r["turns"][0]["action"] == BET for r in plain.records)
+    assert plain.extra["tree_off_policy_turns"] == 0

@@ -64,6 +64,8 @@ class TreeSettings(BaseModel):
     all_actions: bool = False  # every legal action among the K branches (when K allows)
     counterfactual: bool = False  # branches = one sampled reply x every legal answer
     team_weight: float = Field(0.0, ge=0)  # alpha in r = alpha * team + local
+    # chance that a random continuation takes a uniformly chosen branch (own-move exploration)
+    explore: float = Field(0.0, ge=0, le=1)
 
 
 class TrainConfig(BaseModel):

@@ -262,6 +262,8 @@ def _train_verl(
     check_games_and_estimator(config)
     if config.opponent:
         _check_verl_opponent(config)
+    if config.tree.explore > 0:
+        raise MarsError("tree.explore (own-move exploration) runs on --backend local only for now")
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:

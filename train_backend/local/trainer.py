@@ -128,6 +128,7 @@ def tree_options(config: TrainConfig) -> TreeOptions:
         all_actions=tree.all_actions,
         counterfactual=tree.counterfactual,
         team_weight=tree.team_weight,
+        explore=tree.explore,
     )
 
 

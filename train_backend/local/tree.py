@@ -18,6 +18,15 @@ rewritten to the missing action, so each state gets a return estimate for each a
 all-actions policy gradient, Srinivasan et al. 2018); a saturated policy otherwise never samples
 the action that would teach it.
 
+With `explore` = e > 0 (random continuation only), the main line continues with a uniformly
+chosen branch, forced ones included, with probability e: it visits the states after moves the
+policy rarely makes (in Kuhn, a King that checked and then faces a bet). A seat's own moves do
+not change what its later information states say about the other hands (the other seat's
+beliefs do), so the exploring seat's later turns stay unbiased samples of their states; the
+other seat's later turns in that game are not trained, and a turn whose main line had an
+exploratory move after it gets its continuing branch's return from a replay of the policy, like
+the other branches, instead of the main line's outcome.
+
 With `counterfactual`, a turn's branches are one sampled reply (the first legal one of the K
 samples) and that same reply with its answer rewritten to each other legal move: a group differs
 in its answer only, so mean-centred advantages cancel on the shared reasoning tokens and the
@@ -77,6 +86,7 @@ class TreeOptions:
     all_actions: bool = False
     counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
     team_weight: float = 0.0  # alpha in r = alpha * team + local
+    explore: float = 0.0  # chance that a random continuation is a uniform pick of all branches
 
     def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
         if self.continuation != "auto":
@@ -119,6 +129,7 @@ class Node:
     chosen: int = 0
     returns: list[float | None] = field(default_factory=list)
     legal: list[bool | None] = field(default_factory=list)
+    off_policy: bool = False  # reached after the other seat's exploratory move: not trained
 
 
 @dataclass
@@ -127,6 +138,7 @@ class _Line:
 
     replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
     seat_calls: dict[int, int] = field(default_factory=dict)
+    explored: list[tuple[int, int]] = field(default_factory=list)  # (seat, call) per exploration
 
 
 def _sampled(replies: Sequence[Reply]) -> list[int]:
@@ -263,6 +275,7 @@ class TreeRollout:
             elif self.tree.all_actions:
                 replies = self._cover_actions(replies, messages)
             node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies)
+            node.off_policy = any(other != seat for other, _ in line.explored)
             node.returns = [None] * len(replies)
             node.legal = [None] * len(replies)
             prefix = list(line.replies)
@@ -274,7 +287,12 @@ class TreeRollout:
                 best = max(node.returns[b] for b in range(len(replies)))  # type: ignore[type-var]
                 node.chosen = node.returns.index(best)
             else:
-                node.chosen = self._rng(spec.name, seed, call).choice(_sampled(replies))
+                rng = self._rng(spec.name, seed, call)
+                if self.tree.explore > 0 and rng.random() < self.tree.explore:
+                    node.chosen = rng.randrange(len(replies))
+                    line.explored.append((seat, call))
+                else:
+                    node.chosen = rng.choice(_sampled(replies))
                 for b in range(len(replies)):
                     if b != node.chosen:
                         task = self._score_branch(spec, node, b, prefix)
@@ -369,6 +387,25 @@ class TreeRollout:
         node.returns[branch] = self.tree.team_weight * team + local
         node.legal[branch] = bool(at["legal"])
 
+    async def _finish_returns(self, results: Mapping[tuple[str, int], EpisodeResult]) -> None:
+        """Wait for every branch's return. The continuing branch's is its main line's outcome
+        (`results`, by game and seed), unless an exploratory move came later in that line: then
+        it is replayed with the policy, like the other branches."""
+        specs = {spec.name: spec for spec in self.specs}
+        for node in self.nodes:
+            if node.returns[node.chosen] is not None:
+                continue
+            line = self.lines[(node.game, node.seed)]
+            if any(call > node.call for _, call in line.explored):
+                prefix = line.replies[: node.call]
+                task = self._score_branch(specs[node.game], node, node.chosen, prefix)
+                self.pending.append(asyncio.ensure_future(task))
+            elif (node.game, node.seed) in results:
+                self._set_return(node, node.chosen, results[(node.game, node.seed)])
+        while self.pending:
+            batch, self.pending = self.pending, []
+            await asyncio.gather(*batch)
+
     # -- the step -------------------------------------------------------------------------------
 
     async def play(self, games_per_step: int) -> StepRollout:
@@ -402,12 +439,7 @@ class TreeRollout:
             )
 
         await asyncio.gather(*(play_game(spec) for spec in self.specs if counts[spec.name]))
-        for node in self.nodes:  # the continuing branch's return is its main line's
-            if node.returns[node.chosen] is None:
-                self._set_return(node, node.chosen, results[(node.game, node.seed)])
-        while self.pending:
-            batch, self.pending = self.pending, []
-            await asyncio.gather(*batch)
+        await self._finish_returns(results)
         order = {spec.name: index for index, spec in enumerate(self.specs)}
         records.sort(key=lambda r: (order[r["game"]], r["seed"]))
         self.nodes.sort(key=lambda n: (order[n.game], n.seed, n.call))
@@ -427,6 +459,8 @@ class TreeRollout:
                 "tree_forced_branches": sum(r.forced for n in self.nodes for r in n.branches),
                 # all_actions replaces invalid samples, so the records' invalid rate misses them
                 "tree_invalid_sample_rate": self.invalid_samples / len(rows) if rows else 0.0,
+                "tree_explored_games": sum(1 for line in self.lines.values() if line.explored),
+                "tree_off_policy_turns": sum(n.off_policy for n in self.nodes),
             },
         )
 
@@ -434,6 +468,8 @@ class TreeRollout:
         rows: list[dict[str, Any]] = []
         samples: list[TurnSample] = []
         for node in self.nodes:
+            if node.off_policy:
+                continue
             state = state_key(node.prompt_ids)
             for branch, reply in enumerate(node.branches):
                 rows.append(

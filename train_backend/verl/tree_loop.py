@@ -121,13 +121,7 @@ class ServerTree(TreeRollout):
         main = self._main_player(spec)
         other = self._recording(spec, self.opponents[spec.name]) if self.opponents else main
         result = await play_episode(spec, self._seats(spec, seed, main, other), seed, self.options)
-        if result.error is None:
-            for node in self.nodes:  # the continuing branch's return is the main line's
-                if node.returns[node.chosen] is None:
-                    self._set_return(node, node.chosen, result)
-        while self.pending:
-            batch, self.pending = self.pending, []
-            await asyncio.gather(*batch)
+        await self._finish_returns({} if result.error else {(spec.name, seed): result})
         self.nodes.sort(key=lambda node: node.call)
         return TreeGame(result, self.nodes, self.server_fields)
 
