@@ -509,3 +509,36 @@ def test_group_must_be_constant_within_a_trajectory() -> None:
     with pytest.raises(MarsError, match="constant within a trajectory"):
         compute_advantages(table, "grpo")
     assert compute_advantages(table, "marshal").shape == (13,)  # only grpo reads the column
+
+
+def queen_facing_a_bet() -> pd.DataFrame:
+    """Two Kuhn deals reaching one information state (a Queen facing a bet), call and fold
+    branches in each: against a Jack call +2 / fold -1, against a King call -2 / fold -1; and a
+    second state (a King facing a bet) in a third deal: call +2, fold -1."""
+    rows = [
+        (K, 0, 1, 0, 2.0, "Qb"), (K, 0, 1, 0, -1.0, "Qb"),
+        (K, 1, 1, 0, -2.0, "Qb"), (K, 1, 1, 0, -1.0, "Qb"),
+        (K, 2, 1, 0, 2.0, "Kb"), (K, 2, 1, 0, -1.0, "Kb"),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=[*COLUMNS, "state"])
+
+
+def test_state_std_keeps_the_expected_direction_that_group_std_loses() -> None:
+    branches = queen_facing_a_bet()
+    # Group std: each deal is one vote of +-1, so calling with the Queen sums to 0.
+    by_group = compute_advantages(branches, "at_grpo")
+    assert by_group[[0, 2]].sum() == pytest.approx(0.0, abs=TOL)
+    # state_std: centred in the deal (Qb: +1.5/-1.5 and -0.5/+0.5; Kb: +1.5/-1.5), divided by
+    # the state's spread, sqrt((2 * 1.5^2 + 2 * 0.5^2) / 4) = sqrt(1.25) for Qb, 1.5 for Kb.
+    by_state = compute_advantages(branches, "at_grpo", scale="state_std")
+    q = math.sqrt(1.25)
+    expected = [1.5 / q, -1.5 / q, -0.5 / q, 0.5 / q, 1.0, -1.0]
+    assert by_state == pytest.approx(expected, abs=TOL)
+    assert by_state[[0, 2]].sum() > 0  # calling with the Queen is worth +1 on average
+
+
+def test_state_std_is_an_at_grpo_option() -> None:
+    with pytest.raises(MarsError, match="state_std is an at_grpo option"):
+        compute_advantages(batch(), "marshal", scale="state_std")
+    with pytest.raises(MarsError, match="state"):  # the branches must name their state
+        compute_advantages(queen_facing_a_bet().drop(columns="state"), "at_grpo", scale="state_std")

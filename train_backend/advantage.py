@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -58,6 +58,8 @@ class AdvantageOptions:
 
 
 OPTION_NAMES = ("gamma", "eps", "scale", "turn_level", "agent_specific", "state_weight")
+# at_grpo only: centre in the tree group, divide by the spread of its information state's rows
+STATE_STD = "state_std"
 SWITCH_NAMES = ("turn_level", "agent_specific")
 SWITCHED_ESTIMATOR = "marshal_reference"
 
@@ -238,6 +240,8 @@ def compute_advantages(
         )
     if estimator in TREE_ESTIMATORS:
         return _tree_advantages(turns, parsed)
+    if parsed.scale == STATE_STD:
+        raise MarsError(f"scale {STATE_STD} is an at_grpo option (tree groups within a state)")
     table = load_turn_table(
         turns,
         with_tokens=estimator == "marshal_reference",
@@ -258,16 +262,44 @@ def compute_advantages(
 
 def _tree_advantages(turns: Any, options: AdvantageOptions) -> np.ndarray:
     """at_grpo over a table of branches (rows may repeat a (game, episode, seat, turn) key)."""
-    table = load_branch_table(turns, with_state=options.state_weight > 0)
+    by_state = options.scale == STATE_STD
+    table = load_branch_table(turns, with_state=options.state_weight > 0 or by_state)
     if table.n_rows == 0:
         return np.zeros(0, dtype=np.float64)
-    advantages = at_grpo_advantages(table.reward, table.group, table.n_groups, options)
+    if by_state:
+        assert table.state is not None
+        advantages = state_scaled_tree_advantages(
+            table.reward, table.group, table.n_groups, table.state, options.eps
+        )
+        options = replace(options, scale="mean_std")  # for the state groups' own term below
+    else:
+        advantages = at_grpo_advantages(table.reward, table.group, table.n_groups, options)
     if options.state_weight > 0:
         assert table.state is not None
         advantages = advantages + options.state_weight * state_advantages(
             table.reward, table.state, options
         )
     return table.to_rows(advantages)
+
+
+def state_scaled_tree_advantages(
+    returns: np.ndarray, groups: np.ndarray, n_groups: int, states: np.ndarray, eps: float
+) -> np.ndarray:
+    """at_grpo with scale "state_std": A(b) = (R_b - mean_group) / std_state.
+
+    The tree group's mean (one deal, one state) removes what the deal's hidden cards add to every
+    branch's return; the divisor is the spread of those centred values over every branch of the
+    same information state in the batch. A group's own std would turn each deal into a vote of
+    equal weight whatever the stakes (in Kuhn a Queen facing a bet: call +2 against a Jack, -2
+    against a King, fold -1 either way: one vote each way, while calling is worth +1 on average);
+    one positive divisor per state keeps each state's expected direction and still puts every
+    state on the same scale.
+    """
+    centred = normalise_in_groups(returns, groups, n_groups, scale="mean", eps=eps)
+    codes, n_codes = dense_codes(states)
+    counts = np.bincount(codes, minlength=n_codes)
+    spreads = np.sqrt(np.bincount(codes, weights=centred * centred, minlength=n_codes) / counts)
+    return centred / np.where(spreads < eps, 1.0, spreads)[codes]
 
 
 def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
@@ -284,8 +316,8 @@ def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
     if not eps > 0.0:
         raise MarsError(f"eps must be > 0, got {eps}")
     scale = options.get("scale", defaults.scale)
-    if scale not in SCALES:
-        raise MarsError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if scale not in (*SCALES, STATE_STD):
+        raise MarsError(f"scale must be one of {', '.join(SCALES)}, {STATE_STD}, got {scale!r}")
     state_weight = _real_option(options, "state_weight", defaults.state_weight)
     if state_weight < 0.0:
         raise MarsError(f"state_weight must be >= 0, got {state_weight}")
