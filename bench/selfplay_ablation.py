@@ -12,6 +12,8 @@ the same starting model for every arm:
   the starting model, whose moves are uniformly random; `at_grpo_epochs`: K = 4, mean-std
   groups, the KL magnet and four PPO epochs per step; `at_grpo_pool`: `at_grpo_epochs` against
   a pool of the policy's past snapshots (a snapshot every 5 steps, fictitious self-play);
+  `at_grpo_explore`: `at_grpo_epochs` with own-move exploration (`tree.explore` 0.3);
+  `at_grpo_state_std`: `at_grpo_epochs` with the state-spread divisor (`scale: state_std`);
 - `state_groups`: `marshal` plus information-state groups (`state_weight` 1);
 - `marshal_kl`, `marshal_entropy`: `marshal` with the KL magnet, or an entropy bonus of 0.01.
 
@@ -89,6 +91,21 @@ ARMS: dict[str, dict[str, Any]] = {
         "ppo_epochs": 4,
         "opponent": "pool",
         "pool_every": 5,
+    },
+    # at_grpo_epochs whose groups are divided by their information state's spread.
+    "at_grpo_state_std": {
+        "estimator": "at_grpo",
+        "estimator_options": {"scale": "state_std"},
+        "tree": {"branches": 4, "all_actions": True},
+        "kl_coef": 0.2,
+        "ppo_epochs": 4,
+    },
+    # at_grpo_epochs whose main lines explore: a uniform branch continues 30% of the time.
+    "at_grpo_explore": {
+        "estimator": "at_grpo",
+        "tree": {"branches": 4, "all_actions": True, "explore": 0.3},
+        "kl_coef": 0.2,
+        "ppo_epochs": 4,
     },
     "state_groups": {"estimator": "marshal", "estimator_options": {"state_weight": 1.0}},
     "marshal_kl": {"estimator": "marshal", "kl_coef": 0.2},
