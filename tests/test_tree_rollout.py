@@ -239,3 +239,38 @@ def test_explored_moves_keep_returns_on_policy_and_drop_the_other_seats_turns(
     plain = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=12)
     assert all(r["turns"][0]["action"] == BET for r in plain.records)
     assert plain.extra["tree_off_policy_turns"] == 0
+
+
+def test_the_cpu_trainer_scales_tree_groups_by_their_state(tmp_path) -> None:
+    """A real tree step of the CPU trainer with `scale: state_std`: every tree group is centred,
+    and the advantages of each information state (rows sharing a prompt) have spread 1."""
+    import torch
+
+    from harness.runstore import RunDir
+    from train_backend.config import TrainConfig
+    from train_backend.local.trainer import LocalTrainer
+
+    torch.set_num_threads(1)
+    config = TrainConfig.for_local(
+        games=["kuhn_poker"],
+        prompt_style="compact",
+        estimator="at_grpo",
+        estimator_options={"scale": "state_std"},
+        tree={"branches": 2, "all_actions": True},
+        games_per_step=6,
+        max_new_tokens=16,
+        eval_every=0,
+    )
+    run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="train", slug="t")
+    trainer = LocalTrainer(config, run, log=lambda _line: None)
+    trainer.load()
+    rollout = trainer.rollout(step=1)
+    advantages = trainer.step_advantages(rollout)
+    for indices in groups_of(rollout).values():
+        assert abs(advantages[indices].sum()) < 1e-9
+    by_state: dict[str, list[int]] = defaultdict(list)
+    for index, row in enumerate(rollout.rows):
+        by_state[row["state"]].append(index)
+    spreads = [np.sqrt(np.mean(advantages[i] ** 2)) for i in by_state.values()]
+    assert any(s > 0 for s in spreads)
+    assert all(s == pytest.approx(1.0) or s == 0.0 for s in spreads)

@@ -260,6 +260,11 @@ def compute_advantages(
     return table.to_rows(advantages)
 
 
+def needs_state(options: dict[str, Any]) -> bool:
+    """Whether these estimator options read the `state` column (information-state keys)."""
+    return options.get("state_weight", 0) > 0 or options.get("scale") == STATE_STD
+
+
 def _tree_advantages(turns: Any, options: AdvantageOptions) -> np.ndarray:
     """at_grpo over a table of branches (rows may repeat a (game, episode, seat, turn) key)."""
     by_state = options.scale == STATE_STD

@@ -39,7 +39,7 @@ from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
 from harness.errors import MarsError
 from harness.runstore import RunDir
-from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages
+from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
 from train_backend.config import TrainConfig
 from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
@@ -370,7 +370,7 @@ class LocalTrainer:
         if not rollout.rows:
             return np.zeros(0)
         table = {column: [row[column] for row in rollout.rows] for column in TURN_COLUMNS}
-        if self.config.estimator_options.get("state_weight", 0) > 0:
+        if needs_state(self.config.estimator_options):
             table["state"] = row_states(rollout)
         return compute_advantages(table, self.config.estimator, **self.config.estimator_options)
 
