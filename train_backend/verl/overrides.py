@@ -220,7 +220,10 @@ def estimator_settings(config: TrainConfig) -> dict[str, Any]:
         )
     scale = options.get("scale", "mean_std")
     if scale not in ("mean_std", "mean"):
-        raise MarsError(f"scale must be mean_std or mean, got {scale!r}")
+        raise MarsError(
+            f"scale {scale!r} on verl: verl takes mean_std or mean (state_std runs on "
+            "--backend local only for now)"
+        )
     weight = options.get("state_weight", 0.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
         raise MarsError(f"state_weight must be a number >= 0, got {weight!r}")
