@@ -266,7 +266,7 @@ def test_grpo_maps_to_the_prefixed_verl_name_and_user_extras_come_last(tmp_path:
         ({"model": None}, "needs --model"),
         ({"estimator": "ppo"}, "unknown estimator 'ppo'"),
         ({"estimator_options": {"eps": 1e-3}}, "eps cannot be passed through verl"),
-        ({"estimator_options": {"scale": "max"}}, "scale must be"),
+        ({"estimator_options": {"scale": "max"}}, "verl takes mean_std or mean"),
         ({"invalid": "retry:x"}, "--invalid"),
     ],
 )
