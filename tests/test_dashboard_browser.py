@@ -11,7 +11,9 @@ both under test-artifacts/dashboard/ at the repository root.
 Virtual time runs fast while the page only waits on its websocket, so a page whose first script
 run is slow (the server's first imports, a page's first read of its files) comes back as
 Streamlit's loading skeleton; that run still finishes and fills the server's caches, so a page
-that lacks its text or its ink is asked for again (up to eight times; two or three is usual).
+that lacks its text or its ink is asked for again after a pause that grows with each attempt (up
+to eight times; two or three is usual; eight quick retries once fell short on a machine running two
+trainings beside the suite).
 """
 
 from __future__ import annotations
@@ -222,6 +224,9 @@ def test_each_page_renders_in_headless_chromium(
                 elapsed = time.perf_counter() - started
                 if _rendered(seen[slug], png, needles):
                     break
+                # A loaded machine: let the server's first run of the page finish before asking
+                # again, or the next virtual-time budget may see the same skeleton.
+                time.sleep(min(2.0 * attempt, 8.0))
             with capsys.disabled():
                 print(f"\n  dashboard {slug}: {png} (attempt {attempt}, {elapsed:.1f} s)", end="")
 
