@@ -12,7 +12,7 @@ Virtual time runs fast while the page only waits on its websocket, so a page who
 run is slow (the server's first imports, a page's first read of its files) comes back as
 Streamlit's loading skeleton; that run still finishes and fills the server's caches, so a page
 that lacks its text or its ink is asked for again after a pause that grows with each attempt (up
-to eight times; two or three is usual; eight quick retries once fell short on a machine running two
+to twelve times; two or three is usual; eight quick retries once fell short on a machine running two
 trainings beside the suite).
 """
 
@@ -82,7 +82,7 @@ EXPECTED = {
         "mars loop --watch",
     ],
 }
-ATTEMPTS = 8
+ATTEMPTS = 12
 
 
 def _free_port() -> int:
