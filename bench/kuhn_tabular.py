@@ -10,8 +10,9 @@ Kuhn"):
    pair of logits per information state (no sharing between states), 32 deals a step, at every
    visited state K branches that include every legal action and finish the deal with the
    current policy (Monte Carlo return), the return centred in its branch group (`mean`; or
-   divided by the group's std, `mean_std`), a KL magnet to the uniform policy, Adam with several
-   epochs over each batch. The last iterate's exploitability is printed every 10 steps, per seed.
+   divided by the group's std, `mean_std`; or by its information state's spread, `state_std`),
+   a KL magnet to the uniform policy, Adam with several epochs over each batch. The last
+   iterate's exploitability is printed every 10 steps, per seed.
 
 Run: .venv/bin/python bench/kuhn_tabular.py [--lr 0.01] [--magnet 0.2] [--scale mean]
      [--steps 60] [--seeds 0,1,2]
@@ -97,7 +98,7 @@ class TabularRun:
                 samples += [(row, a, float(adv)) for a, adv in pairs]
                 # Random continuation among the policy's own samples (the local trainer's default).
                 state.apply_action(int(self.rng.choice(sampled)) if len(sampled) else 0)
-        return samples
+        return by_state_spread(samples) if self.args.scale == "state_std" else samples
 
     def update(self, samples: list[tuple[int, int, float]], lr: float) -> None:
         for _ in range(self.args.epochs):
@@ -126,6 +127,15 @@ class TabularRun:
         return curve
 
 
+def by_state_spread(samples: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """scale state_std: the group-centred values divided by their state's root mean square."""
+    squares: dict[int, list[float]] = {}
+    for row, _, advantage in samples:
+        squares.setdefault(row, []).append(advantage * advantage)
+    spread = {row: float(np.sqrt(np.mean(values))) for row, values in squares.items()}
+    return [(row, a, adv / spread[row] if spread[row] > 1e-6 else 0.0) for row, a, adv in samples]
+
+
 def child(state: pyspiel.State, action: int) -> pyspiel.State:
     branch = state.clone()
     branch.apply_action(action)
@@ -136,7 +146,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lr", type=float, default=0.01, help="Adam step (logits per update)")
     parser.add_argument("--magnet", type=float, default=0.2, help="KL to uniform coefficient")
-    parser.add_argument("--scale", choices=("mean", "mean_std"), default="mean")
+    parser.add_argument("--scale", choices=("mean", "mean_std", "state_std"), default="mean")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--games", type=int, default=32)
     parser.add_argument("--branches", type=int, default=4)
