@@ -23,7 +23,9 @@ from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl_testkit import (
     FakeTransferQueue,
     ScriptedServer,
+    install_fake_transfer_queue,
     make_loop,
+    scoring_trainer,
     store_like_verl,
     tiny_tokenizer,
 )
@@ -33,8 +35,6 @@ from harness.errors import MarsError
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.verl import names
-from train_backend.verl.compose import compose_verl_config
-from train_backend.verl.overrides import RunPaths, verl_overrides
 from train_backend.verl.trainer import MarshalPPOTrainer
 from train_backend.verl.turns import TurnRows, bound_turn_rows
 
@@ -101,22 +101,12 @@ def turn_columns(table: list[dict]) -> dict[str, list]:
 
 def trainer_for(estimator: str, tmp_path) -> MarshalPPOTrainer:
     config = TrainConfig(model="some/model", estimator=estimator, games=list(GAMES))
-    trainer = object.__new__(MarshalPPOTrainer)
-    trainer.config = compose_verl_config(verl_overrides(config, RunPaths(tmp_path)))
-    return trainer
+    return scoring_trainer(config, tmp_path)
 
 
 @pytest.fixture
 def fake_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTransferQueue:
-    import verl.trainer.ppo.padding_utils as padding_utils
-    import verl.trainer.ppo.v1.trainer_base as trainer_base
-
-    import train_backend.verl.trainer as mars_trainer
-
-    fake = FakeTransferQueue()
-    for module in (trainer_base, padding_utils, mars_trainer):
-        monkeypatch.setattr(module, "tq", fake)
-    return fake
+    return install_fake_transfer_queue(monkeypatch)
 
 
 @pytest.mark.parametrize("unit", ["conversation", "turn"])

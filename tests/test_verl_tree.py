@@ -25,7 +25,14 @@ from tensordict import TensorDict
 from test_verl_cli import dry_run, one_error_line
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
-from verl_testkit import FakeTransferQueue, ScriptedServer, make_loop, store_like_verl
+from verl_testkit import (
+    FakeTransferQueue,
+    ScriptedServer,
+    install_fake_transfer_queue,
+    make_loop,
+    scoring_trainer,
+    store_like_verl,
+)
 from verl_testkit import tiny_tokenizer as tokenizer_of_tests
 
 import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
@@ -38,8 +45,7 @@ from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.local.opponents import policy_seat
 from train_backend.verl import names
-from train_backend.verl.compose import compose_verl_config
-from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV, RunPaths, verl_overrides
+from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV
 from train_backend.verl.trainer import MarshalPPOTrainer
 from train_backend.verl.tree_loop import group_key
 from train_backend.verl.turns import TurnRows, bound_turn_rows
@@ -180,20 +186,11 @@ async def test_a_tree_against_a_bot_branches_the_policys_turns_only():
 
 @pytest.fixture
 def fake_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTransferQueue:
-    import verl.trainer.ppo.padding_utils as padding_utils
-    import verl.trainer.ppo.v1.trainer_base as trainer_base
-
-    import train_backend.verl.trainer as mars_trainer
-
-    fake = FakeTransferQueue()
-    for module in (trainer_base, padding_utils, mars_trainer):
-        monkeypatch.setattr(module, "tq", fake)
-    return fake
+    return install_fake_transfer_queue(monkeypatch)
 
 
 def trainer_for(config: TrainConfig, tmp_path) -> MarshalPPOTrainer:
-    trainer = object.__new__(MarshalPPOTrainer)
-    trainer.config = compose_verl_config(verl_overrides(config, RunPaths(tmp_path)))
+    trainer = scoring_trainer(config, tmp_path)
     trainer.global_steps = 1
     return trainer
 

@@ -258,3 +258,27 @@ async def store_like_verl(
         await worker._agent_loop_postprocess(outputs, False, **row)
     finally:
         agent_loop_tq.tq = previous
+
+
+def install_fake_transfer_queue(monkeypatch: Any) -> FakeTransferQueue:
+    """A FakeTransferQueue in place of the `tq` client that verl's trainer and ours talk to."""
+    import verl.trainer.ppo.padding_utils as padding_utils
+    import verl.trainer.ppo.v1.trainer_base as trainer_base
+
+    import train_backend.verl.trainer as mars_trainer
+
+    fake = FakeTransferQueue()
+    for module in (trainer_base, padding_utils, mars_trainer):
+        monkeypatch.setattr(module, "tq", fake)
+    return fake
+
+
+def scoring_trainer(config: Any, root: Path) -> Any:
+    """Our verl trainer with only its composed config: enough for `_compute_advantage`."""
+    from train_backend.verl.compose import compose_verl_config
+    from train_backend.verl.overrides import RunPaths, verl_overrides
+    from train_backend.verl.trainer import MarshalPPOTrainer
+
+    trainer = object.__new__(MarshalPPOTrainer)
+    trainer.config = compose_verl_config(verl_overrides(config, RunPaths(root)))
+    return trainer
