@@ -294,7 +294,7 @@ class TreeRollout:
                 else:
                     node.chosen = rng.choice(_sampled(replies))
                 for b in range(len(replies)):
-                    if b != node.chosen:
+                    if b != node.chosen and not node.off_policy:  # untrained: no returns needed
                         task = self._score_branch(spec, node, b, prefix)
                         self.pending.append(asyncio.ensure_future(task))
             reply = replies[node.chosen]
@@ -393,7 +393,7 @@ class TreeRollout:
         it is replayed with the policy, like the other branches."""
         specs = {spec.name: spec for spec in self.specs}
         for node in self.nodes:
-            if node.returns[node.chosen] is not None:
+            if node.off_policy or node.returns[node.chosen] is not None:
                 continue
             line = self.lines[(node.game, node.seed)]
             if any(call > node.call for _, call in line.explored):
@@ -444,7 +444,8 @@ class TreeRollout:
         records.sort(key=lambda r: (order[r["game"]], r["seed"]))
         self.nodes.sort(key=lambda n: (order[n.game], n.seed, n.call))
         rows, samples = self._rows_and_samples()
-        flat = sum(1 for n in self.nodes if len(set(n.returns)) <= 1)
+        trained = [n for n in self.nodes if not n.off_policy]
+        flat = sum(1 for n in trained if len(set(n.returns)) <= 1)
         return StepRollout(
             records=records,
             rows=rows,
@@ -455,7 +456,7 @@ class TreeRollout:
             extra={
                 "tree_nodes": len(self.nodes),
                 "tree_branches": len(rows),
-                "tree_flat_group_share": flat / len(self.nodes) if self.nodes else 0.0,
+                "tree_flat_group_share": flat / len(trained) if trained else 0.0,
                 "tree_forced_branches": sum(r.forced for n in self.nodes for r in n.branches),
                 # all_actions replaces invalid samples, so the records' invalid rate misses them
                 "tree_invalid_sample_rate": self.invalid_samples / len(rows) if rows else 0.0,
