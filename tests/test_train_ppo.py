@@ -7,7 +7,16 @@ import math
 import pytest
 import torch
 
-from train_backend.local.ppo import k3_kl, pack, ppo_loss
+from train_backend.local.ppo import (
+    SharedPromptBatch,
+    batch_log_probs_and_entropy,
+    k3_kl,
+    pack,
+    pack_rows,
+    pack_shared,
+    ppo_loss,
+)
+from train_backend.local.rollout import TurnSample
 
 
 def _one_token(ratio: float, advantage: float, **kwargs: float | None) -> float:
@@ -137,3 +146,71 @@ def test_pack_right_aligns_completions_to_the_predicting_columns() -> None:
     assert batch.position_ids.tolist() == [[0, 1, 2, 3, 4], [0, 0, 1, 2, 3]]
     assert batch.targets.tolist() == [[0, 13, 14], [21, 22, 23]]
     assert batch.mask.tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+
+
+def test_pack_shared_stores_each_prompt_once_and_left_pads_completions() -> None:
+    batch = pack_shared([[10, 11], [20], [10, 11]], [[12], [21, 22], [13, 14, 15]], pad_id=0)
+    assert batch.prompt_ids.tolist() == [[10, 11], [0, 20]]
+    assert batch.prompt_of.tolist() == [0, 1, 0]
+    assert batch.completion_ids.tolist() == [[0, 0, 12], [0, 21, 22], [13, 14, 15]]
+    assert batch.mask.tolist() == [[0.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    assert batch.keep == 3
+
+
+def test_pack_rows_shares_only_when_a_prompt_repeats() -> None:
+    assert isinstance(pack_rows([[1, 2], [1, 2]], [[3], [4]], pad_id=0), SharedPromptBatch)
+    assert not isinstance(pack_rows([[1, 2], [1, 3]], [[3], [4]], pad_id=0), SharedPromptBatch)
+
+
+def _small_model() -> torch.nn.Module:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64,
+    )  # fmt: skip
+    return Qwen3ForCausalLM(config).eval()
+
+
+def test_a_shared_prompt_gives_the_same_log_probs_entropy_and_gradients() -> None:
+    model = _small_model()
+    distinct = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15, 16, 17, 18, 19]]
+    prompts = [distinct[i] for i in (0, 0, 1, 2, 1, 0, 2)]
+    completions = [[20, 21, 22], [23], [24, 25, 26, 27, 28], [29, 30], [31, 32, 33], [34], [35]]
+    plain, shared = pack(prompts, completions, 0), pack_shared(prompts, completions, 0)
+    assert shared.prompt_ids.shape[0] == 3 and torch.equal(plain.mask, shared.mask)
+    results = []
+    for batch in (plain, shared):
+        model.zero_grad()
+        log_probs, entropy = batch_log_probs_and_entropy(model, batch, temperature=0.7)
+        (log_probs * batch.mask).sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        results.append((log_probs.detach(), entropy.detach(), grads))
+    (lp1, h1, g1), (lp2, h2, g2) = results
+    where = plain.mask.bool()
+    assert torch.allclose(lp1[where], lp2[where], atol=1e-5)
+    assert torch.allclose(h1[where], h2[where], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2, strict=True))
+
+
+def _sample(prompt: list[int], completion_length: int) -> TurnSample:
+    return TurnSample("kuhn_poker", 0, 0, 0, prompt, [1] * completion_length)
+
+
+def test_micro_batches_keep_replies_to_one_prompt_together_under_the_token_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from train_backend.local import trainer
+
+    samples = [_sample([7] * 10, 5), _sample([8] * 30, 5), _sample([7] * 10, 9)]
+    samples += [_sample([9] * 40, 2) for _ in range(5)]
+    monkeypatch.setattr(trainer, "MICRO_BATCH_TOKENS", 130)
+    chunks = trainer._micro_batches(list(range(len(samples))), samples)
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(samples)))
+    home = {i: n for n, chunk in enumerate(chunks) for i in chunk}
+    assert home[0] == home[2]  # siblings of one prompt
+    for chunk in chunks:
+        width = max(len(samples[i].prompt_ids) + len(samples[i].completion_ids) for i in chunk)
+        assert width * len(chunk) <= 130  # the five siblings of 42 tokens are split in threes
+    assert sorted(len(chunk) for chunk in chunks if 3 in chunk or 7 in chunk) == [2, 3]

@@ -193,3 +193,148 @@ def token_log_probs_and_entropy(
     if not with_entropy:
         return chosen, None
     return chosen, -(log_probs.exp() * log_probs).sum(dim=-1)
+
+
+@dataclass
+class SharedPromptBatch:
+    """Rows whose prompts repeat (the K branches of a tree node) with each prompt stored once.
+
+    `prompt_ids` [U, P] holds the distinct prompts, left-padded; `prompt_of[i]` is row i's prompt.
+    `completion_ids` [B, keep] holds the completions left-padded, so that every completion ends in
+    the last column as in `PackedBatch`; `mask` marks the completion tokens that count.
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_attention: torch.Tensor
+    prompt_of: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_attention: torch.Tensor
+    mask: torch.Tensor
+    keep: int
+
+
+def distinct_prompts(prompts: Sequence[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct prompts in first-seen order, and each row's index among them."""
+    index: dict[tuple[int, ...], int] = {}
+    distinct: list[list[int]] = []
+    rows = []
+    for prompt in prompts:
+        key = tuple(prompt)
+        if key not in index:
+            index[key] = len(distinct)
+            distinct.append(list(prompt))
+        rows.append(index[key])
+    return distinct, rows
+
+
+def pack_shared(
+    prompts: Sequence[list[int]],
+    completions: Sequence[list[int]],
+    pad_id: int,
+    loss_masks: Sequence[Sequence[int] | None] | None = None,
+) -> SharedPromptBatch:
+    """`pack` for rows that share prompts: every distinct prompt non-empty, every completion too."""
+    import torch
+
+    distinct, rows = distinct_prompts(prompts)
+    width = max(len(p) for p in distinct)
+    keep = max(len(c) for c in completions)
+    prompt_ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)
+    prompt_attention = torch.zeros((len(distinct), width), dtype=torch.long)
+    for row, prompt in enumerate(distinct):
+        prompt_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        prompt_attention[row, width - len(prompt) :] = 1
+    completion_ids = torch.full((len(completions), keep), pad_id, dtype=torch.long)
+    completion_attention = torch.zeros((len(completions), keep), dtype=torch.long)
+    mask = torch.zeros((len(completions), keep), dtype=torch.float32)
+    for row, completion in enumerate(completions):
+        completion_ids[row, keep - len(completion) :] = torch.tensor(completion)
+        completion_attention[row, keep - len(completion) :] = 1
+        kept = loss_masks[row] if loss_masks is not None else None
+        mask[row, keep - len(completion) :] = 1.0 if kept is None else torch.tensor(kept)
+    return SharedPromptBatch(
+        prompt_ids,
+        prompt_attention,
+        torch.tensor(rows, dtype=torch.long),
+        completion_ids,
+        completion_attention,
+        mask,
+        keep,
+    )
+
+
+def shared_prompt_log_probs_and_entropy(
+    model: PreTrainedModel,
+    batch: SharedPromptBatch,
+    temperature: float = 1.0,
+    *,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_log_probs_and_entropy` with each distinct prompt run once (gradients included).
+
+    The prompts' keys and values are computed once, copied to their rows, and the completions
+    attend to them. Completions are left-padded, so padding sits between a prompt and its
+    completion: the first completion token is predicted by the prompt's last position, the
+    others by the completion's own positions. Same values as `pack` + the plain forward.
+    """
+    import torch
+
+    prompt_out = model(
+        input_ids=batch.prompt_ids,
+        attention_mask=batch.prompt_attention,
+        position_ids=(batch.prompt_attention.cumsum(dim=1) - 1).clamp(min=0),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = prompt_out.past_key_values
+    cache.reorder_cache(batch.prompt_of)  # index_select: one copy per row, gradients flow back
+    attention = torch.cat([batch.prompt_attention[batch.prompt_of], batch.completion_attention], 1)
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)[:, -batch.keep :]
+    out = model(
+        input_ids=batch.completion_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=False,
+    )
+    first = prompt_out.logits[batch.prompt_of, -1:, :]  # predicts each completion's first token
+    shifted = torch.cat([first, out.logits[:, :-1, :]], dim=1)
+    lengths = batch.completion_attention.sum(dim=1)
+    columns = torch.arange(batch.keep)
+    starts = (batch.keep - lengths).unsqueeze(1)
+    logits = torch.where((columns == starts).unsqueeze(-1), first, shifted).float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    log_probs = torch.log_softmax(logits, dim=-1)
+    chosen = log_probs.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
+    if not with_entropy:
+        return chosen, None
+    return chosen, -(log_probs.exp() * log_probs).sum(dim=-1)
+
+
+def pack_rows(
+    prompts: Sequence[list[int]],
+    completions: Sequence[list[int]],
+    pad_id: int,
+    loss_masks: Sequence[Sequence[int] | None] | None = None,
+) -> PackedBatch | SharedPromptBatch:
+    """`pack_shared` when some prompts repeat (and none is empty), else `pack`."""
+    repeated = len(distinct_prompts(prompts)[0]) < len(prompts)
+    if repeated and all(prompts) and all(completions):
+        return pack_shared(prompts, completions, pad_id, loss_masks)
+    return pack(prompts, completions, pad_id, loss_masks)
+
+
+def batch_log_probs_and_entropy(
+    model: PreTrainedModel,
+    batch: PackedBatch | SharedPromptBatch,
+    temperature: float = 1.0,
+    *,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per completion token of either kind of batch: log pi(token), and the entropy if asked."""
+    if isinstance(batch, SharedPromptBatch):
+        return shared_prompt_log_probs_and_entropy(
+            model, batch, temperature, with_entropy=with_entropy
+        )
+    return token_log_probs_and_entropy(model, batch, temperature, with_entropy=with_entropy)

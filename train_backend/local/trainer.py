@@ -51,7 +51,12 @@ from train_backend.local.opponents import (
     make_fixed_opponent,
 )
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
-from train_backend.local.ppo import pack, ppo_loss, token_log_probs, token_log_probs_and_entropy
+from train_backend.local.ppo import (
+    batch_log_probs_and_entropy,
+    distinct_prompts,
+    pack_rows,
+    ppo_loss,
+)
 from train_backend.local.rollout import (
     PolicyResponder,
     StepRollout,
@@ -436,13 +441,13 @@ class LocalTrainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_sum = pg_sum = kl_sum = entropy_sum = 0.0
                 for micro in _micro_batches(minibatch, batch_samples):
-                    packed = pack(
+                    packed = pack_rows(
                         [batch_samples[i].prompt_ids for i in micro],
                         [batch_samples[i].completion_ids for i in micro],
                         self.policy.pad_id,
                         [batch_samples[i].loss_mask for i in micro],
                     )
-                    log_probs, entropy = token_log_probs_and_entropy(
+                    log_probs, entropy = batch_log_probs_and_entropy(
                         model, packed, temperature, with_entropy=config.entropy_coef > 0
                     )
                     old_lp = (
@@ -495,12 +500,14 @@ class LocalTrainer:
         out: list[torch.Tensor] = [torch.empty(0)] * len(samples)
         with torch.no_grad():
             for micro in _micro_batches(list(range(len(samples))), samples):
-                packed = pack(
+                packed = pack_rows(
                     [samples[i].prompt_ids for i in micro],
                     [samples[i].completion_ids for i in micro],
                     self.policy.pad_id,
                 )
-                values = token_log_probs(model, packed, self.config.temperature)
+                values, _ = batch_log_probs_and_entropy(
+                    model, packed, self.config.temperature, with_entropy=False
+                )
                 for row, index in enumerate(micro):
                     length = len(samples[index].completion_ids)
                     out[index] = values[row, packed.keep - length :].clone()
@@ -563,21 +570,38 @@ def _token_advantages(sample: TurnSample, index: int, advantages: np.ndarray) ->
     return values
 
 
+def _prompt_groups(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
+    """`indices` grouped by identical prompt, groups and members in first-seen order."""
+    distinct, rows = distinct_prompts([samples[i].prompt_ids for i in indices])
+    groups: list[list[int]] = [[] for _ in distinct]
+    for index, group in zip(indices, rows, strict=True):
+        groups[group].append(index)
+    return groups
+
+
 def _micro_batches(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
-    """Split `indices` (sorted by length, to pad little) into chunks under MICRO_BATCH_TOKENS."""
-    ordered = sorted(
-        indices, key=lambda i: len(samples[i].prompt_ids) + len(samples[i].completion_ids)
-    )
+    """Split `indices` into chunks under MICRO_BATCH_TOKENS: rows with the same prompt together
+    (their prompt is run once), groups sorted by length to pad little."""
+
+    def length(index: int) -> int:
+        return len(samples[index].prompt_ids) + len(samples[index].completion_ids)
+
+    pieces: list[list[int]] = []
+    for group in _prompt_groups(indices, samples):
+        longest = max(length(i) for i in group)
+        rows = max(1, MICRO_BATCH_TOKENS // max(1, longest))  # a group too big is split
+        pieces.extend(group[start : start + rows] for start in range(0, len(group), rows))
+    pieces.sort(key=lambda piece: max(length(i) for i in piece))
     chunks: list[list[int]] = []
     current: list[int] = []
     width = 0
-    for index in ordered:
-        length = len(samples[index].prompt_ids) + len(samples[index].completion_ids)
-        if current and max(width, length) * (len(current) + 1) > MICRO_BATCH_TOKENS:
+    for piece in pieces:
+        longest = max(length(i) for i in piece)
+        if current and max(width, longest) * (len(current) + len(piece)) > MICRO_BATCH_TOKENS:
             chunks.append(current)
             current, width = [], 0
-        current.append(index)
-        width = max(width, length)
+        current.extend(piece)
+        width = max(width, longest)
     if current:
         chunks.append(current)
     return chunks
