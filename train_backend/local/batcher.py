@@ -15,6 +15,7 @@ the sampled tokens) identical from run to run.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,6 +80,20 @@ def _next_tokens(
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def cache_keyword(model: object) -> str:
+    """The forward argument that takes a KV cache: `cache` in newer transformers, where the older
+    `past_key_values` still works but prints a deprecation warning, else `past_key_values`."""
+    forward = type(model).forward
+    name = _CACHE_KEYWORDS.get(forward)
+    if name is None:
+        name = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+        _CACHE_KEYWORDS[forward] = name
+    return name
+
+
+_CACHE_KEYWORDS: dict[object, str] = {}
+
+
 def generate_batch(
     policy: Policy,
     requests: Sequence[Request],
@@ -112,15 +127,16 @@ def generate_batch(
 
     from transformers import DynamicCache
 
-    cache = DynamicCache()
+    cache = DynamicCache()  # filled in place by each forward pass
+    cache_arg = cache_keyword(model)
     with torch.inference_mode():
         out = model(
             input_ids=input_ids,
             attention_mask=attention,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{cache_arg: cache},
         )
         last_position = positions[:, -1]
         produced = 0
@@ -137,20 +153,17 @@ def generate_batch(
                 break
             if bool(finished.any()):
                 keep = (~finished).nonzero().squeeze(-1)
-                cache = out.past_key_values
                 cache.batch_select_indices(keep)
                 live, tokens, attention = live[keep], tokens[keep], attention[keep]
                 last_position, limits = last_position[keep], limits[keep]
-            else:
-                cache = out.past_key_values
             attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
             last_position = last_position + 1
             out = model(
                 input_ids=tokens.unsqueeze(-1),
                 attention_mask=attention,
                 position_ids=last_position.unsqueeze(-1),
-                past_key_values=cache,
                 use_cache=True,
+                **{cache_arg: cache},
             )
     return [Generated(ids, done) for ids, done in zip(outputs, stopped, strict=True)]
 

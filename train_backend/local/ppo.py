@@ -279,14 +279,20 @@ def shared_prompt_log_probs_and_entropy(
     """
     import torch
 
+    from transformers import DynamicCache
+
+    from train_backend.local.batcher import cache_keyword
+
+    cache = DynamicCache()  # filled in place by the prompt pass
+    cache_arg = cache_keyword(model)
     prompt_out = model(
         input_ids=batch.prompt_ids,
         attention_mask=batch.prompt_attention,
         position_ids=(batch.prompt_attention.cumsum(dim=1) - 1).clamp(min=0),
         use_cache=True,
         logits_to_keep=1,
+        **{cache_arg: cache},
     )
-    cache = prompt_out.past_key_values
     cache.reorder_cache(batch.prompt_of)  # index_select: one copy per row, gradients flow back
     attention = torch.cat([batch.prompt_attention[batch.prompt_of], batch.completion_attention], 1)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)[:, -batch.keep :]
@@ -294,8 +300,8 @@ def shared_prompt_log_probs_and_entropy(
         input_ids=batch.completion_ids,
         attention_mask=attention,
         position_ids=positions,
-        past_key_values=cache,
         use_cache=False,
+        **{cache_arg: cache},
     )
     first = prompt_out.logits[batch.prompt_of, -1:, :]  # predicts each completion's first token
     shifted = torch.cat([first, out.logits[:, :-1, :]], dim=1)
