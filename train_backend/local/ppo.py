@@ -278,7 +278,6 @@ def shared_prompt_log_probs_and_entropy(
     others by the completion's own positions. Same values as `pack` + the plain forward.
     """
     import torch
-
     from transformers import DynamicCache
 
     from train_backend.local.batcher import cache_keyword
