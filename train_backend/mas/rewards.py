@@ -1,0 +1,54 @@
+"""Per-role, per-turn rewards of a workflow run, read from its transcript (docs/mas_training.md).
+
+A reward function maps (transcript, reference answer, task) to {(agent, k): reward}: the reward
+of agent's k-th call in the run (k from 0). The trainer's branch return for a call is the sum of
+that agent's rewards from that call to the end of the run.
+
+`reasoner_tool` (after Stronger-MAS's math environment, whose code adds team and local rewards):
+in round r the reasoner gets 2 * [its answer is correct]; the tool agent gets +1 when its
+program ran and printed the correct answer, 0 when it ran and printed something else, -1 when it
+failed (no code block, or any sandbox reason: timeout, memory, output, processes, ...), plus
+[the reasoner's answer of round r is correct].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.errors import MarsError
+from mas.answers import answer_key
+from mas.base import Task, Transcript
+
+RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
+
+
+def correct(answer: str | None, reference: str, task: Task) -> bool:
+    return answer is not None and answer_key(answer, task.kind) == answer_key(reference, task.kind)
+
+
+def reasoner_tool_rewards(
+    transcript: Transcript, reference: str, task: Task
+) -> dict[tuple[str, int], float]:
+    rewards: dict[tuple[str, int], float] = {}
+    for index, record in enumerate(transcript.extra.get("rounds", [])):
+        reasoner_right = correct(record["reasoner_answer"], reference, task)
+        if record["execution"] != "ok":
+            tool = -1.0
+        else:
+            tool = 1.0 if correct(record["tool_answer"], reference, task) else 0.0
+        rewards[("tool", index)] = tool + float(reasoner_right)
+        rewards[("reasoner", index)] = 2.0 * float(reasoner_right)
+    return rewards
+
+
+REWARDS: dict[str, RewardFn] = {"reasoner_tool": reasoner_tool_rewards}
+# The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
+ROLES: dict[str, tuple[str, ...]] = {"reasoner_tool": ("tool", "reasoner")}
+
+
+def reward_function(workflow: str) -> RewardFn:
+    if workflow not in REWARDS:
+        raise MarsError(
+            f"no training rewards for workflow {workflow!r}; trainable: {', '.join(REWARDS)}"
+        )
+    return REWARDS[workflow]

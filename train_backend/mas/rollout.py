@@ -1,0 +1,284 @@
+"""Tree-sampled rollouts of a MAS workflow (AT-GRPO inside the workflow), on the evaluation's code.
+
+The workflow is the registered MAS function itself (`mas.get_mas`): what is trained is what
+`mars eval --mas` runs. It talks to models through `Models`; here every role's endpoint is a
+`_RunEndpoint` that renders the chat with the role's policy, generates through that policy's
+batcher and records the call's token ids. A workflow is deterministic given its replies, so a run
+can be restarted from any point by replaying recorded replies (`prefix`) and sampling after them.
+
+Tree sampling, per problem (docs/mas_training.md): at call i of the main line, K runs replay the
+main line's first i calls and each samples its own call i and everything after it, to the end of
+the workflow (Monte Carlo continuation with the current policies). Each run's call i is a branch:
+its return is the sum of that agent's rewards from that call to the end of its run. The main line
+then continues with one branch (`greedy`: the best return, the paper's default; `random`), and
+the next call is branched the same way. Group key = (problem, role, the role's call index), as
+at_grpo's (episode, seat, turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
+from harness.errors import MarsError
+from mas.answers import extract_answer
+from mas.base import Models, Task, Transcript, get_mas
+from train_backend.local.rollout import StepRollout, TurnSample
+from train_backend.local.tree import state_key
+from train_backend.mas.rewards import ROLES, correct, reward_function
+
+Continuation = Literal["greedy", "random"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    task: Task
+    reference: str  # the correct final answer
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call of a run: which agent, its how-many-th call (from 0), the tokens."""
+
+    agent: str
+    index: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    text: str
+
+
+class RoleModel:
+    """What a role's calls need from its policy: chat -> prompt ids, generation, ids -> text."""
+
+    def __init__(
+        self,
+        name: str,
+        encode: Callable[[list[Message]], list[int]],
+        generate: Callable[[list[int]], Awaitable[list[int]]],
+        decode: Callable[[list[int]], str],
+    ) -> None:
+        self.name = name  # the policy's name (one policy may serve several roles)
+        self.encode = encode
+        self.generate = generate
+        self.decode = decode
+
+
+@dataclass
+class Run:
+    """One run of the workflow: the calls it made (replayed ones included) and its outcome."""
+
+    calls: list[Call] = field(default_factory=list)
+    transcript: Transcript | None = None
+    rewards: dict[tuple[str, int], float] = field(default_factory=dict)
+    correct: bool = False
+
+    def return_from(self, call: Call) -> float:
+        return sum(
+            reward
+            for (agent, index), reward in self.rewards.items()
+            if agent == call.agent and index >= call.index
+        )
+
+
+class _RunEndpoint:
+    """The endpoint of one role in one run: replays the run's prefix, then generates."""
+
+    def __init__(self, run: Run, prefix: Sequence[Call], model: RoleModel, counts: dict) -> None:
+        self.run = run
+        self.prefix = prefix
+        self.model = model
+        self.counts = counts  # calls so far per agent, shared by the run's endpoints
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str = "default",
+        gen: GenerationConfig | None = None,
+        epoch: int = 0,
+    ) -> Completion:
+        position = len(self.run.calls)
+        index = self.counts.get(role, 0)
+        self.counts[role] = index + 1
+        prompt_ids = self.model.encode(messages)
+        if position < len(self.prefix):
+            replayed = self.prefix[position]
+            if replayed.agent != role or list(replayed.prompt_ids) != prompt_ids:
+                raise MarsError(
+                    f"workflow replay diverged at call {position} ({role}): the workflow must be "
+                    "deterministic given its replies"
+                )
+            completion_ids = list(replayed.completion_ids)
+        else:
+            completion_ids = await self.model.generate(prompt_ids)
+        text = self.model.decode(completion_ids)
+        call = Call(role, index, tuple(prompt_ids), tuple(completion_ids), text)
+        self.run.calls.append(call)
+        return Completion(
+            text=text,
+            finish_reason="stop",
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(completion_ids)),
+        )
+
+
+class _UnmappedRole:
+    async def complete(self, messages: list[Message], *, role: str = "default", **_: Any) -> Any:
+        raise MarsError(f"the workflow called agent {role!r}, which has no policy")
+
+
+async def run_workflow(
+    workflow: str,
+    problem: Problem,
+    roles: Mapping[str, RoleModel],
+    config: Mapping[str, Any],
+    prefix: Sequence[Call] = (),
+) -> Run:
+    """Run the workflow once on `problem`, replaying `prefix` first; score it per role."""
+    run = Run()
+    counts: dict[str, int] = {}
+    endpoints = {role: _RunEndpoint(run, prefix, model, counts) for role, model in roles.items()}
+    models = Models(
+        default=cast(Endpoint, _UnmappedRole()), by_role=cast(dict[str, Endpoint], endpoints)
+    )
+    transcript = await get_mas(workflow)(problem.task, models, dict(config))
+    run.transcript = transcript
+    run.rewards = reward_function(workflow)(transcript, problem.reference, problem.task)
+    answer = extract_answer(problem.task, transcript.final_answer)
+    run.correct = correct(answer, problem.reference, problem.task)
+    return run
+
+
+@dataclass
+class Branch:
+    problem: int  # index of the problem in the step
+    call: Call
+    ret: float
+
+
+async def tree_sample(
+    workflow: str,
+    problem: Problem,
+    problem_index: int,
+    roles: Mapping[str, RoleModel],
+    config: Mapping[str, Any],
+    *,
+    branches: int,
+    continuation: Continuation,
+    rng: np.random.Generator,
+    max_calls: int = 64,
+) -> tuple[list[Branch], Run]:
+    """Every call of the main line branched `branches` ways; returns the branches and the main
+    line's last run (the episode as it was played)."""
+    prefix: list[Call] = []
+    found: list[Branch] = []
+    main: Run | None = None
+    for point in range(max_calls):
+        runs = await asyncio.gather(
+            *(run_workflow(workflow, problem, roles, config, prefix) for _ in range(branches))
+        )
+        live = [run for run in runs if len(run.calls) > point]
+        if not live:
+            break
+        returns = [run.return_from(run.calls[point]) for run in live]
+        found.extend(
+            Branch(problem_index, run.calls[point], ret)
+            for run, ret in zip(live, returns, strict=True)
+        )
+        if continuation == "greedy":
+            chosen = int(np.argmax(returns))  # the lowest index among equal bests
+        else:
+            chosen = int(rng.integers(len(live)))
+        main = live[chosen]
+        prefix = main.calls[: point + 1]
+    else:
+        raise MarsError(f"workflow {workflow} made more than {max_calls} calls on one problem")
+    if main is None:
+        raise MarsError(f"workflow {workflow} made no model call on problem {problem.id}")
+    return found, main
+
+
+async def play_workflow_step(
+    workflow: str,
+    problems: Sequence[Problem],
+    roles: Mapping[str, RoleModel],
+    config: Mapping[str, Any],
+    *,
+    branches: int,
+    continuation: Continuation,
+    seed: int,
+) -> StepRollout:
+    """One step: every problem tree-sampled at once (their calls batch together). Rows are the
+    branches (game = workflow, episode = problem index, seat = role's index, turn = the role's
+    call index, reward = branch return, state = prompt key, policy = the role's policy)."""
+    started = time.perf_counter()
+    role_names = ROLES[workflow]
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, 2**31, size=len(problems))
+    trees = [
+        tree_sample(
+            workflow,
+            problem,
+            index,
+            roles,
+            config,
+            branches=branches,
+            continuation=continuation,
+            rng=np.random.default_rng(int(seeds[index])),
+        )
+        for index, problem in enumerate(problems)
+    ]
+    results = await asyncio.gather(*trees)
+    rows: list[dict[str, Any]] = []
+    samples: list[TurnSample] = []
+    records: list[dict[str, Any]] = []
+    for index, (found, main) in enumerate(results):
+        for branch in found:
+            seat = role_names.index(branch.call.agent)
+            rows.append(
+                {
+                    "game": workflow,
+                    "episode": index,
+                    "seat": seat,
+                    "turn": branch.call.index,
+                    "reward": branch.ret,
+                    "state": state_key(branch.call.prompt_ids),
+                    "policy": roles[branch.call.agent].name,
+                    "role": branch.call.agent,
+                }
+            )
+            call = branch.call
+            sample = TurnSample(
+                workflow, index, seat, call.index, list(call.prompt_ids), list(call.completion_ids)
+            )
+            samples.append(sample)
+        records.append(workflow_record(workflow, problems[index], main))
+    generated = sum(len(s.completion_ids) for s in samples)
+    return StepRollout(
+        records=records,
+        rows=rows,
+        samples=samples,
+        generated_tokens=generated,
+        seconds=time.perf_counter() - started,
+        generate_calls=0,
+    )
+
+
+def workflow_record(workflow: str, problem: Problem, run: Run) -> dict[str, Any]:
+    """The main line of one problem, as the run's records.jsonl keeps it."""
+    assert run.transcript is not None
+    return {
+        "kind": "workflow",
+        "workflow": workflow,
+        "problem_id": problem.id,
+        "reference": problem.reference,
+        "correct": run.correct,
+        "rewards": {f"{agent}/{index}": value for (agent, index), value in run.rewards.items()},
+        "transcript": run.transcript.model_dump(mode="json"),
+    }
