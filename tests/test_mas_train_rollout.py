@@ -15,13 +15,14 @@ import pytest
 from harness.endpoint import Message
 from mas.base import Task
 from train_backend.advantage import compute_advantages
+from train_backend.mas.data import Problem
 from train_backend.mas.rewards import reasoner_tool_rewards
-from train_backend.mas.rollout import Problem, RoleModel, play_workflow_step, tree_sample
+from train_backend.mas.rollout import RoleModel, play_workflow_step, tree_sample
 
 CORRECT = "```python\nprint(2 + 3)\n```"
 WRONG = "```python\nprint(7)\n```"
 LOOP = "```python\nwhile True:\n    pass\n```"
-PROBLEM = Problem("p0", Task(prompt="What is 2 + 3? Put the answer in \\boxed{}."), "5")
+PROBLEM = Problem("p0", "What is 2 + 3?", "5", "test")
 FAST = {"code_seconds": 2.0}
 
 
@@ -155,7 +156,7 @@ def test_a_step_gives_at_grpo_rows_grouped_by_problem_role_and_call_with_each_ro
 ):
     tool = Scripted("coder", [CORRECT, WRONG, LOOP])
     reasoner = Scripted("thinker", reply=echo_reasoner)
-    problems = [PROBLEM, Problem("p1", Task(prompt="What is 2 + 3, again?"), "5")]
+    problems = [PROBLEM, Problem("p1", "What is 2 + 3, again?", "5", "test")]
     rollout = asyncio.run(
         play_workflow_step(
             "reasoner_tool", problems, {"tool": tool.model, "reasoner": reasoner.model}, FAST,

@@ -201,7 +201,7 @@ def _sample(prompt: list[int], completion_length: int) -> TurnSample:
 def test_micro_batches_keep_replies_to_one_prompt_together_under_the_token_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from train_backend.local import trainer
+    from train_backend.local import update as trainer
 
     samples = [_sample([7] * 10, 5), _sample([8] * 30, 5), _sample([7] * 10, 9)]
     samples += [_sample([9] * 40, 2) for _ in range(5)]

@@ -20,6 +20,17 @@ def integer_answer(value: object) -> str:
     return str(number.numerator)
 
 
+def gsm8k_final_answer(solution: str) -> str:
+    """The number after the last `####` of a GSM8K solution, thousands commas removed (the
+    training-data loader reads GSM8K train through this too)."""
+    if "####" not in solution:
+        raise MalformedRow("no '####' final answer")
+    gold = solution.rsplit("####", 1)[1].strip().replace(",", "")
+    if not gold:
+        raise MalformedRow("empty final answer")
+    return gold
+
+
 @benchmark("gsm8k")
 class GSM8K(MathSuite):
     version = "1.0"
@@ -28,12 +39,7 @@ class GSM8K(MathSuite):
     local = LocalSource("gsm8k/test.jsonl", "jsonl")
 
     def sample_from_local_row(self, row: Row, index: int) -> Sample:
-        solution = required_text(row, "answer")
-        if "####" not in solution:
-            raise MalformedRow("no '####' final answer")
-        gold = solution.rsplit("####", 1)[1].strip().replace(",", "")
-        if not gold:
-            raise MalformedRow("empty final answer")
+        gold = gsm8k_final_answer(required_text(row, "answer"))
         return Sample(id=str(index), question=required_text(row, "question"), gold=gold)
 
 

@@ -27,7 +27,6 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,12 +50,6 @@ from train_backend.local.opponents import (
     make_fixed_opponent,
 )
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
-from train_backend.local.ppo import (
-    batch_log_probs_and_entropy,
-    distinct_prompts,
-    pack_rows,
-    ppo_loss,
-)
 from train_backend.local.rollout import (
     PolicyResponder,
     StepRollout,
@@ -65,15 +58,19 @@ from train_backend.local.rollout import (
     play_step,
 )
 from train_backend.local.tree import TreeOptions, play_tree_step, state_key
+from train_backend.local.update import (
+    UpdateStats,
+    sequence_log_probs,
+    step_generator,
+    update_policy,
+)
 
 if TYPE_CHECKING:
     import torch
 
+
 # Padded tokens per forward/backward micro-batch (rows x width); a minibatch larger than this is
 # split and its gradients accumulated, which changes no number, only the peak memory.
-MICRO_BATCH_TOKENS = 16_384
-
-
 def learning_rate_at(step: int, config: TrainConfig) -> float:
     """The learning rate of update `step` (1-based)."""
     base = config.learning_rate
@@ -145,24 +142,6 @@ def episode_options(config: TrainConfig) -> EpisodeOptions:
 
 def sampling_of(config: TrainConfig) -> Sampling:
     return Sampling(temperature=config.temperature, top_p=config.top_p, top_k=config.top_k)
-
-
-def _step_generator(seed: int, step: int, stream: int) -> torch.Generator:
-    import torch
-
-    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 16 + stream)
-
-
-@dataclass
-class UpdateStats:
-    loss: float = 0.0
-    pg_loss: float = 0.0
-    kl: float = 0.0
-    entropy: float = 0.0  # mean token entropy of the replies (computed when entropy_coef > 0)
-    clip_frac: float = 0.0
-    grad_norm: float = 0.0
-    updates: int = 0
-    sequences: int = 0
 
 
 class LocalTrainer:
@@ -237,6 +216,16 @@ class LocalTrainer:
         if state is not None:
             self.optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"])
+
+    def update(
+        self, samples: Sequence[TurnSample], advantages: np.ndarray, step: int
+    ) -> UpdateStats:
+        return update_policy(
+            self.config, self.policy, self.reference, self.optimizer, samples, advantages, step
+        )
+
+    def sequence_log_probs(self, model: Any, samples: Sequence[TurnSample]) -> list[torch.Tensor]:
+        return sequence_log_probs(self.config, self.policy.pad_id, model, samples)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -326,7 +315,7 @@ class LocalTrainer:
         responder = self._responder(
             self.policy,
             sampling_of(config),
-            _step_generator(config.seed, step, 0),
+            step_generator(config.seed, step, 0),
             keep_tokens=True,
             conversation=conversation_samples(config),
         )
@@ -366,7 +355,7 @@ class LocalTrainer:
             self.pool_pick, weights = self.pool.draw(step)
             self.opponent_policy.model.load_state_dict(weights)
         responder = self._responder(
-            self.opponent_policy, sampling_of(config), _step_generator(config.seed, step, 2)
+            self.opponent_policy, sampling_of(config), step_generator(config.seed, step, 2)
         )
         name = self.opponent.name
         return {spec.name: responder.player(spec.name, name=name) for spec in self.specs}
@@ -397,121 +386,6 @@ class LocalTrainer:
         return metrics, records
 
     # -- the update -----------------------------------------------------------------------------
-
-    def update(
-        self, samples: Sequence[TurnSample], advantages: np.ndarray, step: int
-    ) -> UpdateStats:
-        import torch
-
-        config = self.config
-        # Each reply token carries its turn's advantage (a sample holds one turn, or a seat's
-        # conversation). A sample whose advantages are all 0 adds no policy gradient; without
-        # a KL term it adds nothing.
-        token_advantages = [_token_advantages(s, i, advantages) for i, s in enumerate(samples)]
-        chosen = [
-            i
-            for i, sample in enumerate(samples)
-            if sample.completion_ids
-            and (config.kl_coef > 0 or config.entropy_coef > 0 or bool(token_advantages[i].any()))
-        ]
-        stats = UpdateStats(sequences=len(chosen))
-        if not chosen:
-            return stats
-        batch_samples = [samples[i] for i in chosen]
-        batch_advantages = [token_advantages[i] for i in chosen]
-        size = min(config.minibatch_turns, len(chosen))
-        minibatches_per_epoch = math.ceil(len(chosen) / size)
-        total_updates = config.ppo_epochs * minibatches_per_epoch
-        model = self.policy.model
-        temperature = config.temperature
-        # With a single update, the old policy is the current one: its log-probs are the detached
-        # ones of the same forward pass. Otherwise they are computed once, before any update.
-        old = self.sequence_log_probs(model, batch_samples) if total_updates > 1 else None
-        reference = (
-            self.sequence_log_probs(self.reference, batch_samples)
-            if self.reference is not None
-            else None
-        )
-        order_generator = _step_generator(config.seed, step, 1)
-        clipped_tokens = tokens = 0.0
-        for _ in range(config.ppo_epochs):
-            order = torch.randperm(len(chosen), generator=order_generator).tolist()
-            for start in range(0, len(order), size):
-                minibatch = order[start : start + size]
-                self.optimizer.zero_grad(set_to_none=True)
-                loss_sum = pg_sum = kl_sum = entropy_sum = 0.0
-                for micro in _micro_batches(minibatch, batch_samples):
-                    packed = pack_rows(
-                        [batch_samples[i].prompt_ids for i in micro],
-                        [batch_samples[i].completion_ids for i in micro],
-                        self.policy.pad_id,
-                        [batch_samples[i].loss_mask for i in micro],
-                    )
-                    log_probs, entropy = batch_log_probs_and_entropy(
-                        model, packed, temperature, with_entropy=config.entropy_coef > 0
-                    )
-                    old_lp = (
-                        _aligned(old, micro, packed.keep) if old is not None else log_probs.detach()
-                    )
-                    ref_lp = (
-                        _aligned(reference, micro, packed.keep) if reference is not None else None
-                    )
-                    terms = ppo_loss(
-                        log_probs,
-                        old_lp,
-                        _aligned(batch_advantages, micro, packed.keep),
-                        packed.mask,
-                        clip_ratio=config.clip_ratio,
-                        dual_clip=config.dual_clip,
-                        ref_log_probs=ref_lp,
-                        kl_coef=config.kl_coef,
-                        num_sequences=len(minibatch),
-                        entropy=entropy,
-                        entropy_coef=config.entropy_coef,
-                    )
-                    terms.loss.backward()
-                    loss_sum += float(terms.loss.detach())
-                    pg_sum += terms.pg_loss
-                    kl_sum += terms.kl
-                    entropy_sum += terms.entropy
-                    clipped_tokens += terms.clip_frac_tokens
-                    tokens += terms.tokens
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                self.optimizer.step()
-                stats.loss += loss_sum
-                stats.pg_loss += pg_sum
-                stats.kl += kl_sum
-                stats.entropy += entropy_sum
-                stats.grad_norm += float(grad_norm)
-                stats.updates += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        stats.loss /= stats.updates
-        stats.pg_loss /= stats.updates
-        stats.kl /= stats.updates
-        stats.entropy /= stats.updates
-        stats.grad_norm /= stats.updates
-        stats.clip_frac = clipped_tokens / tokens if tokens else 0.0
-        return stats
-
-    def sequence_log_probs(self, model: Any, samples: Sequence[TurnSample]) -> list[torch.Tensor]:
-        """Per sample, the log-prob of each reply token under `model` (no gradient)."""
-        import torch
-
-        out: list[torch.Tensor] = [torch.empty(0)] * len(samples)
-        with torch.no_grad():
-            for micro in _micro_batches(list(range(len(samples))), samples):
-                packed = pack_rows(
-                    [samples[i].prompt_ids for i in micro],
-                    [samples[i].completion_ids for i in micro],
-                    self.policy.pad_id,
-                )
-                values, _ = batch_log_probs_and_entropy(
-                    model, packed, self.config.temperature, with_entropy=False
-                )
-                for row, index in enumerate(micro):
-                    length = len(samples[index].completion_ids)
-                    out[index] = values[row, packed.keep - length :].clone()
-        return out
 
 
 def average_policy_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -555,68 +429,6 @@ def row_states(rollout: StepRollout) -> list[str]:
         for row, (start, _) in zip(sample.rows, sample.spans, strict=True):
             states[row] = state_key([*sample.prompt_ids, *sample.completion_ids[:start]])
     return states
-
-
-def _token_advantages(sample: TurnSample, index: int, advantages: np.ndarray) -> torch.Tensor:
-    """Per completion token of `sample`, the advantage of the turn whose reply it is (0 between
-    replies); a sample without `rows` is turn row `index`, its whole completion the reply."""
-    import torch
-
-    values = torch.zeros(len(sample.completion_ids), dtype=torch.float32)
-    rows = sample.rows or (index,)
-    spans = sample.spans or ((0, len(sample.completion_ids)),)
-    for row, (start, end) in zip(rows, spans, strict=True):
-        values[start:end] = float(advantages[row])
-    return values
-
-
-def _prompt_groups(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
-    """`indices` grouped by identical prompt, groups and members in first-seen order."""
-    distinct, rows = distinct_prompts([samples[i].prompt_ids for i in indices])
-    groups: list[list[int]] = [[] for _ in distinct]
-    for index, group in zip(indices, rows, strict=True):
-        groups[group].append(index)
-    return groups
-
-
-def _micro_batches(indices: list[int], samples: Sequence[TurnSample]) -> list[list[int]]:
-    """Split `indices` into chunks under MICRO_BATCH_TOKENS: rows with the same prompt together
-    (their prompt is run once), groups sorted by length to pad little."""
-
-    def length(index: int) -> int:
-        return len(samples[index].prompt_ids) + len(samples[index].completion_ids)
-
-    pieces: list[list[int]] = []
-    for group in _prompt_groups(indices, samples):
-        longest = max(length(i) for i in group)
-        rows = max(1, MICRO_BATCH_TOKENS // max(1, longest))  # a group too big is split
-        pieces.extend(group[start : start + rows] for start in range(0, len(group), rows))
-    pieces.sort(key=lambda piece: max(length(i) for i in piece))
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    width = 0
-    for piece in pieces:
-        longest = max(length(i) for i in piece)
-        if current and max(width, longest) * (len(current) + len(piece)) > MICRO_BATCH_TOKENS:
-            chunks.append(current)
-            current, width = [], 0
-        current.extend(piece)
-        width = max(width, longest)
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _aligned(values: list[torch.Tensor], rows: list[int], keep: int) -> torch.Tensor:
-    """Right-align per-sample token values into a [len(rows), keep] tensor (zeros elsewhere)."""
-    import torch
-
-    out = torch.zeros((len(rows), keep))
-    for row, index in enumerate(rows):
-        length = values[index].shape[0]
-        if length:
-            out[row, keep - length :] = values[index]
-    return out
 
 
 def step_metrics(

@@ -31,16 +31,10 @@ from mas.answers import extract_answer
 from mas.base import Models, Task, Transcript, get_mas
 from train_backend.local.rollout import StepRollout, TurnSample
 from train_backend.local.tree import state_key
+from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, correct, reward_function
 
 Continuation = Literal["greedy", "random"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    id: str
-    task: Task
-    reference: str  # the correct final answer
 
 
 @dataclass(frozen=True)
@@ -52,6 +46,12 @@ class Call:
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     text: str
+
+
+def task_of(problem: Problem) -> Task:
+    """The task a workflow is given for a training problem (answers in `\\boxed{}`)."""
+    prompt = f"{problem.question}\nPut the final answer in \\boxed{{}}."
+    return Task(prompt=prompt, sample_id=problem.id, kind="math")
 
 
 class RoleModel:
@@ -147,11 +147,11 @@ async def run_workflow(
     models = Models(
         default=cast(Endpoint, _UnmappedRole()), by_role=cast(dict[str, Endpoint], endpoints)
     )
-    transcript = await get_mas(workflow)(problem.task, models, dict(config))
+    task = task_of(problem)
+    transcript = await get_mas(workflow)(task, models, dict(config))
     run.transcript = transcript
-    run.rewards = reward_function(workflow)(transcript, problem.reference, problem.task)
-    answer = extract_answer(problem.task, transcript.final_answer)
-    run.correct = correct(answer, problem.reference, problem.task)
+    run.rewards = reward_function(workflow)(transcript, problem.answer, task)
+    run.correct = correct(extract_answer(task, transcript.final_answer), problem.answer, task)
     return run
 
 
@@ -277,7 +277,7 @@ def workflow_record(workflow: str, problem: Problem, run: Run) -> dict[str, Any]
         "kind": "workflow",
         "workflow": workflow,
         "problem_id": problem.id,
-        "reference": problem.reference,
+        "reference": problem.answer,
         "correct": run.correct,
         "rewards": {f"{agent}/{index}": value for (agent, index), value in run.rewards.items()},
         "transcript": run.transcript.model_dump(mode="json"),

@@ -1,0 +1,426 @@
+"""Training problems for the MAS workflows, and the guard that keeps test questions out of them.
+
+Three kinds of source (docs/mas_data.md):
+- the named real sets, `gsm8k` (GSM8K train) and `math` (MATH train), read like the evaluation
+  suites read their test sets (`harness.benchmarks.sources.fetch_rows`: the hub when reachable,
+  else `<root>/gsm8k/train.jsonl` or `<root>/math/train.jsonl` under `--data-dir`,
+  `$MARS_DATA_DIR` or the checkout's data root);
+- a JSONL file the user names (`train_file`), one object a line with `question` and `answer`;
+- `arithmetic_problems`: seeded integer expressions for the CPU miniature.
+
+Every problem of a named set or a file is checked against the question hashes of every
+evaluation test set, loaded through the suites' own loaders; an overlap is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from harness.benchmarks.extraction import last_boxed
+from harness.benchmarks.math_suites import gsm8k_final_answer
+from harness.benchmarks.registry import MalformedRow, get_suite, list_suites, required_text
+from harness.benchmarks.sources import (
+    HubSource,
+    LocalSource,
+    Row,
+    candidate_roots,
+    fetch_rows,
+    read_jsonl_line_by_line,
+    read_local_with_datasets,
+)
+from harness.errors import MarsError
+
+AnswerRule = Literal["number", "expression", "integer"]  # as in MathSuite.answers_are
+ArithmeticSplit = Literal["train", "heldout"]
+
+FILE_FORMAT_HINT = "JSONL, one object a line with question and answer fields; docs/mas_data.md"
+# One canonical expression in HELD_OUT_BUCKETS (by hash) belongs to the held-out split.
+HELD_OUT_BUCKETS = 5
+_ARITHMETIC_OPERATORS = ("+", "-", "*")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One training problem as a workflow uses it."""
+
+    id: str  # unique within its set
+    question: str
+    answer: str  # the reference final answer, compared with `answers_are`'s rule
+    source: str  # e.g. "hub:openai/gsm8k[main]:train", "local:/path", "arithmetic:train:seed=0"
+    answers_are: AnswerRule = "expression"
+
+
+@dataclass(frozen=True)
+class TrainSetSpec:
+    name: str
+    hub: HubSource
+    local: LocalSource  # relative to a data root
+    answers_are: AnswerRule
+
+
+TRAIN_SETS: Mapping[str, TrainSetSpec] = MappingProxyType(
+    {
+        "gsm8k": TrainSetSpec(
+            "gsm8k",
+            HubSource("openai/gsm8k", split="train", config="main"),
+            LocalSource("gsm8k/train.jsonl", "jsonl"),
+            "number",
+        ),
+        # The mirror verl's own MATH example reads: all seven subjects in one default config,
+        # the original 7,500-problem train split (MATH-500 comes from the test split).
+        "math": TrainSetSpec(
+            "math",
+            HubSource("DigitalLearningGmbH/MATH-lighteval", split="train"),
+            LocalSource("math/train.jsonl", "jsonl"),
+            "expression",
+        ),
+    }
+)
+
+
+@dataclass
+class TrainSet:
+    """Problems in source order plus how they were obtained."""
+
+    name: str
+    problems: list[Problem]
+    source: str
+    skipped: int = 0  # rows that could not become a problem
+    dropped_overlap: int = 0  # problems left out because a test set holds them (drop_overlap)
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading the real sets
+
+
+def load_train_set(
+    name: str,
+    *,
+    train_file: Path | None = None,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    benchmarks_dir: Path | None = None,
+    drop_overlap: bool = False,
+) -> TrainSet:
+    """The training problems of `name` ("gsm8k" or "math").
+
+    `train_file` replaces the set's data with a local JSONL file; otherwise the hub is tried
+    (unless `data_dir` is given or the hub is unavailable), then the local data roots. The
+    problems are checked against every evaluation test set (`benchmarks_dir`, default: the data
+    roots): an overlap raises MarsError, or with `drop_overlap` the overlapping problems are left
+    out and counted. `limit` keeps the first problems after that check.
+    """
+    spec = _spec(name)
+    if limit is not None and limit < 1:
+        raise MarsError(f"the training-set limit must be a positive number, got {limit}")
+    if train_file is not None:
+        train_set = _from_file(spec, Path(train_file).expanduser())
+    else:
+        train_set = _from_sources(spec, data_dir)
+    if not train_set.problems:
+        raise MarsError(
+            f"no usable training problems in {train_set.source} "
+            f"({train_set.skipped} rows skipped; expected {FILE_FORMAT_HINT})"
+        )
+    _guard_overlap(train_set, benchmarks_dir, drop_overlap)
+    if limit is not None:
+        train_set.problems = train_set.problems[:limit]
+    return train_set
+
+
+def _spec(name: str) -> TrainSetSpec:
+    spec = TRAIN_SETS.get(name.strip().lower())
+    if spec is None:
+        raise MarsError(f"unknown training set {name!r}; known: {', '.join(sorted(TRAIN_SETS))}")
+    return spec
+
+
+def _from_sources(spec: TrainSetSpec, data_dir: Path | None) -> TrainSet:
+    try:
+        raw = fetch_rows(f"{spec.name}-train", spec.hub, spec.local, data_dir)
+    except MarsError as exc:
+        raise MarsError(f"{exc} Or pass --train-file PATH ({FILE_FORMAT_HINT}).") from None
+    train_set = TrainSet(name=spec.name, problems=[], source=raw.source, notes=list(raw.notes))
+    for index, row in enumerate(raw.rows):
+        _add_row(train_set, spec, row, f"{spec.name}-train/{index}")
+    return train_set
+
+
+def _from_file(spec: TrainSetSpec, path: Path) -> TrainSet:
+    if not path.is_file():
+        raise MarsError(f"training file {path} not found ({FILE_FORMAT_HINT})")
+    train_set = TrainSet(name=spec.name, problems=[], source=f"local:{path}")
+    for index, row in enumerate(_read_jsonl(path)):
+        given_id = row.get("id") if row is not None else None
+        problem_id = str(given_id) if given_id not in (None, "") else f"{path.stem}/{index}"
+        _add_row(train_set, spec, row, problem_id)
+    _refuse_duplicate_ids(train_set)
+    return train_set
+
+
+def _read_jsonl(path: Path) -> list[Row | None]:
+    # The evaluation's local route: `datasets` first, line by line when it rejects the file.
+    try:
+        return read_local_with_datasets(path, "jsonl")
+    except Exception as exc:
+        logging.getLogger(__name__).debug("datasets could not read %s: %s", path, exc)
+    try:
+        return read_jsonl_line_by_line(path)
+    except OSError as exc:
+        raise MarsError(f"cannot read training file {path}: {exc.strerror or exc}") from None
+
+
+def _add_row(train_set: TrainSet, spec: TrainSetSpec, row: Row | None, problem_id: str) -> None:
+    """Append the row's problem, or count the row as skipped."""
+    try:
+        if row is None:
+            raise MalformedRow("unreadable row")
+        problem = Problem(
+            id=problem_id,
+            question=required_text(row, "question", "problem").strip(),
+            answer=reference_answer(row),
+            source=train_set.source,
+            answers_are=spec.answers_are,
+        )
+    except (MalformedRow, KeyError, TypeError, ValueError, AttributeError):
+        train_set.skipped += 1
+        return
+    train_set.problems.append(problem)
+
+
+def reference_answer(row: Row) -> str:
+    """The final answer of a row: `answer` as given (after GSM8K's `####` or inside a `\\boxed{}`
+    when it holds a whole solution), else the last `\\boxed{}` of `solution` (MATH rows)."""
+    answer = row.get("answer")
+    if isinstance(answer, bool):
+        raise MalformedRow("a boolean is not an answer")
+    if isinstance(answer, int | float):
+        return str(answer)
+    if isinstance(answer, str) and answer.strip():
+        text = answer.strip()
+        if "####" in text:
+            return gsm8k_final_answer(text)
+        return last_boxed(text) or text
+    solution = row.get("solution")
+    boxed = last_boxed(solution) if isinstance(solution, str) else None
+    if not boxed:
+        raise MalformedRow("no answer, and no solution with a \\boxed{} answer")
+    return boxed
+
+
+def _refuse_duplicate_ids(train_set: TrainSet) -> None:
+    seen: set[str] = set()
+    for problem in train_set.problems:
+        if problem.id in seen:
+            raise MarsError(
+                f"training file {train_set.source.removeprefix('local:')}: id {problem.id!r} "
+                "appears more than once; ids must be unique"
+            )
+        seen.add(problem.id)
+
+
+# ---------------------------------------------------------------------------------------------
+# The test-set guard
+
+
+def question_hash(question: str) -> str:
+    """SHA-256 of the question with whitespace runs collapsed and case folded."""
+    normalised = " ".join(question.split()).casefold()
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _TestSetFile:
+    suite: str
+    root: Path
+    size: int
+    mtime_ns: int  # with size, makes an edited file a new cache key
+
+
+def benchmark_question_hashes(benchmarks_dir: Path | None = None) -> Mapping[str, str]:
+    """Question hash -> "suite/sample id" over every registered evaluation suite's test set,
+    read from local copies (`benchmarks_dir`, else `$MARS_DATA_DIR` then the checkout's data
+    root). Computed once per process for the same files."""
+    return _hashes_of(_test_set_files(benchmarks_dir))
+
+
+def _test_set_files(benchmarks_dir: Path | None) -> tuple[_TestSetFile, ...]:
+    if benchmarks_dir is not None:
+        roots = [Path(benchmarks_dir).expanduser()]
+    else:
+        roots = [root for label, root in candidate_roots(None)]
+    found: list[_TestSetFile] = []
+    missing: list[str] = []
+    for suite_name in list_suites():
+        relative = get_suite(suite_name).local.relative_path
+        root = next((root for root in roots if (root / relative).is_file()), None)
+        if root is None:
+            missing.append(relative)
+            continue
+        stat = (root / relative).stat()
+        found.append(_TestSetFile(suite_name, root.resolve(), stat.st_size, stat.st_mtime_ns))
+    if missing:
+        raise MarsError(
+            f"cannot check the training data against the test sets: {', '.join(missing)} not "
+            f"found under {', '.join(str(root) for root in roots)}; point $MARS_DATA_DIR at a "
+            "folder holding all seven (docs/benchmarks.md)"
+        )
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=4)
+def _hashes_of(files: tuple[_TestSetFile, ...]) -> Mapping[str, str]:
+    hashes: dict[str, str] = {}
+    for entry in files:
+        loaded = get_suite(entry.suite).load(data_dir=entry.root)
+        for sample in loaded.samples:
+            hashes.setdefault(question_hash(sample.question), f"{entry.suite}/{sample.id}")
+    return MappingProxyType(hashes)
+
+
+def find_overlap(
+    problems: Sequence[Problem], hashes: Mapping[str, str]
+) -> list[tuple[Problem, str]]:
+    """The problems whose question is in a test set, each with the test sample it matches."""
+    matches: list[tuple[Problem, str]] = []
+    for problem in problems:
+        test_ref = hashes.get(question_hash(problem.question))
+        if test_ref is not None:
+            matches.append((problem, test_ref))
+    return matches
+
+
+def check_no_overlap(
+    problems: Sequence[Problem],
+    *,
+    label: str = "the training data",
+    benchmarks_dir: Path | None = None,
+) -> None:
+    """MarsError (one line: how many, one example) if any problem's question is a test question."""
+    overlap = find_overlap(problems, benchmark_question_hashes(benchmarks_dir))
+    if overlap:
+        raise _overlap_error(overlap, label)
+
+
+def _overlap_error(overlap: list[tuple[Problem, str]], label: str) -> MarsError:
+    problem, test_ref = overlap[0]
+    return MarsError(
+        f"{len(overlap)} question(s) of {label} are in the evaluation test sets "
+        f"(e.g. {problem.id!r} is {test_ref}); remove them, or load with drop_overlap=True "
+        "to leave them out"
+    )
+
+
+def _guard_overlap(train_set: TrainSet, benchmarks_dir: Path | None, drop_overlap: bool) -> None:
+    hashes = benchmark_question_hashes(benchmarks_dir)
+    overlap = find_overlap(train_set.problems, hashes)
+    if overlap and not drop_overlap:
+        raise _overlap_error(overlap, train_set.source)
+    overlapping = {problem.id for problem, _ in overlap}
+    train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
+    train_set.dropped_overlap = len(overlapping)
+    train_set.notes.append(f"checked against {len(hashes)} distinct test-set questions")
+
+
+# ---------------------------------------------------------------------------------------------
+# The arithmetic set of the CPU miniature
+
+
+def arithmetic_problems(
+    count: int,
+    seed: int,
+    split: ArithmeticSplit = "train",
+    *,
+    max_operand: int = 9,
+    operand_counts: Sequence[int] = (2, 3),
+) -> list[Problem]:
+    """`count` distinct expressions such as "What is 7 + 3 * 2?" over integers 0..max_operand,
+    non-negative results only, the same for the same arguments in any process. A canonical
+    expression's hash decides its split, so train and held-out problems never coincide,
+    whatever seeds each side uses."""
+    _check_arithmetic_arguments(count, split, max_operand, operand_counts)
+    rng = random.Random(f"mars-arithmetic:{split}:{seed}")
+    source = f"arithmetic:{split}:seed={seed}"
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for _ in range(100 * count + 1000):  # bounded: a small space may hold fewer than `count`
+        if len(problems) == count:
+            return problems
+        expression, value = _random_expression(rng, max_operand, operand_counts)
+        if value < 0 or expression in seen or arithmetic_split_of(expression) != split:
+            continue
+        seen.add(expression)
+        problems.append(
+            Problem(
+                id=f"arith-{split}-s{seed}/{len(problems)}",
+                question=f"What is {expression}?",
+                answer=str(value),
+                source=source,
+                answers_are="integer",
+            )
+        )
+    if len(problems) == count:
+        return problems
+    raise MarsError(
+        f"only {len(problems)} distinct {split} arithmetic problems found with operands up to "
+        f"{max_operand}; ask for fewer than {count} or raise max_operand"
+    )
+
+
+def arithmetic_split_of(expression: str) -> ArithmeticSplit:
+    """Which split a canonical expression ("7 + 3 * 2") belongs to."""
+    digest = hashlib.sha256(f"mars-arithmetic-split:{expression}".encode()).digest()
+    return "heldout" if int.from_bytes(digest[:8], "big") % HELD_OUT_BUCKETS == 0 else "train"
+
+
+def evaluate_expression(numbers: Sequence[int], operators: Sequence[str]) -> int:
+    """Value of numbers[0] op[0] numbers[1] ... with `*` before `+` and `-`, left to right."""
+    if len(numbers) != len(operators) + 1:
+        raise ValueError("an expression needs one operator fewer than numbers")
+    terms, signs = [numbers[0]], [1]
+    for operator, number in zip(operators, numbers[1:], strict=True):
+        if operator == "*":
+            terms[-1] *= number
+        elif operator in ("+", "-"):
+            terms.append(number)
+            signs.append(1 if operator == "+" else -1)
+        else:
+            raise ValueError(f"unknown operator {operator!r}")
+    return sum(sign * term for sign, term in zip(signs, terms, strict=True))
+
+
+def _random_expression(
+    rng: random.Random, max_operand: int, operand_counts: Sequence[int]
+) -> tuple[str, int]:
+    size = rng.choice(list(operand_counts))
+    numbers = [rng.randint(0, max_operand) for _ in range(size)]
+    operators = [rng.choice(_ARITHMETIC_OPERATORS) for _ in range(size - 1)]
+    parts = [str(numbers[0])]
+    for operator, number in zip(operators, numbers[1:], strict=True):
+        parts += [operator, str(number)]
+    return " ".join(parts), evaluate_expression(numbers, operators)
+
+
+def _check_arithmetic_arguments(
+    count: int, split: str, max_operand: int, operand_counts: Sequence[int]
+) -> None:
+    if count < 1:
+        raise MarsError(f"the number of arithmetic problems must be positive, got {count}")
+    if split not in ("train", "heldout"):
+        raise MarsError(f"the arithmetic split is 'train' or 'heldout', got {split!r}")
+    if max_operand < 1:
+        raise MarsError(f"max_operand must be at least 1, got {max_operand}")
+    if not operand_counts or any(size not in (2, 3, 4) for size in operand_counts):
+        raise MarsError(f"operand counts must be 2, 3 or 4, got {list(operand_counts)}")
