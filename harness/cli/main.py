@@ -45,6 +45,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ratings",
     "exploitability",
     "train",
+    "train_mas",
     "loop",
     "failures",
     "dashboard",

@@ -1,0 +1,95 @@
+"""`mars train-mas`: train the agents of a MAS workflow by AT-GRPO inside it, on the CPU.
+
+One shared policy for every role by default; `--policies tool=coder,reasoner=thinker` trains one
+policy per role (each with its own optimiser and checkpoints). docs/mas_training.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli.main import app
+from harness.errors import MarsError
+
+
+def parse_role_map(text: str | None, flag: str) -> dict[str, str]:
+    """`role=name,role=name` -> {role: name}; one clear line for anything else."""
+    if not text:
+        return {}
+    pairs: dict[str, str] = {}
+    for item in text.split(","):
+        role, sep, name = item.partition("=")
+        if not sep or not role.strip() or not name.strip():
+            raise MarsError(f"{flag}: expected ROLE=NAME[,ROLE=NAME...], got {item!r}")
+        pairs[role.strip()] = name.strip()
+    return pairs
+
+
+@app.command("train-mas")
+def train_mas_command(
+    workflow: str = typer.Option(None, "--workflow", help="The MAS to train in (reasoner_tool)."),
+    config_file: Path = typer.Option(None, "--config", help="A YAML file of config fields."),
+    model: str = typer.Option(None, "--model", help="Starting model (default: the tiny model)."),
+    policies: str = typer.Option(
+        None, "--policies", help="ROLE=POLICY,...: one policy per role (default: one shared)."
+    ),
+    train_set: str = typer.Option(None, "--train-set", help="arithmetic | gsm8k | math."),
+    train_file: Path = typer.Option(None, "--train-file", help="A local JSONL of problems."),
+    steps: int = typer.Option(None, "--steps", help="Updates to make."),
+    problems_per_step: int = typer.Option(None, "--problems-per-step"),
+    branches: int = typer.Option(None, "--branches", help="K runs branched at every call."),
+    lr: float = typer.Option(None, "--lr", help="Learning rate."),
+    seed: int = typer.Option(None, "--seed"),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Exactly this run directory (resumes)."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent folder of a new run directory."),
+    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+    quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
+) -> None:
+    """AT-GRPO inside a MAS workflow (Stronger-MAS) on the embedded CPU trainer."""
+    from harness.settings_files import read_yaml_mapping
+
+    flags: dict[str, Any] = {
+        "workflow": workflow,
+        "model": model,
+        "policies": parse_role_map(policies, "--policies") or None,
+        "train_set": train_set,
+        "train_file": str(train_file) if train_file else None,
+        "steps": steps,
+        "problems_per_step": problems_per_step,
+        "branches": branches,
+        "learning_rate": lr,
+        "seed": seed,
+    }
+    data = read_yaml_mapping(config_file, "config") if config_file else {}
+    data.update({key: value for key, value in flags.items() if value is not None})
+    config = _validated(data)
+    if dry_run:
+        print(json.dumps(config.model_dump(mode="json"), indent=2))
+        return
+    import torch
+
+    from harness.runstore import RunDir
+    from train_backend.mas.trainer import train_workflow
+
+    torch.set_num_threads(threads)
+    run = RunDir.resolve(out=out, run_dir=run_dir, kind="train", slug=f"mas-{config.workflow}")
+    log = (lambda _line: None) if quiet else print
+    train_workflow(config, run, command=["mars", "train-mas"], log=log)
+    print(f"run dir: {run.path}")
+
+
+def _validated(data: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from harness.settings_files import settings_error
+    from train_backend.mas.config import WorkflowTrainConfig
+
+    try:
+        return WorkflowTrainConfig.for_local(**data)
+    except ValidationError as exc:
+        raise settings_error(exc, "training") from exc

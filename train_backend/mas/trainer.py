@@ -1,0 +1,327 @@
+"""Training inside a MAS workflow on the CPU: AT-GRPO with one shared policy or one per role.
+
+A step: `problems_per_step` training problems, each tree-sampled through the workflow
+(`rollout.play_workflow_step`: K branches at every call of the main line); at_grpo advantages over
+the branches, grouped by (problem, role, the role's call index); then every policy is updated
+(`local.update.update_policy`, the game trainer's PPO update) on the samples of its own roles
+only, with its own optimiser. Checkpoints: `RUN/checkpoints/step_N/` with one shared policy (the
+game trainer's layout, so `mars loop` follows it), else `RUN/policies/<name>/checkpoints/step_N/`
+per policy. At eval steps the workflow answers held-out problems once each (no tree), and
+`eval/accuracy` is the share answered right (Wilson 95% interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.runstore import RunDir
+from harness.stats import wilson_ci
+from train_backend.advantage import compute_advantages, needs_state
+from train_backend.local import checkpoint, runlog
+from train_backend.local.policy import Policy, load_policy, resolve_model_path
+from train_backend.local.rollout import StepRollout, make_responder
+from train_backend.local.trainer import learning_rate_at, sampling_of
+from train_backend.local.update import UpdateStats, step_generator, update_policy
+from train_backend.mas.config import WorkflowTrainConfig
+from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
+from train_backend.mas.rewards import ROLES, reward_function
+from train_backend.mas.rollout import RoleModel, play_workflow_step, run_workflow
+
+TABLE_COLUMNS = ("episode", "game", "seat", "turn", "reward")
+ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
+
+
+@dataclass
+class PolicySlot:
+    """One trained policy: its model, frozen reference, optimiser and checkpoint folder."""
+
+    name: str
+    roles: list[str]
+    policy: Policy
+    reference: Any
+    optimizer: Any
+    root: Path  # the folder whose checkpoints/ holds this policy's checkpoints
+    start_step: int = 0
+
+
+def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
+    """(training pool, held-out problems). Arithmetic: its own held-out split. A real set: its
+    last `heldout_problems` problems are held out of training (the benchmarks' test sets are
+    never used: the loader refuses any overlap with them)."""
+    if config.train_set == "arithmetic" and config.train_file is None:
+        pool = arithmetic_problems(ARITHMETIC_POOL, config.seed)
+        return pool, arithmetic_problems(config.heldout_problems, config.seed, "heldout")
+    train_file = Path(config.train_file) if config.train_file else None
+    problems = load_train_set(config.train_set, train_file=train_file).problems
+    if len(problems) <= config.heldout_problems:
+        from harness.errors import MarsError
+
+        raise MarsError(
+            f"{config.train_set}: {len(problems)} problems, not more than the "
+            f"{config.heldout_problems} held out; lower heldout_problems or add problems"
+        )
+    return problems[: -config.heldout_problems], problems[-config.heldout_problems :]
+
+
+class WorkflowTrainer:
+    def __init__(
+        self, config: WorkflowTrainConfig, run: RunDir, *, log: Callable[[str], None] = print
+    ) -> None:
+        reward_function(config.workflow)  # a workflow without training rewards fails here
+        self.config = config
+        self.run = run
+        self.log = log
+        self.roles = ROLES[config.workflow]
+        self.role_policy = config.role_policies(self.roles)
+        self.pool, self.heldout = training_problems(config)
+        self.order = np.random.default_rng(config.seed).permutation(len(self.pool))
+        self.slots: dict[str, PolicySlot] = {}
+        self.last_metrics: dict[str, Any] = {}
+
+    def policy_root(self, name: str) -> Path:
+        if not self.config.multi_policy:
+            return self.run.path
+        return self.run.path / "policies" / name
+
+    def load(self) -> None:
+        """Each policy from its latest checkpoint (resume) or its starting model."""
+        import torch
+
+        for name in dict.fromkeys(self.role_policy.values()):
+            root = self.policy_root(name)
+            checkpoint.remove_partial(root)
+            latest = checkpoint.latest_checkpoint(root)
+            source = resolve_model_path(self.config.policy_models.get(name, self.config.model))
+            if latest is not None:
+                start_step, folder = latest
+                policy = load_policy(folder)
+            else:
+                start_step, folder = 0, None
+                policy = load_policy(source)
+            reference = None
+            if self.config.kl_coef > 0:
+                reference = load_policy(source).model
+                reference.requires_grad_(False)
+            policy.model.eval()
+            optimizer = torch.optim.AdamW(
+                policy.model.parameters(),
+                lr=self.config.learning_rate,
+                betas=tuple(self.config.adam_betas),
+                weight_decay=self.config.weight_decay,
+            )
+            if folder is not None:
+                optimizer.load_state_dict(checkpoint.load_trainer_state(folder)["optimizer"])
+                self.log(f"{name}: resuming from {folder} (step {start_step})")
+            roles = [role for role, owner in self.role_policy.items() if owner == name]
+            self.slots[name] = PolicySlot(name, roles, policy, reference, optimizer, root)
+            self.slots[name].start_step = start_step
+        steps = {slot.start_step for slot in self.slots.values()}
+        if len(steps) > 1:
+            from harness.errors import MarsError
+
+            raise MarsError(f"the policies' last checkpoints are of different steps: {steps}")
+        runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
+
+    @property
+    def start_step(self) -> int:
+        return next(iter(self.slots.values())).start_step
+
+    def role_models(self, step: int, stream: int) -> dict[str, RoleModel]:
+        models: dict[str, RoleModel] = {}
+        for index, (name, slot) in enumerate(self.slots.items()):
+            responder = make_responder(
+                slot.policy,
+                sampling_of(self.config),
+                generator=step_generator(self.config.seed, step, stream + 2 * index),
+                max_new_tokens=self.config.max_new_tokens,
+                max_context_tokens=self.config.max_game_tokens,
+                keep_tokens=False,
+            )
+            model = _role_model(name, slot.policy, responder.batcher, self.config.max_new_tokens)
+            for role in slot.roles:
+                models[role] = model
+        return models
+
+    def step_problems(self, step: int) -> list[Problem]:
+        size = self.config.problems_per_step
+        start = (step - 1) * size
+        return [self.pool[int(self.order[(start + i) % len(self.pool)])] for i in range(size)]
+
+    def rollout(self, step: int) -> StepRollout:
+        return asyncio.run(
+            play_workflow_step(
+                self.config.workflow,
+                self.step_problems(step),
+                self.role_models(step, 0),
+                {**self.config.workflow_options},
+                branches=self.config.branches,
+                continuation=self.config.continuation,
+                seed=self.config.seed * 1_000_003 + step,
+            )
+        )
+
+    def advantages(self, rollout: StepRollout) -> np.ndarray:
+        if not rollout.rows:
+            return np.zeros(0)
+        table = {column: [row[column] for row in rollout.rows] for column in TABLE_COLUMNS}
+        if needs_state(self.config.estimator_options):
+            table["state"] = [row["state"] for row in rollout.rows]
+        return compute_advantages(table, "at_grpo", **self.config.estimator_options)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out accuracy of the workflow as it is played (one run per problem, no tree)."""
+        roles = self.role_models(step, 1)
+        config = {**self.config.workflow_options}
+
+        async def play_all() -> list[bool]:
+            runs = await asyncio.gather(
+                *(run_workflow(self.config.workflow, p, roles, config) for p in self.heldout)
+            )
+            return [run.correct for run in runs]
+
+        right = asyncio.run(play_all())
+        low, high = wilson_ci(sum(right), len(right))
+        return {
+            "eval/accuracy": sum(right) / len(right),
+            "eval/accuracy_ci95_low": low,
+            "eval/accuracy_ci95_high": high,
+            "eval/n": len(right),
+        }
+
+    def train(self) -> dict[str, Any]:
+        import torch
+
+        config = self.config
+        for step in range(self.start_step + 1, config.steps + 1):
+            started = time.perf_counter()
+            lr = learning_rate_at(step, config)
+            for slot in self.slots.values():
+                for group in slot.optimizer.param_groups:
+                    group["lr"] = lr
+            rollout = self.rollout(step)
+            advantages = self.advantages(rollout)
+            update_started = time.perf_counter()
+            metrics: dict[str, Any] = {"step": step, "lr": lr}
+            for name, slot in self.slots.items():
+                mine = [i for i, row in enumerate(rollout.rows) if row["policy"] == name]
+                stats = update_policy(
+                    config,
+                    slot.policy,
+                    slot.reference,
+                    slot.optimizer,
+                    [rollout.samples[i] for i in mine],
+                    advantages[mine],
+                    step,
+                )
+                metrics.update(_policy_metrics(name, stats, len(mine)))
+            metrics.update(rollout_metrics(rollout, self.roles))
+            metrics["rollout_s"] = round(rollout.seconds, 3)
+            metrics["update_s"] = round(time.perf_counter() - update_started, 3)
+            if config.eval_every and (step % config.eval_every == 0 or step == config.steps):
+                metrics.update(self.evaluate(step))
+            metrics["seconds_per_step"] = round(time.perf_counter() - started, 3)
+            self.run.append_many([{**record, "step": step} for record in rollout.records])
+            runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
+            self.last_metrics = metrics
+            self.log(_progress(metrics, config.steps))
+            if step % config.save_every == 0 or step == config.steps:
+                for slot in self.slots.values():
+                    path = checkpoint.save_checkpoint(
+                        slot.root,
+                        step,
+                        slot.policy,
+                        trainer_state={
+                            "step": step,
+                            "optimizer": slot.optimizer.state_dict(),
+                            "torch_rng": torch.get_rng_state(),
+                        },
+                        config=config.model_dump(mode="json") | {"policy": slot.name},
+                        metrics=metrics,
+                    )
+                    self.log(f"checkpoint ({slot.name}): {path}")
+        summary = {
+            "steps": config.steps,
+            "workflow": config.workflow,
+            "policies": {name: slot.roles for name, slot in self.slots.items()},
+            "checkpoints": {
+                name: [str(p) for _, p in checkpoint.list_checkpoints(slot.root)]
+                for name, slot in self.slots.items()
+            },
+            "last_metrics": self.last_metrics,
+        }
+        self.run.write_summary(summary)
+        return summary
+
+
+def _role_model(name: str, policy: Policy, batcher: Any, max_new_tokens: int) -> RoleModel:
+    async def generate(prompt_ids: list[int]) -> list[int]:
+        generated = await batcher.submit(prompt_ids, max_new_tokens)
+        return generated.completion_ids
+
+    return RoleModel(name, policy.encode_chat, generate, policy.decode)
+
+
+def _policy_metrics(name: str, stats: UpdateStats, samples: int) -> dict[str, Any]:
+    return {
+        f"policy/{name}/samples": samples,
+        f"policy/{name}/loss": stats.loss,
+        f"policy/{name}/kl": stats.kl,
+        f"policy/{name}/grad_norm": stats.grad_norm,
+        f"policy/{name}/updates": stats.updates,
+    }
+
+
+def rollout_metrics(rollout: StepRollout, roles: Sequence[str]) -> dict[str, Any]:
+    """Per role, the mean branch return; the main lines' accuracy on the training problems."""
+    metrics: dict[str, Any] = {
+        "branches": len(rollout.rows),
+        "train_accuracy": float(np.mean([r["correct"] for r in rollout.records]))
+        if rollout.records
+        else 0.0,
+        "generated_tokens": rollout.generated_tokens,
+    }
+    for role in roles:
+        returns = [row["reward"] for row in rollout.rows if row["role"] == role]
+        if returns:
+            metrics[f"return_mean/{role}"] = float(np.mean(returns))
+    return metrics
+
+
+def _progress(metrics: dict[str, Any], steps: int) -> str:
+    accuracy = metrics.get("eval/accuracy")
+    shown = f"  held-out {accuracy:.2f}" if accuracy is not None else ""
+    return (
+        f"step {metrics['step']}/{steps}  train accuracy {metrics['train_accuracy']:.2f}"
+        f"{shown}  {metrics['seconds_per_step']:.1f} s"
+    )
+
+
+def train_workflow(
+    config: WorkflowTrainConfig,
+    run: RunDir,
+    *,
+    command: list[str],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    trainer = WorkflowTrainer(config, run, log=log)
+    trainer.load()
+    run.start(
+        command=command,
+        config=config.model_dump(mode="json"),
+        model=str(resolve_model_path(config.model)),
+        seeds={"seed": config.seed},
+    )
+    try:
+        summary = trainer.train()
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    run.finish("completed")
+    return summary
