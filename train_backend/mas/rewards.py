@@ -9,6 +9,8 @@ in round r the reasoner gets 2 * [its answer is correct]; the tool agent gets +1
 program ran and printed the correct answer, 0 when it ran and printed something else, -1 when it
 failed (no code block, or any sandbox reason: timeout, memory, output, processes, ...), plus
 [the reasoner's answer of round r is correct].
+
+`single` (the single-agent baseline, `mas/single.py`): the solver gets 2 * [correct].
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.errors import MarsError
-from mas.answers import answer_key
+from mas.answers import answer_key, extract_answer
 from mas.base import Task, Transcript
 
 RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
@@ -41,9 +43,21 @@ def reasoner_tool_rewards(
     return rewards
 
 
-REWARDS: dict[str, RewardFn] = {"reasoner_tool": reasoner_tool_rewards}
+def single_rewards(
+    transcript: Transcript, reference: str, task: Task
+) -> dict[tuple[str, int], float]:
+    """`single`, the single-agent baseline: the solver gets 2 * [its answer is correct], as the
+    reasoner does (so single-agent GRPO and the workflow's reasoner see the same scale)."""
+    answer = extract_answer(task, transcript.final_answer)
+    return {("solver", 0): 2.0 * float(correct(answer, reference, task))}
+
+
+REWARDS: dict[str, RewardFn] = {
+    "reasoner_tool": reasoner_tool_rewards,
+    "single": single_rewards,
+}
 # The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
-ROLES: dict[str, tuple[str, ...]] = {"reasoner_tool": ("tool", "reasoner")}
+ROLES: dict[str, tuple[str, ...]] = {"reasoner_tool": ("tool", "reasoner"), "single": ("solver",)}
 
 
 def reward_function(workflow: str) -> RewardFn:

@@ -27,6 +27,7 @@ import numpy as np
 
 from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
 from harness.errors import MarsError
+from harness.sandbox import SandboxLimits, SandboxResult, run_python_async
 from mas.answers import extract_answer
 from mas.base import Models, Task, Transcript, get_mas
 from train_backend.local.rollout import StepRollout, TurnSample
@@ -46,6 +47,20 @@ class Call:
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     text: str
+
+
+def cached_sandbox() -> Callable[[str, SandboxLimits], Awaitable[SandboxResult]]:
+    """A `code_runner` for the workflow that runs each distinct program once: the replays of a
+    tree re-run the same programs, and a program's run depends only on its text and limits."""
+    runs: dict[tuple[str, SandboxLimits], asyncio.Future[SandboxResult]] = {}
+
+    async def run(code: str, limits: SandboxLimits) -> SandboxResult:
+        key = (code, limits)
+        if key not in runs:
+            runs[key] = asyncio.ensure_future(run_python_async(code, limits))
+        return await asyncio.shield(runs[key])
+
+    return run
 
 
 def task_of(problem: Problem) -> Task:

@@ -32,7 +32,12 @@ from train_backend.local.update import UpdateStats, step_generator, update_polic
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
 from train_backend.mas.rewards import ROLES, reward_function
-from train_backend.mas.rollout import RoleModel, play_workflow_step, run_workflow
+from train_backend.mas.rollout import (
+    RoleModel,
+    cached_sandbox,
+    play_workflow_step,
+    run_workflow,
+)
 
 TABLE_COLUMNS = ("episode", "game", "seat", "turn", "reward")
 ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
@@ -160,7 +165,7 @@ class WorkflowTrainer:
                 self.config.workflow,
                 self.step_problems(step),
                 self.role_models(step, 0),
-                {**self.config.workflow_options},
+                {**self.config.workflow_options, "code_runner": cached_sandbox()},
                 branches=self.config.branches,
                 continuation=self.config.continuation,
                 seed=self.config.seed * 1_000_003 + step,
@@ -178,15 +183,7 @@ class WorkflowTrainer:
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out accuracy of the workflow as it is played (one run per problem, no tree)."""
         roles = self.role_models(step, 1)
-        config = {**self.config.workflow_options}
-
-        async def play_all() -> list[bool]:
-            runs = await asyncio.gather(
-                *(run_workflow(self.config.workflow, p, roles, config) for p in self.heldout)
-            )
-            return [run.correct for run in runs]
-
-        right = asyncio.run(play_all())
+        right = answered_right(self.config, self.heldout, roles)
         low, high = wilson_ci(sum(right), len(right))
         return {
             "eval/accuracy": sum(right) / len(right),
@@ -258,6 +255,21 @@ class WorkflowTrainer:
         }
         self.run.write_summary(summary)
         return summary
+
+
+def answered_right(
+    config: WorkflowTrainConfig, problems: Sequence[Problem], roles: dict[str, RoleModel]
+) -> list[bool]:
+    """Whether the workflow's final answer is right, per problem (one run each, no tree)."""
+    options = {**config.workflow_options, "code_runner": cached_sandbox()}
+
+    async def play_all() -> list[bool]:
+        runs = await asyncio.gather(
+            *(run_workflow(config.workflow, problem, roles, options) for problem in problems)
+        )
+        return [run.correct for run in runs]
+
+    return asyncio.run(play_all())
 
 
 def _role_model(name: str, policy: Policy, batcher: Any, max_new_tokens: int) -> RoleModel:

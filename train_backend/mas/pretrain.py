@@ -1,0 +1,156 @@
+"""The starting model of the MAS miniature: the tiny model taught each role's reply format only.
+
+The embedded tiny model writes neither code blocks nor `\\boxed{}` answers, so every workflow
+reward would be the same and nothing could be learnt. This pre-training teaches the format, not
+the skill, on arithmetic problems (`data.arithmetic_problems`, train split) with the workflows'
+own prompts:
+
+- tool agent: a program `print(EXPR)` whose expression is the problem's with probability
+  `tool_right`, else the problem's with one number changed (it runs, and prints a wrong answer);
+- reasoner: `\\boxed{N}` with N what the program printed with probability `reasoner_right`, else
+  another number;
+- single agent (`single`, the baseline): `\\boxed{N}` with N the right answer with probability
+  `solver_right`, else another number (the tiny model cannot do the arithmetic in its head).
+
+Reinforcement inside the workflow can then raise how often each role copies faithfully.
+Built once into `$MARS_CACHE_DIR/tiny-model-v1-format-mas` and rebuilt when its recipe changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mas.reasoner_tool import REASONER_SYSTEM, TOOL_SYSTEM, reasoner_prompt, tool_prompt
+from mas.single import SOLVER_SYSTEM
+from train_backend.format_data import Example
+from train_backend.mas.data import Problem, arithmetic_problems
+from train_backend.mas.rollout import task_of
+
+RECIPE_FILE = "mas_pretrain.json"
+MAS_START_NAME = "mas"
+_NUMBER = re.compile(r"\d+")
+
+
+class WorkflowPretrainSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    examples: int = Field(3000, ge=1)
+    steps: int = Field(300, ge=0)
+    batch_size: int = Field(16, ge=1)
+    learning_rate: float = Field(2e-3, gt=0)
+    tool_right: float = Field(0.5, ge=0, le=1)
+    reasoner_right: float = Field(0.5, ge=0, le=1)
+    solver_right: float = Field(0.1, ge=0, le=1)
+    seed: int = 0
+
+
+def _expression(problem: Problem) -> str:
+    return problem.question.removeprefix("What is ").removesuffix("?")
+
+
+def _changed(expression: str, rng: random.Random) -> str:
+    """The expression with one of its numbers replaced by another digit."""
+    numbers = list(_NUMBER.finditer(expression))
+    target = rng.choice(numbers)
+    value = rng.choice([d for d in range(10) if str(d) != target.group()])
+    return expression[: target.start()] + str(value) + expression[target.end() :]
+
+
+def _other_number(value: str, rng: random.Random) -> str:
+    number = int(value) if value.lstrip("-").isdigit() else 0
+    low = max(0, number - 9) if number >= 0 else number - 9
+    return str(rng.choice([n for n in range(low, number + 10) if n != number]))
+
+
+def _example(kind: str, system: str, user: str, reply: str, answer: str) -> Example:
+    messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
+    return Example(kind, "compact", messages, reply, answer=answer)
+
+
+def workflow_examples(settings: WorkflowPretrainSettings) -> list[Example]:
+    rng = random.Random(settings.seed)
+    problems = arithmetic_problems(settings.examples, settings.seed)
+    examples: list[Example] = []
+    for index, problem in enumerate(problems):
+        task = task_of(problem)
+        expression = _expression(problem)
+        right = rng.random() < settings.tool_right
+        written = expression if right else _changed(expression, rng)
+        code = f"print({written})\n"
+        if index % 3 == 0:  # a second round's tool prompt: the first round's outcome shown
+            previous = {
+                "output": _other_number(problem.answer, rng),
+                "execution": "ok",
+                "reasoner_answer": _other_number(problem.answer, rng),
+            }
+        else:
+            previous = None
+        user = tool_prompt(task, previous)
+        examples.append(_example("tool", TOOL_SYSTEM, user, f"```python\n{code}```", written))
+        printed = str(eval(written, {"__builtins__": {}}))  # digits and + - * only: ours
+        shown = printed if rng.random() < settings.reasoner_right else _other_number(printed, rng)
+        user = reasoner_prompt(task, code, printed, "ok")
+        examples.append(_example("reasoner", REASONER_SYSTEM, user, f"\\boxed{{{shown}}}", shown))
+        guess = problem.answer
+        if rng.random() >= settings.solver_right:
+            guess = _other_number(problem.answer, rng)
+        examples.append(
+            _example("solver", SOLVER_SYSTEM, task.prompt, f"\\boxed{{{guess}}}", guess)
+        )
+    return examples
+
+
+def ensure_workflow_start(settings: WorkflowPretrainSettings | None = None) -> Path:
+    """The MAS miniature's starting model, built on first use (a few minutes on a CPU)."""
+    from harness.tiny_model import ensure_tiny_model, move_into_place
+    from train_backend.pretrain import PretrainSettings, default_pretrained_dir, train_on_replies
+
+    settings = settings or WorkflowPretrainSettings()
+    base = ensure_tiny_model()
+    target = default_pretrained_dir(MAS_START_NAME)
+    recipe = {"recipe": settings.model_dump(), "base": str(base)}
+    if _recorded_recipe(target) == recipe:
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from train_backend.pretrain import encode_examples
+
+    torch.manual_seed(settings.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    loop = PretrainSettings(
+        steps=settings.steps,
+        batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        seed=settings.seed,
+    )
+    rows = encode_examples(tokenizer, workflow_examples(settings), loop)
+    train_on_replies(model, rows, loop, tokenizer.pad_token_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    for name in ("generation_config.json", "chat_template.jinja"):
+        if (base / name).is_file() and not (staging / name).is_file():
+            (staging / name).write_bytes((base / name).read_bytes())
+    (staging / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
+    with contextlib.suppress(FileExistsError):
+        move_into_place(staging, target, overwrite=True)
+    return target
+
+
+def _recorded_recipe(folder: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / RECIPE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
