@@ -9,7 +9,7 @@ VSTAMP := $(VENV)/.installed-verl-$(DEPS)
 TORCH  := torch==2.13.0
 VERL   := verl==0.9.1
 
-.PHONY: setup test demo lint bench setup-verl clean
+.PHONY: setup test demo lint bench setup-verl setup-verl-gpu clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,21 @@ $(VSTAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev,verl]"
 	$(BIN)/python -m pip install --quiet --no-deps $(VERL)
 	$(BIN)/python .ci/check_env.py $(subst torch==,,$(TORCH))
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP) $(VSTAMP)
+
+# A CUDA node's stack for `mars train --backend verl` (versions: train_backend/verl/stack.py, which
+# the preflight reads too): the project and verl 0.9.1's pinned torch, transformers and vLLM in one
+# resolve, verl without its pins, then flash-attn built against that torch. It replaces the CPU
+# torch, so the stamps are set: `make setup`/`setup-verl` must not put it back on this venv.
+setup-verl-gpu:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e ".[dev,verl]" $$($(BIN)/python -m train_backend.verl.stack pins)
+	$(BIN)/python -m pip install --no-deps $(VERL)
+	$(BIN)/python -m pip install ninja packaging psutil wheel
+	$(BIN)/python -m pip install --no-build-isolation $$($(BIN)/python -m train_backend.verl.stack flash-attn)
+	$(BIN)/python -m train_backend.verl.stack check
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP) $(VSTAMP)
 

@@ -107,6 +107,12 @@ def test_dry_run_of_the_papers_generalist_on_one_node_of_8_gpus(tmp_path):
     assert config.actor_rollout_ref.actor.kl_loss_coef == pytest.approx(0.2)
     assert config.algorithm.adv_estimator == "marshal_reference"
     assert list(config.actor_rollout_ref.actor.optim.betas) == [0.9, 0.95]
+    # long games: chunked entropy, the reference's parameters on the CPU, two saves kept
+    actor_engine = config.actor_rollout_ref.actor.fsdp_config
+    assert actor_engine.entropy_from_logits_with_chunking is True  # the engine reads this
+    assert actor_engine.entropy_from_logits_chunk_size == 2048
+    assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
+    assert config.trainer.max_actor_ckpt_to_keep == 2
 
     frame = pd.read_parquet(RunPaths(run_dir).dataset)
     assert len(frame) == 200 * 192

@@ -391,3 +391,23 @@ def test_a_bad_state_weight_is_refused_before_verl(weight, tmp_path: Path):
     config = TrainConfig(model="m", estimator_options={"state_weight": weight})
     with pytest.raises(MarsError, match="state_weight"):
         verl_settings(config, RunPaths(tmp_path))
+
+
+def test_long_game_memory_and_disk_defaults_come_with_the_gpus(tmp_path: Path):
+    memory = {
+        "actor_rollout_ref.actor.entropy_from_logits_with_chunking": True,
+        "actor_rollout_ref.ref.fsdp_config.param_offload": True,
+        "trainer.max_actor_ckpt_to_keep": 2,
+    }
+    cuda = verl_settings(TrainConfig(model="m"), RunPaths(tmp_path))
+    assert {key: cuda.get(key) for key in memory} == memory
+    # The CPU device keeps every checkpoint (a rehearsal saves each step) and has no vLLM-sized
+    # logits to chunk.
+    cpu = verl_settings(TrainConfig(model="m", verl={"device": "cpu"}), RunPaths(tmp_path))
+    assert not set(memory) & set(cpu)
+    # the user's extras come after them, so they win
+    keep_all = VerlSettings(extra_overrides=["trainer.max_actor_ckpt_to_keep=null"])
+    overrides = verl_overrides(TrainConfig(model="m", verl=keep_all), RunPaths(tmp_path))
+    assert overrides.index("trainer.max_actor_ckpt_to_keep=2") < overrides.index(
+        "trainer.max_actor_ckpt_to_keep=null"
+    )

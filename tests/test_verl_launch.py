@@ -23,6 +23,7 @@ from train_backend.verl import launch, names
 from train_backend.verl.checkpoints import (
     CHECKPOINT_FILE,
     LATEST_FILE,
+    MERGE_ATTEMPTS,
     CheckpointPublisher,
     merge_command,
     run_logged,
@@ -244,14 +245,58 @@ def test_each_finished_step_is_merged_then_marked_done_last(tmp_path):
     ("merger", "why"),
     [(FakeMerger(exit_code=1), "exited with code 1"), (FakeMerger(writes_model=False), "no model")],
 )
-def test_a_failed_merge_publishes_nothing_and_is_not_retried(tmp_path, merger, why):
+def test_a_failed_merge_publishes_nothing_and_is_retried_a_bounded_number_of_times(
+    tmp_path, merger, why
+):
     save_verl_step(RunPaths(tmp_path).verl_checkpoints, 5)
     publisher = publisher_for(tmp_path, merger)
-    assert publisher.publish_new() == []
-    assert publisher.publish_new() == []
-    assert len(merger.commands) == 1
+    for _ in range(MERGE_ATTEMPTS + 2):  # one attempt a poll, then no more
+        assert publisher.publish_new() == []
+    assert len(merger.commands) == MERGE_ATTEMPTS
     assert why in publisher.failures[5]
+    report = publisher.failure_report()
+    assert report.startswith("step 5: the merger") and why in report
+    assert f"({MERGE_ATTEMPTS} attempt(s))" in report
     assert list(RunPaths(tmp_path).checkpoints.iterdir()) == []  # no step_5, no staging left
+
+
+class FlakyMerger(FakeMerger):
+    """Fails the first merge of each step in `flaky`, then merges."""
+
+    def __init__(self, flaky: set[int], always: set[int] = frozenset()) -> None:
+        super().__init__()
+        self.flaky, self.always = set(flaky), set(always)
+
+    def __call__(self, command: list[str], log_path: Path, env: dict[str, str]) -> int:
+        step = merged_step(command)
+        if step in self.always or step in self.flaky:
+            self.flaky.discard(step)
+            self.commands.append(command)
+            return 1
+        return super().__call__(command, log_path, env)
+
+
+def test_a_merge_that_fails_once_is_published_on_the_next_poll(tmp_path):
+    paths = RunPaths(tmp_path)
+    save_verl_step(paths.verl_checkpoints, 2)
+    merger = FlakyMerger(flaky={2})
+    publisher = publisher_for(tmp_path, merger)
+    assert publisher.publish_new() == []
+    assert publisher.publish_new() == [2]
+    assert publisher.failures == {} and publisher.gaps() == []
+    assert (paths.checkpoints / "step_2" / CHECKPOINT_FILE).is_file()
+
+
+def test_a_step_given_up_below_a_published_one_is_reported_as_a_gap(tmp_path):
+    paths = RunPaths(tmp_path)
+    save_verl_step(paths.verl_checkpoints, 2)
+    save_verl_step(paths.verl_checkpoints, 4)
+    publisher = publisher_for(tmp_path, FlakyMerger(flaky=set(), always={2}))
+    for _ in range(MERGE_ATTEMPTS):
+        publisher.publish_new()
+    assert publisher.is_published(4) and not publisher.is_published(2)
+    assert publisher.gaps() == [2]
+    assert "checkpoints/ has no step_2 between published steps" in publisher.failure_report()
 
 
 FAKE_VERL = textwrap.dedent(
@@ -424,3 +469,23 @@ def test_merged_weights_are_cast_back_to_the_base_models_dtype(tmp_path):
     assert config == {"dtype": "float32", "hidden_size": 8}
     with pytest.raises(ValueError, match="unknown dtype"):
         restore_dtype(tmp_path, "float99")
+
+
+def test_weights_already_in_the_models_dtype_are_not_rewritten(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from train_backend.verl.checkpoints import restore_dtype
+
+    weights = tmp_path / "model-00001-of-00002.safetensors"
+    save_file({"w": torch.ones(2, 3, dtype=torch.bfloat16), "steps": torch.arange(3)}, weights)
+    other = tmp_path / "model-00002-of-00002.safetensors"
+    save_file({"v": torch.ones(4, dtype=torch.float32)}, other)
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "bfloat16"}))
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.iterdir()}
+    os.utime(weights, ns=(1, 1))  # a rewrite would set a new mtime
+    os.utime(tmp_path / "config.json", ns=(1, 1))
+    assert restore_dtype(tmp_path, "bfloat16") == 1  # only the fp32 tensor of the other file
+    assert weights.stat().st_mtime_ns == 1 and weights.read_bytes() == before[weights.name][1]
+    assert (tmp_path / "config.json").stat().st_mtime_ns == 1  # already bfloat16
+    assert other.read_bytes() != before[other.name][1]

@@ -31,6 +31,7 @@ from train_backend.local.checkpoint import CHECKPOINT_FILE
 
 CHECKPOINT_SCHEMA_VERSION = 1
 LATEST_FILE = "latest_checkpointed_iteration.txt"
+MERGE_ATTEMPTS = 3  # a failed merge is retried on the next polls, this many attempts in all
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 # (command, log file, environment) -> exit code
@@ -119,15 +120,29 @@ def model_dtype(model: str | None) -> str | None:
 
 
 def restore_dtype(model_dir: Path, dtype: str) -> int:
-    """Cast the floating-point weights in `model_dir` to `dtype`; how many tensors changed."""
+    """Cast the floating-point weights in `model_dir` to `dtype`; how many tensors changed.
+
+    A file whose floating-point tensors already have that dtype (the merger writes bf16, the
+    dtype of most base models) is left as it is: rewriting it would cost a full copy of the
+    weights for nothing.
+    """
     import torch
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
     target = getattr(torch, dtype, None)
     if not isinstance(target, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}")
+    # safetensors' names of floating-point dtypes; integer tensors are never cast
+    floats = {
+        "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    }  # fmt: skip
     changed = 0
     for path in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(path, framework="pt") as handle:  # reads the header only
+            dtypes = {handle.get_slice(name).get_dtype() for name in handle.keys()}  # noqa: SIM118
+        if all(floats.get(name, target) == target for name in dtypes):
+            continue
         tensors = load_file(path)
         cast = {}
         for name, tensor in tensors.items():
@@ -138,10 +153,10 @@ def restore_dtype(model_dir: Path, dtype: str) -> int:
         save_file(cast, path, metadata={"format": "pt"})
     config_path = model_dir / "config.json"
     config = json.loads(config_path.read_text())
-    for key in ("dtype", "torch_dtype"):
-        if key in config or key == "dtype":
-            config[key] = dtype
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    updated = {k: dtype for k in ("dtype", "torch_dtype") if k in config or k == "dtype"}
+    if any(config.get(k) != v for k, v in updated.items()):
+        config.update(updated)
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return changed
 
 
@@ -178,7 +193,8 @@ class CheckpointPublisher:
         self.metrics_file = metrics_file
         self.runner = runner
         self.dtype = dtype  # the base model's: merged weights are cast back to it
-        self.failures: dict[int, str] = {}
+        self.failures: dict[int, str] = {}  # step -> why its last merge attempt failed
+        self.attempts: dict[int, int] = {}
 
     def step_dir(self, step: int) -> Path:
         return self.checkpoints / f"step_{step}"
@@ -187,14 +203,36 @@ class CheckpointPublisher:
         return (self.step_dir(step) / CHECKPOINT_FILE).is_file()
 
     def publish_new(self) -> list[int]:
-        """Publish every finished step not yet published (failed ones are not retried)."""
+        """Publish every finished step not yet published; a failed merge is tried again on later
+        calls, `MERGE_ATTEMPTS` times in all (while verl still keeps that step's checkpoint)."""
         done = []
         for step in saved_steps(self.verl_checkpoints):
-            if self.is_published(step) or step in self.failures:
+            if self.is_published(step) or self.attempts.get(step, 0) >= MERGE_ATTEMPTS:
                 continue
+            self.attempts[step] = self.attempts.get(step, 0) + 1
             if self.publish(step):
+                self.failures.pop(step, None)
                 done.append(step)
         return done
+
+    def gaps(self) -> list[int]:
+        """Failed steps below a published one: holes in checkpoints/ that `mars loop` skips."""
+        names = (path.name for path in self.checkpoints.glob("step_*"))
+        steps = [int(name[5:]) for name in names if name[5:].isdigit()]
+        latest = max((step for step in steps if self.is_published(step)), default=-1)
+        return sorted(step for step in self.failures if step < latest)
+
+    def failure_report(self) -> str:
+        """One line: each step not published and why, and the gaps they leave."""
+        failed = "; ".join(
+            f"step {step}: {why} ({self.attempts.get(step, 1)} attempt(s))"
+            for step, why in sorted(self.failures.items())
+        )
+        gaps = self.gaps()
+        if gaps:
+            failed += f"; checkpoints/ has no step_{', step_'.join(map(str, gaps))} between "
+            failed += "published steps"
+        return failed
 
     def publish(self, step: int) -> bool:
         actor_dir = self.verl_checkpoints / f"global_step_{step}" / "actor"

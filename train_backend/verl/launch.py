@@ -26,11 +26,12 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.errors import MarsError
 from harness.processes import log_tail, stop_process_group
@@ -39,6 +40,7 @@ from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
+from train_backend.verl.preflight import Machine, Report, config_rows, run_dir_rows
 
 POLL_SECONDS = 2.0  # a look at one small file: publish each checkpoint soon after it lands
 STOP_GRACE_SECONDS = 30.0
@@ -107,30 +109,45 @@ def launch_environment(paths: RunPaths, device: str = "cuda") -> dict[str, str]:
     return env
 
 
-def preflight(config: TrainConfig, *, dry_run: bool) -> None:
-    """What must hold before anything is written: verl importable, and GPUs for a real launch."""
+def preflight(config: TrainConfig, *, dry_run: bool, machine: Machine | None = None) -> Report:
+    """What must hold before a run directory is made: verl importable, GPUs for a real launch,
+    and the preflight's stack, attention and context checks (preflight.py) on the config verl
+    will read (paths stand in for the run directory, which does not exist yet)."""
     require_verl()
     if not dry_run:
         require_gpus(config)
+    stand_in = RunPaths(Path(tempfile.gettempdir()) / "mars-preflight")
+    composed = check_overrides(verl_overrides(config, stand_in), validate=False)
+    report = Report(config_rows(config, composed, dry_run=dry_run, machine=machine or Machine()))
+    report.refuse()
+    return report
 
 
-def run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
+def run_verl(
+    config: TrainConfig, run: RunDir, *, dry_run: bool, machine: Machine | None = None
+) -> None:
     try:
-        _run_verl(config, run, dry_run=dry_run)
+        _run_verl(config, run, dry_run=dry_run, machine=machine or Machine())
     except MarsError:
         if run.info_path.is_file():  # started by the caller
             run.finish("failed")
         raise
 
 
-def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool) -> None:
-    preflight(config, dry_run=dry_run)
+def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool, machine: Machine) -> None:
+    require_verl()
+    if not dry_run:
+        require_gpus(config)
     paths = RunPaths(Path(run.path))
     overrides = verl_overrides(config, paths)
-    write_dataset(config, paths.dataset)
     # A launch leaves verl's own validation to main_ppo, which runs it first thing; importing
     # verl here for it would cost seconds of every start.
-    check_overrides(overrides, validate=dry_run)
+    composed = check_overrides(overrides, validate=dry_run)
+    report = Report(config_rows(config, composed, dry_run=dry_run, machine=machine))
+    report.rows += run_dir_rows(composed, machine)
+    print(report.table())
+    report.refuse()  # before the dataset, the command file and Ray
+    write_dataset(config, paths.dataset)
     command = main_ppo_command(overrides)
     line = shell_line(command, worker_environment(paths, config.verl.device))
     paths.command_file.write_text("#!/bin/sh\n" + line + "\n")
@@ -161,12 +178,13 @@ def keep_earlier_metrics(path: Path) -> Path | None:
     return kept
 
 
-def check_overrides(overrides: list[str], *, validate: bool = True) -> None:
-    """Compose (and validate) with verl's own config files; verl's chatter stays out of the way."""
+def check_overrides(overrides: list[str], *, validate: bool = True) -> Any:
+    """verl's config composed (and validated) with its own files; its chatter stays out of the
+    way. Returns the composed DictConfig."""
     from train_backend.verl.compose import compose_verl_config
 
     with contextlib.redirect_stdout(io.StringIO()):
-        compose_verl_config(overrides, validate=validate)
+        return compose_verl_config(overrides, validate=validate)
 
 
 def session_processes(session: int) -> list[int]:
@@ -262,5 +280,6 @@ def train(
             f"{log_tail(log_path)}"
         )
     if publisher.failures:
-        failed = "; ".join(f"step {s}: {why}" for s, why in sorted(publisher.failures.items()))
-        raise MarsError(f"training finished but checkpoints were not published: {failed}")
+        raise MarsError(
+            "training finished but checkpoints were not published: " + publisher.failure_report()
+        )

@@ -29,6 +29,9 @@ SUPPORTED_OPTIONS = ("gamma", "scale", "turn_level", "agent_specific", "state_we
 # them).
 ESTIMATOR_SWITCHES_ENV = "MARS_ESTIMATOR_SWITCHES"
 CPU_RAY_CPUS = 16  # logical: TransferQueue and verl's helper actors each ask for one
+# verl deletes older actor checkpoints beyond this; the CPU device keeps them all (a rehearsal
+# saves every step, faster than the merge of a step two saves back may finish).
+MAX_ACTOR_CHECKPOINTS = 2
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,22 @@ def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
     return settings
 
 
+def cluster_memory_settings() -> dict[str, Any]:
+    """Memory and disk defaults for long games on GPUs (docs/verl.md has the arithmetic).
+
+    - Entropy from the logits in chunks of 2,048 tokens: verl computes it on every old-log-prob
+      pass, and unchunked it makes full-vocabulary copies of a 36,864-token micro-batch's logits.
+    - The reference model's parameters offloaded to the CPU (verl 0.9.1's engine already does it
+      for a forward-only model; set here so it stays so).
+    - At most two actor checkpoints kept (fp32 weights + AdamW state: 12 bytes a parameter).
+    """
+    return {
+        "actor_rollout_ref.actor.entropy_from_logits_with_chunking": True,
+        "actor_rollout_ref.ref.fsdp_config.param_offload": True,
+        "trainer.max_actor_ckpt_to_keep": MAX_ACTOR_CHECKPOINTS,
+    }
+
+
 def estimator_switches(config: TrainConfig) -> dict[str, Any]:
     """The estimator options verl's config cannot carry (sent in `ESTIMATOR_SWITCHES_ENV`)."""
     options = config.estimator_options
@@ -313,6 +332,8 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
     if cluster.device == "cpu":
         settings.update(cpu_device_settings(config))
+    else:
+        settings.update(cluster_memory_settings())
     return settings
 
 

@@ -1,0 +1,387 @@
+"""What would stop or waste a verl run on GPUs, refused in one line before Ray starts.
+
+Each check is a `Row` of the table a dry run and a launch print; a refused row carries the
+fix, and all refusals of a run end it as one `MarsError` line:
+
+- stack: torch, transformers and the rollout engine within what verl 0.9.1 runs (`stack.py`),
+  and flash-attn importable when the attention needs it. Enforced on a machine with CUDA, and
+  for versions in any real launch on `cuda`; a dry run elsewhere shows what a GPU node refuses.
+- attention: an `attn_implementation` other than flash attention only without padding removal
+  (packed rows need variable-length kernels), and sequence parallelism only with it.
+- context: `rollout.max_model_len` within the model's positions (its config.json, read from a
+  local folder or the hub cache; said so when it cannot be read).
+- resume: a resumed run's ranks equal to those that saved its checkpoint (verl names shards by
+  world size and cannot load them on another).
+- disk: room for two saves where verl writes its checkpoints.
+
+The facts are read where they live (package metadata on sys.path, config.json, checkpoint
+folders); CUDA and free disk come from `Machine`, which tests replace.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import MarsError
+from train_backend.config import TrainConfig
+from train_backend.verl.checkpoints import LATEST_FILE
+from train_backend.verl.model_files import (
+    DTYPE_BYTES,
+    ModelConfig,
+    max_context,
+    parameter_count,
+    read_model_config,
+    where_looked,
+)
+from train_backend.verl.names import VERL_VERSION
+from train_backend.verl.stack import PINS, SUPPORTED
+
+# The module each flash attention implementation imports, and the package that brings it.
+ATTENTION_MODULES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+ATTENTION_PACKAGES = {"flash_attn": "flash-attn", "flash_attn_interface": "flash-attn-3"}
+VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py
+# A save: the actor's fp32 weights plus AdamW's two fp32 moments (verl's FSDP shards), and the
+# published Hugging Face copy in the model's dtype (bytes per parameter).
+SAVE_BYTES_PER_PARAMETER = 12
+MIN_SAVES = 2
+_SHARD = re.compile(r"^model_world_size_(\d+)_rank_\d+\.pt$")
+
+OK, REFUSED, WARNING, UNCHECKED = "ok", "refused", "warning", "not checked"
+
+
+def local_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def free_bytes(path: Path) -> int:
+    return shutil.disk_usage(path).free
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the preflight asks this machine rather than its files."""
+
+    cuda: Callable[[], bool] = local_cuda
+    disk_free: Callable[[Path], int] = free_bytes
+
+
+@dataclass(frozen=True)
+class Row:
+    check: str
+    found: str
+    verdict: str
+    note: str = ""  # for a refusal: what is wrong and the fix, in one sentence
+    want: str = ""  # what the check accepts, when it is a range
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+
+    def refuse(self) -> None:
+        refused = [row.note for row in self.rows if row.verdict == REFUSED]
+        if refused:
+            raise MarsError("preflight: " + "; ".join(refused))
+
+    def table(self) -> str:
+        width = max([len(row.check) for row in self.rows] + [5])
+        lines = [f"preflight (verl {VERL_VERSION}):"]
+        for row in self.rows:
+            line = f"  {row.check:<{width}}  {row.verdict:<11}  {row.found}"
+            if row.want:
+                line += f" ({row.want})"
+            if row.note and row.verdict != OK:
+                line += f" -- {row.note}"
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def import_problem(module: str) -> str | None:
+    """None if `module` imports; else why not, in one line."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken CUDA build fails in many ways: report any of them
+        return _one_line(exc)
+    return None
+
+
+def _in_range(name: str, version: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) in SpecifierSet(SUPPORTED[name].specifier)
+    except InvalidVersion:
+        return False
+
+
+def version_row(name: str, *, enforce: bool) -> Row:
+    found = installed_version(name)
+    supported = SUPPORTED[name]
+    pin = f", pin {PINS[name]}" if name in PINS else ""
+    want = f"wants {supported.specifier}{pin}"
+    if found is not None and _in_range(name, found):
+        return Row(name, found, OK, want=want)
+    if not enforce:
+        return Row(name, found or "not installed", WARNING, "a GPU node refuses it", want)
+    install = (
+        f"`make setup-verl-gpu` installs {name}=={PINS[name]}"
+        if name in PINS
+        else f"install {name}{supported.specifier}"
+    )
+    have = f"{name} {found}" if found else f"{name} is not installed"
+    note = (
+        f"{have}, verl {VERL_VERSION} runs {name}{supported.specifier} ({supported.source}): "
+        f"{install}"
+    )
+    return Row(name, found or "not installed", REFUSED, note, want)
+
+
+def attention_module_row(module: str, implementation: str, *, cuda_here: bool) -> Row:
+    package = ATTENTION_PACKAGES[module]
+    found = installed_version(package)
+    label = found or "not installed"
+    if not cuda_here:
+        return Row(package, label, UNCHECKED, "no CUDA on this machine; a GPU node imports it")
+    problem = import_problem(module)
+    if problem is None and (found is None or package not in SUPPORTED or _in_range(package, found)):
+        return Row(package, label, OK)
+    why = problem or f"{package} {found} is outside {SUPPORTED[package].specifier}"
+    return Row(
+        package,
+        label,
+        REFUSED,
+        f"{module} does not import on this CUDA node ({why}) and verl builds the actor with "
+        f"attn_implementation={implementation}: run `make setup-verl-gpu`, or choose the "
+        "attention explicitly (verl.extra_overrides: "
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa and "
+        "actor_rollout_ref.model.use_remove_padding=false; docs/verl.md)",
+    )
+
+
+def attention_settings(composed: Any) -> tuple[str, bool, int]:
+    """(attn_implementation, use_remove_padding, ulysses size) verl will build the actor with."""
+    model = composed.actor_rollout_ref.model
+    override = model.get("override_config") or {}
+    implementation = str(override.get("attn_implementation") or VERL_DEFAULT_ATTENTION)
+    remove_padding = bool(model.get("use_remove_padding", True))
+    ulysses = int(composed.actor_rollout_ref.actor.get("ulysses_sequence_parallel_size") or 1)
+    return implementation, remove_padding, ulysses
+
+
+def attention_row(implementation: str, remove_padding: bool, ulysses: int) -> Row:
+    found = (
+        f"{implementation}, padding removal {'on' if remove_padding else 'off'}, "
+        f"sequence parallel {ulysses}"
+    )
+    if ulysses > 1 and not remove_padding:
+        return Row(
+            "attention",
+            found,
+            REFUSED,
+            f"ulysses_sequence_parallel_size {ulysses} needs use_remove_padding=true (verl "
+            "asserts it when its engine starts): drop the use_remove_padding=false override",
+        )
+    if remove_padding and implementation not in ATTENTION_MODULES:
+        return Row(
+            "attention",
+            found,
+            REFUSED,
+            f"attn_implementation={implementation} with use_remove_padding=true: padding removal "
+            "packs several samples into one row, which mars runs only on flash attention's "
+            "variable-length kernels; add actor_rollout_ref.model.use_remove_padding=false to "
+            "verl.extra_overrides, or use flash_attention_2 (flash-attn: make setup-verl-gpu)",
+        )
+    return Row("attention", found, OK)
+
+
+def context_row(
+    model: str, config: ModelConfig | None, max_model_len: int, engine: str, *, enforce: bool
+) -> Row:
+    found = f"max_model_len {max_model_len}"
+    if config is None:
+        return Row(
+            "context",
+            found,
+            UNCHECKED,
+            f"no config.json for {model} in {where_looked(model)}, so its "
+            "max_position_embeddings cannot be read here (the hub is not asked)",
+        )
+    longest = max_context(config)
+    if longest is None:
+        return Row("context", found, UNCHECKED, f"{config.path} names no max_position_embeddings")
+    found += f" of {longest} positions"
+    if max_model_len <= longest:
+        return Row("context", found, OK)
+    note = (
+        f"rollout.max_model_len {max_model_len} (max_game_tokens + max_new_tokens) is more than "
+        f"the {longest} positions of {model} ({config.path}), which {engine} refuses at start-up: "
+        f"lower max_game_tokens or max_new_tokens so they sum to at most {longest}"
+    )
+    return Row("context", found, REFUSED if enforce else WARNING, note)
+
+
+def saved_world_size(actor_dir: Path) -> int | None:
+    """The ranks that wrote a verl FSDP checkpoint: fsdp_config.json, else the shard names."""
+    try:
+        size = json.loads((actor_dir / "fsdp_config.json").read_text()).get("world_size")
+        if isinstance(size, int):
+            return size
+    except (OSError, ValueError, AttributeError):
+        pass
+    sizes = {int(m.group(1)) for p in actor_dir.glob("*.pt") if (m := _SHARD.match(p.name))}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def resume_folder(trainer: Any) -> Path | None:
+    """The global_step_N folder verl would resume from (trainer.resume_mode), if any."""
+    mode = str(trainer.get("resume_mode") or "auto")
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        path = trainer.get("resume_from_path")
+        return Path(str(path)) if path else None
+    root = Path(str(trainer.default_local_dir))
+    try:
+        step = (root / LATEST_FILE).read_text().strip()
+    except OSError:
+        return None
+    folder = root / f"global_step_{step}"
+    return folder if step.isdigit() and folder.is_dir() else None
+
+
+def resume_row(composed: Any) -> Row:
+    trainer = composed.trainer
+    gpus, nodes = int(trainer.n_gpus_per_node), int(trainer.nnodes)
+    folder = resume_folder(trainer)
+    if folder is None:
+        return Row("resume", "no checkpoint to resume: starts at step 0", OK)
+    actor = folder / "actor"
+    saved = saved_world_size(actor)
+    if saved is None:
+        return Row("resume", str(actor), UNCHECKED, "no fsdp_config.json or shard files there")
+    found = f"{folder.name} saved by {saved} ranks, this run has {gpus * nodes}"
+    if saved == gpus * nodes:
+        return Row("resume", found, OK)
+    return Row(
+        "resume",
+        found,
+        REFUSED,
+        f"{actor} was saved by {saved} ranks (shards model_world_size_{saved}_rank_*.pt) and this "
+        f"run has {gpus * nodes} (n_gpus_per_node {gpus} x nnodes {nodes}); verl loads a "
+        f"checkpoint only on the world size that saved it: resume with {saved} GPUs in all, or "
+        "start a new run directory from the published weights (--model RUN/checkpoints/step_N)",
+    )
+
+
+def _gb(size: float) -> str:
+    return f"{size / 1e9:.1f} GB"
+
+
+def existing_ancestor(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_row(model: str, config: ModelConfig | None, checkpoints: Path, machine: Machine) -> Row:
+    count = parameter_count(model, config)
+    if count is None:
+        return Row(
+            "disk",
+            "model size unknown",
+            UNCHECKED,
+            f"no weights index or config.json for {model} in {where_looked(model)}",
+        )
+    values = config.values if config else {}
+    dtype = str(values.get("dtype") or values.get("torch_dtype") or "").removeprefix("torch.")
+    published = DTYPE_BYTES.get(dtype, 2)  # bf16 unless the config says otherwise
+    per_save = count.count * (SAVE_BYTES_PER_PARAMETER + published)
+    need = MIN_SAVES * per_save
+    where = existing_ancestor(checkpoints)
+    free = machine.disk_free(where)
+    found = (
+        f"{_gb(free)} free at {where}; a save is {_gb(per_save)} "
+        f"({count.count / 1e9:.2f}B parameters, {count.how}: "
+        f"{SAVE_BYTES_PER_PARAMETER} + {published} bytes each)"
+    )
+    if free >= need:
+        return Row("disk", found, OK)
+    return Row(
+        "disk",
+        found,
+        REFUSED,
+        f"{where} has {_gb(free)} free, less than {MIN_SAVES} saves of {model} need "
+        f"({_gb(need)}: fp32 weights and AdamW moments, {SAVE_BYTES_PER_PARAMETER} bytes a "
+        f"parameter, plus the published copy, {published}): free space or put the run on a "
+        "larger disk (--out / --run-dir)",
+    )
+
+
+def config_rows(
+    config: TrainConfig, composed: Any, *, dry_run: bool, machine: Machine
+) -> list[Row]:
+    """Stack, attention and context: what needs no run directory."""
+    model = str(composed.actor_rollout_ref.model.path)
+    max_model_len = int(composed.actor_rollout_ref.rollout.max_model_len)
+    model_config = read_model_config(model)
+    if config.verl.device == "cpu":
+        return [
+            Row("stack", "the CPU device: verl's trainer, eager attention, no vLLM", OK),
+            context_row(model, model_config, max_model_len, "vLLM", enforce=False),
+        ]
+    engine = str(composed.actor_rollout_ref.rollout.name)
+    cuda_here = machine.cuda()
+    enforce_versions = cuda_here or not dry_run
+    rows = [version_row(name, enforce=enforce_versions) for name in ("torch", "transformers")]
+    if engine in SUPPORTED:
+        rows.append(version_row(engine, enforce=enforce_versions))
+    implementation, remove_padding, ulysses = attention_settings(composed)
+    if implementation in ATTENTION_MODULES:
+        module = ATTENTION_MODULES[implementation]
+        rows.append(attention_module_row(module, implementation, cuda_here=cuda_here))
+    rows.append(attention_row(implementation, remove_padding, ulysses))
+    rows.append(context_row(model, model_config, max_model_len, engine, enforce=True))
+    return rows
+
+
+def run_dir_rows(composed: Any, machine: Machine) -> list[Row]:
+    """Resume and disk: what the run directory (verl's checkpoint folder) decides."""
+    model = str(composed.actor_rollout_ref.model.path)
+    checkpoints = Path(str(composed.trainer.default_local_dir))
+    model_config = read_model_config(model)
+    return [resume_row(composed), disk_row(model, model_config, checkpoints, machine)]
+
+
+def check_installed_stack(machine: Machine | None = None) -> str:
+    """`python -m train_backend.verl.stack check`: this machine's GPU stack as a GPU run sees it."""
+    machine = machine or Machine()
+    cuda_here = machine.cuda()
+    rows = [version_row(name, enforce=True) for name in ("torch", "transformers", "vllm")]
+    rows.append(attention_module_row("flash_attn", VERL_DEFAULT_ATTENTION, cuda_here=cuda_here))
+    report = Report(rows)
+    report.refuse()
+    return report.table()
