@@ -188,3 +188,51 @@ def test_a_step_gives_at_grpo_rows_grouped_by_problem_role_and_call_with_each_ro
     assert advantages[first[0]] > 0 > advantages[first[1]]  # returns 2, 0, 1: mean 1
     assert advantages[first[2]] == pytest.approx(0.0)
     assert [record["correct"] for record in rollout.records] == [True, True]
+
+
+def test_mad_debaters_are_rewarded_for_their_own_answers_and_the_moderator_for_the_verdict() -> (
+    None
+):
+    def side(answer: str) -> Scripted:
+        return Scripted("policy", [f"My answer: \\boxed{{{answer}}}"])
+
+    verdict = '{"preferred_side": "negative", "answer": "5", "reason": "checked"}'
+    roles = {
+        "affirmative": side("4").model,
+        "negative": side("5").model,
+        "moderator": Scripted("policy", [verdict]).model,
+        "judge": Scripted("policy", ["unused"]).model,
+    }
+    branches, main = asyncio.run(
+        tree_sample(
+            "mad", PROBLEM, 0, roles, {"rounds": 2}, branches=2, continuation="greedy",
+            rng=np.random.default_rng(0),
+        )
+    )  # fmt: skip
+    assert main.rewards == {("affirmative", 0): 0.0, ("negative", 0): 2.0, ("moderator", 0): 2.0}
+    assert main.correct and main.transcript.extra["decided_by"] == "moderator"
+    returns = {(b.call.agent, b.call.index): b.ret for b in branches}
+    assert returns == {("affirmative", 0): 0.0, ("negative", 0): 2.0, ("moderator", 0): 2.0}
+
+
+def test_mad_without_a_decisive_moderator_rewards_the_judge_for_the_final_answer() -> None:
+    undecided = '{"preferred_side": "none", "answer": "", "reason": "unsure"}'
+    roles = {
+        "affirmative": Scripted("policy", ["\\boxed{4}"]).model,
+        "negative": Scripted("policy", ["\\boxed{5}"]).model,
+        "moderator": Scripted("policy", [undecided]).model,
+        "judge": Scripted(
+            "policy", ['{"preferred_side": "affirmative", "answer": "4", "reason": "r"}']
+        ).model,
+    }
+    _, main = asyncio.run(
+        tree_sample(
+            "mad", PROBLEM, 0, roles, {"rounds": 2}, branches=1, continuation="greedy",
+            rng=np.random.default_rng(0),
+        )
+    )  # fmt: skip
+    assert main.transcript.extra["decided_by"] == "judge" and not main.correct
+    assert main.rewards == {
+        ("affirmative", 0): 0.0, ("affirmative", 1): 0.0, ("negative", 0): 0.0,
+        ("negative", 1): 2.0, ("moderator", 0): 0.0, ("moderator", 1): 0.0, ("judge", 0): 0.0,
+    }  # fmt: skip

@@ -11,10 +11,14 @@ failed (no code block, or any sandbox reason: timeout, memory, output, processes
 [the reasoner's answer of round r is correct].
 
 `single` (the single-agent baseline, `mas/single.py`): the solver gets 2 * [correct].
+
+`mad` (the evaluation's MAD debate, `mas/mad.py`): each debater is rewarded for its own final
+answer, the moderator and the judge for the debate's final answer (`mad_rewards`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from harness.errors import MarsError
@@ -52,12 +56,46 @@ def single_rewards(
     return {("solver", 0): 2.0 * float(correct(answer, reference, task))}
 
 
+MAD_SIDES = ("affirmative", "negative")
+MAD_DECIDERS = ("moderator", "judge")
+
+
+def mad_rewards(transcript: Transcript, reference: str, task: Task) -> dict[tuple[str, int], float]:
+    """`mad` (the evaluation's MAD protocol): each debater's last call gets 2 * [its own final
+    answer is correct]; the last call of the moderator and of the judge (when one was asked)
+    gets 2 * [the debate's final answer, resolved from their verdict, is correct]. Every other
+    call gets 0, so a branch's return is what its agent's last say earned."""
+    candidates = transcript.extra.get("candidates")
+    if candidates is None:
+        raise MarsError(
+            "mad training rewards read the built-in protocol's transcript, not maslab's"
+        )
+    calls = Counter(message.agent for message in transcript.messages)
+    final_right = correct(extract_answer(task, transcript.final_answer), reference, task)
+    rewards: dict[tuple[str, int], float] = {}
+    for agent, count in calls.items():
+        rewards.update({(agent, index): 0.0 for index in range(count)})
+        if agent in MAD_SIDES:
+            right = correct(candidates.get(agent), reference, task)
+        elif agent in MAD_DECIDERS:
+            right = final_right
+        else:
+            continue
+        rewards[(agent, count - 1)] = 2.0 * float(right)
+    return rewards
+
+
 REWARDS: dict[str, RewardFn] = {
     "reasoner_tool": reasoner_tool_rewards,
     "single": single_rewards,
+    "mad": mad_rewards,
 }
 # The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
-ROLES: dict[str, tuple[str, ...]] = {"reasoner_tool": ("tool", "reasoner"), "single": ("solver",)}
+ROLES: dict[str, tuple[str, ...]] = {
+    "reasoner_tool": ("tool", "reasoner"),
+    "single": ("solver",),
+    "mad": (*MAD_SIDES, *MAD_DECIDERS),
+}
 
 
 def reward_function(workflow: str) -> RewardFn:
