@@ -44,7 +44,7 @@ class WorkflowPretrainSettings(BaseModel):
 
     version: int = 1
     examples: int = Field(3000, ge=1)
-    steps: int = Field(300, ge=0)
+    steps: int = Field(1200, ge=0)
     batch_size: int = Field(16, ge=1)
     learning_rate: float = Field(2e-3, gt=0)
     tool_right: float = Field(0.5, ge=0, le=1)
