@@ -18,6 +18,7 @@ at_grpo's (episode, seat, turn).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Us
 from harness.errors import MarsError
 from harness.sandbox import SandboxLimits, SandboxResult, run_python_async
 from mas.answers import extract_answer
-from mas.base import Models, Task, Transcript, get_mas
+from mas.base import MASFunction, Models, Task, Transcript, get_mas
 from train_backend.local.rollout import StepRollout, TurnSample
 from train_backend.local.tree import state_key
 from train_backend.mas.data import Problem
@@ -148,6 +149,12 @@ class _UnmappedRole:
         raise MarsError(f"the workflow called agent {role!r}, which has no policy")
 
 
+@functools.cache
+def _workflow_function(name: str) -> MASFunction:
+    """`get_mas` once per workflow: it scans the MAS package on every call."""
+    return get_mas(name)
+
+
 async def run_workflow(
     workflow: str,
     problem: Problem,
@@ -163,7 +170,7 @@ async def run_workflow(
         default=cast(Endpoint, _UnmappedRole()), by_role=cast(dict[str, Endpoint], endpoints)
     )
     task = task_of(problem)
-    transcript = await get_mas(workflow)(task, models, dict(config))
+    transcript = await _workflow_function(workflow)(task, models, dict(config))
     run.transcript = transcript
     run.rewards = reward_function(workflow)(transcript, problem.answer, task)
     run.correct = correct(extract_answer(task, transcript.final_answer), problem.answer, task)
