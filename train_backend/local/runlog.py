@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.runstore import RunDir
 
 METRICS_FILE = "metrics.jsonl"
 EVALS_DIR = "evals"
@@ -77,3 +81,23 @@ def truncate_after(run_path: Path, step: int, records_path: Path) -> None:
             number = child.stem.removeprefix("step_")
             if number.isdigit() and int(number) > step:
                 child.unlink()
+
+
+def train_recorded(
+    run: RunDir,
+    train: Callable[[], dict[str, Any]],
+    *,
+    command: list[str],
+    config: dict[str, Any],
+    model: str,
+    seed: int,
+) -> dict[str, Any]:
+    """Mark `run` started, run `train`, then mark it completed (or interrupted on Ctrl-C)."""
+    run.start(command=command, config=config, model=model, seeds={"seed": seed})
+    try:
+        summary = train()
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    run.finish("completed")
+    return summary

@@ -509,16 +509,11 @@ def train_local(
     """
     trainer = LocalTrainer(config, run, log=log)
     trainer.load(policy)
-    run.start(
+    return runlog.train_recorded(
+        run,
+        trainer.train,
         command=command,
         config=config.model_dump(mode="json"),
-        model=trainer.model_source,
-        seeds={"seed": config.seed},
+        model=str(trainer.model_source),
+        seed=config.seed,
     )
-    try:
-        summary = trainer.train()
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    run.finish("completed")
-    return summary

@@ -324,16 +324,11 @@ def train_workflow(
 ) -> dict[str, Any]:
     trainer = WorkflowTrainer(config, run, log=log)
     trainer.load()
-    run.start(
+    return runlog.train_recorded(
+        run,
+        trainer.train,
         command=command,
         config=config.model_dump(mode="json"),
         model=str(resolve_model_path(config.model)),
-        seeds={"seed": config.seed},
+        seed=config.seed,
     )
-    try:
-        summary = trainer.train()
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    run.finish("completed")
-    return summary
