@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -95,6 +96,8 @@ DEMO_TRAIN = {
     "max_new_tokens": 96,
     "temperature": 1.0,
 }
+# The demo runs alone: the update's batches use two cores about 1.6x faster than one.
+TRAIN_THREADS = max(1, min(4, os.cpu_count() or 1))
 KUHN_SAMPLES = 160  # replies per information state: the interval of a near-uniform start is +-0.04
 
 
@@ -145,7 +148,7 @@ def demo(
           "--steps", str(train_steps),
           "--games-per-step", str(games_per_step), "--save-every", str(train_steps),
           "--eval-every", "0", "--config", str(config), "--run-dir", str(train_dir),
-          "--quiet")  # fmt: skip
+          "--threads", str(TRAIN_THREADS), "--quiet")  # fmt: skip
 
     _step("7. every checkpoint back into evaluation, served (mars loop, the start as step 0)")
     loop_dir = out / "loop"
