@@ -87,7 +87,7 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     from train_backend.mas.config import SHARED_POLICY, WorkflowTrainConfig
     from train_backend.mas.data import arithmetic_problems
     from train_backend.mas.rewards import ROLES
-    from train_backend.mas.trainer import _role_model, answered_right
+    from train_backend.mas.trainer import answered_right, role_model
 
     torch.set_num_threads(1)
     config = WorkflowTrainConfig.for_local(
@@ -105,7 +105,7 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
             ),
             max_batch=64,
         )
-        built[name] = _role_model(name, policy, batcher, 32)
+        built[name] = role_model(name, policy, batcher, 32)
     roles = {role: built[name] for role, name in owners.items()}
     problems = arithmetic_problems(args.heldout, seed, "heldout")
     return answered_right(config, problems, roles)

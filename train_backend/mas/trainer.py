@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import MarsError
 from harness.runstore import RunDir
 from harness.stats import wilson_ci
 from train_backend.advantage import compute_advantages, needs_state
@@ -66,8 +67,6 @@ def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[
     train_file = Path(config.train_file) if config.train_file else None
     problems = load_train_set(config.train_set, train_file=train_file).problems
     if len(problems) <= config.heldout_problems:
-        from harness.errors import MarsError
-
         raise MarsError(
             f"{config.train_set}: {len(problems)} problems, not more than the "
             f"{config.heldout_problems} held out; lower heldout_problems or add problems"
@@ -129,8 +128,6 @@ class WorkflowTrainer:
             self.slots[name].start_step = start_step
         steps = {slot.start_step for slot in self.slots.values()}
         if len(steps) > 1:
-            from harness.errors import MarsError
-
             raise MarsError(f"the policies' last checkpoints are of different steps: {steps}")
         runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
 
@@ -149,7 +146,7 @@ class WorkflowTrainer:
                 max_context_tokens=self.config.max_game_tokens,
                 keep_tokens=False,
             )
-            model = _role_model(name, slot.policy, responder.batcher, self.config.max_new_tokens)
+            model = role_model(name, slot.policy, responder.batcher, self.config.max_new_tokens)
             for role in slot.roles:
                 models[role] = model
         return models
@@ -272,7 +269,9 @@ def answered_right(
     return asyncio.run(play_all())
 
 
-def _role_model(name: str, policy: Policy, batcher: Any, max_new_tokens: int) -> RoleModel:
+def role_model(name: str, policy: Policy, batcher: Any, max_new_tokens: int) -> RoleModel:
+    """A role's model backed by `policy`, its replies generated through `batcher`."""
+
     async def generate(prompt_ids: list[int]) -> list[int]:
         generated = await batcher.submit(prompt_ids, max_new_tokens)
         return generated.completion_ids
