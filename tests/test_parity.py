@@ -271,6 +271,25 @@ def test_without_agent_specific_one_centre_and_one_baseline_serve_both_seats() -
     assert not np.allclose(compute_advantages(SWITCH_BATCH, "marshal_reference"), expected)
 
 
+def test_the_distinct_value_baseline_does_not_depend_on_float32_rounding_of_the_rewards() -> None:
+    # A verl CPU step's batch (Tic-Tac-Toe and Kuhn, a 0.05 format bonus): verl hands the
+    # estimator float32 rewards, the turn records keep float64. Exact equality of the turn-level
+    # returns made two returns one distinct value on one path and two on the other.
+    batch = {
+        "game": ["tic_tac_toe"] * 4 + ["kuhn_poker"] * 4 + ["tic_tac_toe"] * 2 + ["kuhn_poker"] * 3,
+        "episode": ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e", "f", "f", "f"],
+        "seat": [0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1],
+        "turn": [0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0],
+        "reward": [0.0, -11.0, 0.0, -11.0, -0.95, 1.05, -0.95, 1.05, 0.0, -11.0, 0.05, 2.05, -1.95],
+        "tokens": [8, 8, 8, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8],
+    }
+    as_float32 = {**batch, "reward": [float(np.float32(r)) for r in batch["reward"]]}
+    assert as_float32["reward"] != batch["reward"]
+    assert compute_advantages(as_float32, "marshal_reference") == pytest.approx(
+        compute_advantages(batch, "marshal_reference"), abs=1e-6
+    )
+
+
 def test_only_marshal_reference_takes_the_switches_and_on_they_change_nothing() -> None:
     on = compute_advantages(SWITCH_BATCH, "marshal_reference", turn_level=True, agent_specific=True)
     assert on == pytest.approx(compute_advantages(SWITCH_BATCH, "marshal_reference"))

@@ -71,11 +71,18 @@ def suffix_returns(
     return returns
 
 
+DISTINCT_RTOL = 1e-6
+
+
 def subtract_mean_of_distinct(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Subtract from each value the mean of the *distinct* values of its group.
 
     Equal values count once: in a group holding [1, 1, 1, 2, 4] the baseline is (1+2+4)/3, not
     9/5. This mirrors the agent-specific step of the MARSHAL code, which takes the unique values.
+    Values within DISTINCT_RTOL (relative, absolute near 0) of the previous one count as equal:
+    returns that are equal in exact arithmetic differ in the last bits depending on whether the
+    rewards arrived as float32 (verl's reward tensors) or float64, and an exact test would then
+    count them once on one path and twice on the other.
     """
     if values.size == 0:
         return values.astype(np.float64, copy=True)
@@ -83,9 +90,9 @@ def subtract_mean_of_distinct(values: np.ndarray, groups: np.ndarray, n_groups: 
     sorted_values = values[order]
     sorted_groups = groups[order]
     first_of_run = np.ones(values.size, dtype=bool)
-    first_of_run[1:] = (sorted_values[1:] != sorted_values[:-1]) | (
-        sorted_groups[1:] != sorted_groups[:-1]
-    )
+    step = np.abs(sorted_values[1:] - sorted_values[:-1])
+    tolerance = DISTINCT_RTOL * np.maximum(1.0, np.abs(sorted_values[1:]))
+    first_of_run[1:] = (step > tolerance) | (sorted_groups[1:] != sorted_groups[:-1])
     distinct_groups = sorted_groups[first_of_run]
     distinct_sums = np.bincount(
         distinct_groups, weights=sorted_values[first_of_run], minlength=n_groups
