@@ -34,7 +34,9 @@ def parse_mas_options(values: list[str]) -> dict[str, Any]:
 @app.command("eval")
 def eval_command(
     suite: str = typer.Option(..., "--suite", help="Comma-separated suites, e.g. gsm8k,math500."),
-    mas_name: str = typer.Option("single", "--mas", help="Multi-agent system: single, mad, ..."),
+    mas_name: str | None = typer.Option(
+        None, "--mas", help="Multi-agent system: single, mad, ... (default: single)"
+    ),
     model: str = options.MODEL,
     base_url: str = options.BASE_URL,
     backend: str = options.BACKEND,
@@ -60,12 +62,22 @@ def eval_command(
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    trained: Path = typer.Option(
+        None,
+        "--trained",
+        help="A `mars train-mas` run: each role answered by its own policy's checkpoint, the "
+        "workflow and its options as trained.",
+    ),
+    trained_step: int = typer.Option(
+        None, "--trained-step", help="With --trained: the checkpoints of this step (default: last)."
+    ),
 ) -> None:
     """Run reasoning suites through a MAS and grade every answer."""
     from harness.benchmarks import get_suite
     from harness.endpoint import GenerationConfig
     from harness.evaluation import WorkItem, eval_identity, record_key
     from harness.runstore import RunDir, model_identity
+    from harness.servers import model_fingerprint
     from mas.base import get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
@@ -74,9 +86,18 @@ def eval_command(
     suites = [get_suite(name) for name in suite_names]
     if data_dir is not None and not data_dir.is_dir():
         raise MarsError(f"--data-dir {data_dir} is not a directory")
-    mas_function = get_mas(mas_name)
     role_targets = parse_role_mapping(role)
     mas_config = parse_mas_options(mas_option)
+    role_models: dict[str, str] = {}  # role -> a local model folder served for it alone
+    trained_config: dict[str, Any] = {}
+    if trained is not None:
+        mas_name, model, role_models, mas_config, trained_config = _trained_models(
+            trained, trained_step, mas_name, model, base_url, role_targets, mas_config
+        )
+    elif trained_step is not None:
+        raise MarsError("--trained-step needs --trained RUN")
+    mas_name = mas_name or "single"
+    mas_function = get_mas(mas_name)
     from harness.graders import GradingPlan
 
     grading = GradingPlan.from_options(grader, judge_temperature, judge_max_tokens)
@@ -98,7 +119,12 @@ def eval_command(
         "concurrency": concurrency,
         "generation": gen.model_dump(),
         "mas_config": mas_config,
-        "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()},
+        "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()}
+        | {
+            r: {"model": path, "fingerprint": model_fingerprint(path)}
+            for r, path in role_models.items()
+        },
+        **trained_config,
         "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
         **grading.config(),
     }
@@ -107,21 +133,47 @@ def eval_command(
     # Refused here, before a server starts or a file changes, when the settings differ.
     run.check_identity(identity, complete="model" in identity)
 
+    from contextlib import ExitStack
+
     from harness.model_access import model_endpoint
 
-    with model_endpoint(
-        model=model,
-        base_url=base_url,
-        backend=backend,
-        concurrency=concurrency,
-        timeout_s=timeout,
-        max_retries=max_retries,
-        api_key_env=api_key_env,
-        cache_path=cache,
-        log_dir=run.path,
-        gen=gen,
-        extra_sampling=grading.extra_sampling(role_targets),
-    ) as endpoint_config:
+    with (
+        ExitStack() as servers,
+        model_endpoint(
+            model=model,
+            base_url=base_url,
+            backend=backend,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            max_retries=max_retries,
+            api_key_env=api_key_env,
+            cache_path=cache,
+            log_dir=run.path,
+            gen=gen,
+            extra_sampling=grading.extra_sampling(role_targets),
+        ) as endpoint_config,
+    ):
+        role_configs = {
+            name: endpoint_config.model_copy(
+                update={"base_url": url, "model": model_name, "model_identity": None}
+            )
+            for name, (url, model_name) in role_targets.items()
+        }
+        for name, path in role_models.items():
+            role_configs[name] = servers.enter_context(
+                model_endpoint(
+                    model=path,
+                    base_url=None,
+                    backend=backend,
+                    concurrency=concurrency,
+                    timeout_s=timeout,
+                    max_retries=max_retries,
+                    api_key_env=api_key_env,
+                    cache_path=cache,
+                    log_dir=run.path / f"role-{name}",
+                    gen=gen,
+                )
+            )
         if "model" not in identity:  # the server named the model: check it too
             identity["model"] = endpoint_config.model
             run.check_identity(identity)
@@ -151,7 +203,7 @@ def eval_command(
                     mas_function,
                     mas_config,
                     endpoint_config,
-                    role_targets,
+                    role_configs,
                     gen,
                     run,
                     quiet,
@@ -170,7 +222,7 @@ async def _evaluate(
     mas_function: Any,
     mas_config: dict[str, Any],
     endpoint_config: Any,
-    role_targets: dict[str, tuple[str, str]],
+    role_configs: dict[str, Any],
     gen: Any,
     run: Any,
     quiet: bool,
@@ -182,14 +234,7 @@ async def _evaluate(
     from mas.base import Models, Task
 
     default = Endpoint(endpoint_config)
-    by_role = {
-        name: Endpoint(
-            endpoint_config.model_copy(
-                update={"base_url": url, "model": model_name, "model_identity": None}
-            )
-        )
-        for name, (url, model_name) in role_targets.items()
-    }
+    by_role = {name: Endpoint(config) for name, config in role_configs.items()}
     models = Models(default=default, by_role=by_role, gen=gen)
 
     async def solve(item: WorkItem) -> SolvedSample:
@@ -223,6 +268,34 @@ async def _evaluate(
         for name, endpoint in by_role.items():
             usage[f"role:{name}"] = endpoint.ledger.totals()
         accumulate_usage_file(run.path / "usage.json", usage)  # adds up over resumed attempts
+
+
+def _trained_models(
+    run: Path,
+    step: int | None,
+    mas_name: str | None,
+    model: str | None,
+    base_url: str | None,
+    role_targets: dict[str, tuple[str, str]],
+    mas_config: dict[str, Any],
+) -> tuple[str, str, dict[str, str], dict[str, Any], dict[str, Any]]:
+    """What `--trained RUN` sets: the MAS, the default model, role -> local model folder, the
+    workflow options (the run's, under any --mas-option) and the run's config entry."""
+    from train_backend.mas.trained import trained_mas
+
+    if model or base_url:
+        raise MarsError("--trained picks every role's model: leave out --model and --base-url")
+    found = trained_mas(run, step)
+    if mas_name not in (None, found.workflow):
+        raise MarsError(f"--trained {run} trained the MAS {found.workflow!r}, not {mas_name!r}")
+    overlap = sorted(set(role_targets) & set(found.role_models))
+    if overlap:
+        raise MarsError(f"--role {', '.join(overlap)}: --trained already maps that role")
+    folders = {role: str(path.resolve()) for role, path in found.role_models.items()}
+    default = next(iter(folders.values()))
+    others = {role: folder for role, folder in folders.items() if folder != default}
+    entry = {"trained": {"run": str(run.resolve()), "step": found.step, "policies": found.policies}}
+    return found.workflow, default, others, {**found.workflow_options, **mas_config}, entry
 
 
 def _finish_eval(run: Any, wall: float, cpu: float) -> None:

@@ -39,6 +39,7 @@ from train_backend.mas.rollout import (
     play_workflow_step,
     run_workflow,
 )
+from train_backend.mas.trained import policy_root
 
 TABLE_COLUMNS = ("episode", "game", "seat", "turn", "reward")
 ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
@@ -90,9 +91,7 @@ class WorkflowTrainer:
         self.last_metrics: dict[str, Any] = {}
 
     def policy_root(self, name: str) -> Path:
-        if not self.config.multi_policy:
-            return self.run.path
-        return self.run.path / "policies" / name
+        return policy_root(self.run.path, name, self.config.multi_policy)
 
     def load(self) -> None:
         """Each policy from its latest checkpoint (resume) or its starting model."""

@@ -1,0 +1,71 @@
+"""The checkpoints a `mars train-mas` run produced, role by role, for evaluation.
+
+`mars eval --mas WORKFLOW --trained RUN [--trained-step N]` evaluates exactly the MAS that was
+trained: each role answered by its own policy's checkpoint of step N (the last step every
+policy saved, by default), with the workflow options the run trained with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import MarsError
+from train_backend.local import checkpoint
+from train_backend.mas.config import SHARED_POLICY
+from train_backend.mas.rewards import ROLES
+
+
+def policy_root(run_path: Path, name: str, multi_policy: bool) -> Path:
+    """The folder whose `checkpoints/` holds policy `name`'s checkpoints."""
+    return run_path / "policies" / name if multi_policy else run_path
+
+
+@dataclass
+class TrainedMas:
+    workflow: str
+    workflow_options: dict[str, Any]
+    step: int
+    role_models: dict[str, Path]  # role -> the checkpoint folder that answers for it
+    policies: dict[str, str] = field(default_factory=dict)  # role -> policy name
+
+
+def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
+    """Role -> checkpoint of a MAS training run; a one-line MarsError for anything else."""
+    manifest = run / "run.json"
+    try:
+        recorded = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        raise MarsError(f"--trained {run}: no run.json there (not a run directory)") from None
+    except json.JSONDecodeError as error:
+        raise MarsError(f"--trained {run}: run.json is not JSON ({error.msg})") from None
+    config = recorded.get("config") or {}
+    workflow = config.get("workflow")
+    if recorded.get("kind") != "train" or workflow not in ROLES:
+        raise MarsError(f"--trained {run}: not a MAS training run (mars train-mas makes one)")
+    roles = ROLES[workflow]
+    named = dict(config.get("policies") or {})
+    policies = {role: named.get(role, SHARED_POLICY) for role in roles}
+    multi = len(set(policies.values())) > 1
+    saved = {
+        name: dict(checkpoint.list_checkpoints(policy_root(run, name, multi)))
+        for name in set(policies.values())
+    }
+    common = set.intersection(*(set(steps) for steps in saved.values()))
+    if not common:
+        raise MarsError(f"--trained {run}: no step has a checkpoint of every policy yet")
+    chosen = max(common) if step is None else step
+    if chosen not in common:
+        raise MarsError(
+            f"--trained-step {chosen}: no checkpoint of every policy at that step in {run} "
+            f"(steps: {', '.join(map(str, sorted(common)))})"
+        )
+    return TrainedMas(
+        workflow=workflow,
+        workflow_options=dict(config.get("workflow_options") or {}),
+        step=chosen,
+        role_models={role: saved[name][chosen] for role, name in policies.items()},
+        policies=policies,
+    )
