@@ -105,3 +105,51 @@ def test_eval_serves_each_roles_checkpoint_and_records_which(
     assert usage["role:reasoner"]["calls"] == 2
     assert usage["by_role"]["tool"]["calls"] == 2
     assert "reasoner" not in usage["by_role"]
+
+
+def test_the_loop_follows_every_policys_steps_and_keeps_per_role_curves(
+    per_role_run: Path, tmp_path: Path
+) -> None:
+    loop = tmp_path / "loop"
+    result = run_mars(
+        "loop", "--watch", str(per_role_run), "--eval", "eval:gsm8k:reasoner_tool:2", "--once",
+        "--data-dir", str(DATA_DIR), "--max-tokens", "8", "--run-dir", str(loop), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in (loop / "learning_curve.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    policies = per_role_run.resolve() / "policies"
+    for row in rows:
+        assert row["error"] is None, row["error"]
+        step = f"step_{row['step']}"
+        assert row["roles"] == {
+            "tool": str(policies / "coder" / "checkpoints" / step),
+            "reasoner": str(policies / "thinker" / "checkpoints" / step),
+        }
+        entry = row["evals"]["eval-gsm8k-reasoner_tool"]
+        assert entry["n"] == 2 and 0.0 <= entry["accuracy"] <= 1.0
+        sub_run = json.loads((loop / entry["run_dir"] / "run.json").read_text())
+        assert sub_run["config"]["trained"]["step"] == row["step"]
+    with (loop / "learning_curve.csv").open() as handle:
+        header = handle.readline().strip().split(",")
+    for column in ("train/return_mean/tool", "train/return_mean/reasoner"):
+        assert column in header
+    assert "train/policy/coder/loss" in header and "train/policy/thinker/loss" in header
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("arena:kuhn_poker:random:2", "evaluate it with eval:SUITE:reasoner_tool:N items"),
+        ("eval:gsm8k:mad:2", "trained the MAS 'reasoner_tool': the eval item"),
+    ],
+)
+def test_the_loop_refuses_what_a_mas_run_cannot_be_evaluated_with(
+    per_role_run: Path, tmp_path: Path, item: str, message: str
+) -> None:
+    result = run_mars(
+        "loop", "--watch", str(per_role_run), "--eval", item, "--once",
+        "--run-dir", str(tmp_path / "loop"),
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -23,6 +23,11 @@ The loop's run directory:
     step_N-<eval name>/      each evaluation's own run directory
     logs/step_N/             the server's log and each sub-command's output
 
+A `mars train-mas` run (`--watch RUN`) has a checkpoint per policy and step
+(`RUN/policies/<name>/checkpoints/step_N/` with several policies): a step is complete once every
+policy saved it, and its suite items run `mars eval --trained RUN --trained-step N`, which serves
+each role its own policy's checkpoint.
+
 Resume is by checkpoint step: a rerun into the same `--run-dir` skips steps that have a good row
 and retries steps whose row has an error (as every `mars` command redoes errored records).
 """
@@ -54,6 +59,8 @@ CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 ROW_SCHEMA_VERSION = 1
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _FINISHED = {"completed", "completed_with_errors", "interrupted", "failed"}
+# The MAS trainer's per-role and per-policy figures the learning curve keeps (train/...).
+MAS_CURVE_METRICS = ("return_mean/", "policy/", "train_accuracy", "eval/accuracy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,6 +292,9 @@ def check_spec(spec: LoopSpec) -> None:
 class Checkpoint:
     step: int
     path: Path
+    # A `mars train-mas` run: its eval items run `mars eval --trained RUN --trained-step STEP`,
+    # each role answered by its own policy's checkpoint (`path` is the first role's).
+    mas_run: Path | None = None
 
     def info(self) -> dict[str, Any]:
         """checkpoint.json as a dict ({} if unreadable: the row then says so)."""
@@ -313,6 +323,32 @@ def complete_checkpoints(folder: Path) -> list[Checkpoint]:
         if match and child.is_dir() and (child / CHECKPOINT_FILE).is_file():
             found.append(Checkpoint(int(match.group(1)), child))
     return sorted(found, key=lambda c: c.step)
+
+
+def mas_checkpoints(run: Path) -> list[Checkpoint]:
+    """The steps of a MAS training run at which every policy saved a checkpoint."""
+    from train_backend.mas.trained import saved_steps
+
+    config = json.loads((run / RUN_FILE).read_text())["config"]
+    return [
+        Checkpoint(step, next(iter(roles.values())), mas_run=run)
+        for step, roles in saved_steps(run, config).items()
+    ]
+
+
+def check_mas_spec(spec: LoopSpec, run: Path) -> None:
+    """A MAS training run is evaluated by suites through the workflow it trained, only."""
+    workflow = json.loads((run / RUN_FILE).read_text())["config"]["workflow"]
+    for item in spec.evals:
+        if not isinstance(item, SuiteItem):
+            raise MarsError(
+                f"{run} is a MAS training run: evaluate it with eval:SUITE:{workflow}:N items "
+                f"(not {item.kind})"
+            )
+        if item.mas != workflow:
+            raise MarsError(
+                f"{run} trained the MAS {workflow!r}: the eval item {item.key} runs {item.mas!r}"
+            )
 
 
 def training_finished(folder: Path) -> bool:
@@ -380,14 +416,16 @@ def sub_command(
     run_dir: Path,
     model_label: str | None = None,
     opponent: str | None = None,
+    trained: tuple[Path, int] | None = None,
 ) -> list[str]:
     """The `mars` command line of one evaluation against the served checkpoint (`opponent`: the
-    one a rating item plays in this command)."""
+    one a rating item plays in this command; `trained`: a MAS training run and step, whose
+    policies the eval serves itself, one per role)."""
+    served = ["--base-url", base_url, "--model", model]
+    if trained is not None:
+        served = ["--trained", str(trained[0]), "--trained-step", str(trained[1])]
     common = [
-        "--base-url",
-        base_url,
-        "--model",
-        model,
+        *served,
         "--run-dir",
         str(run_dir),
         "--concurrency",
@@ -671,6 +709,8 @@ def evaluate_checkpoint(
     }
     log_dir = loop_dir / "logs" / f"step_{checkpoint.step}"
     log_dir.mkdir(parents=True, exist_ok=True)
+    if checkpoint.mas_run is not None:
+        return _evaluate_trained_mas(checkpoint, spec, settings, row, loop_dir, log_dir, started)
     gen = GenerationConfig(temperature=settings.temperature, top_p=settings.top_p)
     try:
         with model_endpoint(
@@ -712,6 +752,42 @@ def evaluate_checkpoint(
                 )
     except MarsError as exc:  # could not be served (bad folder, server died, warm-up failed)
         row["error"] = f"serving failed: {exc}"
+    return _finish_row(row, spec, started)
+
+
+def _evaluate_trained_mas(
+    checkpoint: Checkpoint,
+    spec: LoopSpec,
+    settings: Settings,
+    row: dict[str, Any],
+    loop_dir: Path,
+    log_dir: Path,
+    started: float,
+) -> dict[str, Any]:
+    """A MAS training step: each eval item is `mars eval --trained RUN --trained-step N`, which
+    serves every policy's checkpoint for its roles; the row keeps the role -> checkpoint map."""
+    from train_backend.mas.trained import trained_mas
+
+    assert checkpoint.mas_run is not None
+    trained = trained_mas(checkpoint.mas_run, checkpoint.step)
+    row["roles"] = {role: str(path.resolve()) for role, path in trained.role_models.items()}
+    for item in spec.evals:
+        command = sub_command(
+            item,
+            spec,
+            settings,
+            base_url="",
+            model="",
+            run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}",
+            trained=(checkpoint.mas_run, checkpoint.step),
+        )
+        row["evals"][item.key] = run_item(
+            item, command, timeout_s=spec.eval_timeout_s, log_path=log_dir / f"{item.key}.log"
+        )
+    return _finish_row(row, spec, started)
+
+
+def _finish_row(row: dict[str, Any], spec: LoopSpec, started: float) -> dict[str, Any]:
     failed = [key for key, entry in row["evals"].items() if entry.get("error")]
     if row["error"] is None and failed:
         row["error"] = f"{len(failed)} of {len(spec.evals)} evaluations failed: {', '.join(failed)}"
@@ -775,6 +851,10 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
             flat[f"{key}/n"] = entry.get("n")
         flat[f"{key}/run_dir"] = entry.get("run_dir")
         flat[f"{key}/error"] = entry.get("error") or ""
+    if row.get("roles"):  # a MAS training step: each role's return, each policy's update
+        for name, value in (row.get("train_metrics") or {}).items():
+            if name.startswith(MAS_CURVE_METRICS) and isinstance(value, int | float):
+                flat[f"train/{name}"] = value
     return flat
 
 
@@ -852,6 +932,16 @@ def run_loop(
     run.json) and all its checkpoints are evaluated. A step whose evaluation gave an error row is
     not retried within the same call (a rerun retries it).
     """
+    from train_backend.mas.trained import mas_training_run
+
+    mas_run = mas_training_run(watch)
+    if mas_run is not None:
+        check_mas_spec(spec, mas_run)
+        if baseline is not None:
+            raise MarsError(
+                f"--baseline with a MAS training run ({mas_run}): not supported yet; evaluate the "
+                "starting model with mars eval --mas WORKFLOW --model MODEL"
+            )
     done = {key[0] for key in run.prepare_resume(step_key)}
     write_curve(run)
     deadline = time.monotonic() + timeout_s
@@ -860,13 +950,13 @@ def run_loop(
     evaluated: list[int] = []
     announced_missing = False
     while True:
-        folder = checkpoints_folder(watch)
+        folder = mas_run or checkpoints_folder(watch)
         if not folder.is_dir() and once:
             raise MarsError(f"--watch {watch} is not a folder")
         if not folder.is_dir() and not announced_missing and on_wait is not None:
             on_wait(f"waiting for {watch} to appear")
             announced_missing = True
-        found = complete_checkpoints(folder)
+        found = mas_checkpoints(mas_run) if mas_run else complete_checkpoints(folder)
         if baseline is not None and 0 not in attempted and (found or once):
             attempted.add(0)
             if 0 in done:
@@ -905,7 +995,8 @@ def run_loop(
                 on_row(row)
         if once:
             return LoopOutcome(evaluated, skipped, "once")
-        pending = [c for c in complete_checkpoints(folder) if c.step not in attempted]
+        now = mas_checkpoints(mas_run) if mas_run else complete_checkpoints(folder)
+        pending = [c for c in now if c.step not in attempted]
         if not pending and training_finished(folder):
             return LoopOutcome(evaluated, skipped, "training finished")
         remaining = deadline - time.monotonic()

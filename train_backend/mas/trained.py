@@ -32,20 +32,27 @@ class TrainedMas:
     policies: dict[str, str] = field(default_factory=dict)  # role -> policy name
 
 
-def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
-    """Role -> checkpoint of a MAS training run; a one-line MarsError for anything else."""
-    manifest = run / "run.json"
-    try:
-        recorded = json.loads(manifest.read_text())
-    except FileNotFoundError:
-        raise MarsError(f"--trained {run}: no run.json there (not a run directory)") from None
-    except json.JSONDecodeError as error:
-        raise MarsError(f"--trained {run}: run.json is not JSON ({error.msg})") from None
-    config = recorded.get("config") or {}
-    workflow = config.get("workflow")
-    if recorded.get("kind") != "train" or workflow not in ROLES:
-        raise MarsError(f"--trained {run}: not a MAS training run (mars train-mas makes one)")
-    roles = ROLES[workflow]
+def mas_training_run(watch: Path) -> Path | None:
+    """The `mars train-mas` run `watch` is, or whose `checkpoints/` it is; None otherwise."""
+    for candidate in (watch, watch.parent):
+        try:
+            recorded = json.loads((candidate / "run.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        return candidate if _workflow_of(recorded) is not None else None
+    return None
+
+
+def _workflow_of(recorded: Any) -> str | None:
+    if not isinstance(recorded, dict) or recorded.get("kind") != "train":
+        return None
+    workflow = (recorded.get("config") or {}).get("workflow")
+    return workflow if workflow in ROLES else None
+
+
+def saved_steps(run: Path, config: dict[str, Any]) -> dict[int, dict[str, Path]]:
+    """Step -> role -> checkpoint folder, for the steps at which every policy saved."""
+    roles = ROLES[config["workflow"]]
     named = dict(config.get("policies") or {})
     policies = {role: named.get(role, SHARED_POLICY) for role in roles}
     multi = len(set(policies.values())) > 1
@@ -54,18 +61,38 @@ def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
         for name in set(policies.values())
     }
     common = set.intersection(*(set(steps) for steps in saved.values()))
-    if not common:
+    return {
+        step: {role: saved[name][step] for role, name in policies.items()}
+        for step in sorted(common)
+    }
+
+
+def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
+    """Role -> checkpoint of a MAS training run; a one-line MarsError for anything else."""
+    try:
+        recorded = json.loads((run / "run.json").read_text())
+    except FileNotFoundError:
+        raise MarsError(f"--trained {run}: no run.json there (not a run directory)") from None
+    except json.JSONDecodeError as error:
+        raise MarsError(f"--trained {run}: run.json is not JSON ({error.msg})") from None
+    workflow = _workflow_of(recorded)
+    if workflow is None:
+        raise MarsError(f"--trained {run}: not a MAS training run (mars train-mas makes one)")
+    config = recorded["config"]
+    steps = saved_steps(run, config)
+    if not steps:
         raise MarsError(f"--trained {run}: no step has a checkpoint of every policy yet")
-    chosen = max(common) if step is None else step
-    if chosen not in common:
+    chosen = max(steps) if step is None else step
+    if chosen not in steps:
         raise MarsError(
             f"--trained-step {chosen}: no checkpoint of every policy at that step in {run} "
-            f"(steps: {', '.join(map(str, sorted(common)))})"
+            f"(steps: {', '.join(map(str, steps))})"
         )
+    named = dict(config.get("policies") or {})
     return TrainedMas(
         workflow=workflow,
         workflow_options=dict(config.get("workflow_options") or {}),
         step=chosen,
-        role_models={role: saved[name][chosen] for role, name in policies.items()},
-        policies=policies,
+        role_models=steps[chosen],
+        policies={role: named.get(role, SHARED_POLICY) for role in ROLES[workflow]},
     )
