@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, mas_data
 from dashboard.paths import inside_root
 
 _ENTRIES = 64
@@ -35,6 +35,12 @@ def _eval_frame(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
 def _record_index(path: str, mtime_ns: int, size: int) -> dict[tuple[str, str, int], int]:
     rows = _jsonl(path, mtime_ns, size).rows
     return {data.key_of(r): i for i, r in enumerate(rows)}
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _workflow(path: str, mtime_ns: int, size: int) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    records = mas_data.workflow_records(_jsonl(path, mtime_ns, size).rows)
+    return records, mas_data.workflow_table(records)
 
 
 @st.cache_data(show_spinner=False, max_entries=_ENTRIES)
@@ -78,6 +84,14 @@ def record_lookup(
     if stamp is None:
         return [], {}
     return _jsonl(*stamp).rows, _record_index(*stamp)
+
+
+def workflow_data(root: Path, path: Path) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    """A MAS training run's workflow records and their table, from one file version."""
+    stamp = _stamp(root, path)
+    if stamp is None:
+        return [], mas_data.workflow_table([])
+    return _workflow(*stamp)
 
 
 def line_count(root: Path, path: Path) -> int:

@@ -846,6 +846,9 @@ def exploitability_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
 
 
 ACTION_SHARE_COLUMNS = ["x", "game", "state", "action", "share"]
+# A loop's columns of the watched run's training figures (CSV, JSONL): a MAS run's
+# `train/policy/<name>/loss` is a policy's update, not an action share.
+TRAINING_PREFIXES = ("train", "train_metrics")
 
 
 def action_share_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
@@ -860,8 +863,8 @@ def action_share_table(frame: pd.DataFrame, x: str = "step") -> pd.DataFrame:
         parts = column.split("/")
         if len(parts) == 4 and parts[0] == "policy":  # metrics.jsonl
             series = parts[1]
-        elif len(parts) >= 4 and parts[-3] == "policy":  # a loop's curve: <item>/policy/...
-            series = "/".join(parts[:-3])
+        elif len(parts) >= 4 and parts[-3] == "policy" and parts[0] not in TRAINING_PREFIXES:
+            series = "/".join(parts[:-3])  # a loop's curve: <item>/policy/<state>/<action>
         else:
             continue
         for _, row in frame.iterrows():

@@ -201,7 +201,8 @@ def test_dashboard_imports_only_harness() -> None:
     code = (
         "import sys, dashboard.data, dashboard.cache, dashboard.views.runs, "
         "dashboard.views.samples, dashboard.views.failures, dashboard.views.games, "
-        "dashboard.views.training, dashboard.boards; "
+        "dashboard.views.training, dashboard.views.mas_training, dashboard.mas_data, "
+        "dashboard.boards; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'mas', 'games', 'train_backend', 'openai', 'torch'}))"
     )

@@ -1,5 +1,5 @@
-"""Training page: metrics.jsonl curves of train runs overlaid, win rates, exploitability, loop
-learning curves."""
+"""Training page: metrics.jsonl curves of train runs overlaid, win rates, exploitability, MAS
+training runs role by role (views/mas_training.py), loop learning curves."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, data
+from dashboard.views import mas_training
 from dashboard.views.common import empty_state, malformed_note
 
-DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate")
+DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate", "train_accuracy")
 CURVE_X = ("step", "iteration", "round", "checkpoint_step", "checkpoint")
 STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
 
@@ -28,6 +29,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         _metrics_view(root, train_runs)
     else:
         empty_state("no train run with metrics.jsonl yet", "train")
+    mas_training.render(root, train_runs)
     st.subheader("Learning curve (train -> eval loop)")
     if loop_runs:
         _curves_view(root, loop_runs)
