@@ -58,3 +58,16 @@ def kuhn_model() -> Path:
     compact: it answers them with a legal move, so games reach real outcomes (the base tiny
     model's replies are almost never legal moves)."""
     return format_model(KUHN_FORMAT, "kuhn-format")
+
+
+@functools.cache
+def mas_model() -> Path:
+    """The tiny model taught the reasoner_tool roles' reply formats for about a minute (a tenth of
+    the MAS miniature's pre-training): a tool agent's program and a reasoner's boxed answer are
+    sometimes right, so K branches of one call earn different returns (measured: two of the
+    first step's four groups at K = 4)."""
+    from train_backend.mas.pretrain import WorkflowPretrainSettings, ensure_workflow_start
+
+    return ensure_workflow_start(
+        WorkflowPretrainSettings(examples=480, steps=120), name="test-mas-format"
+    )

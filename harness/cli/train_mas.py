@@ -1,7 +1,8 @@
-"""`mars train-mas`: train the agents of a MAS workflow by AT-GRPO inside it, on the CPU.
+"""`mars train-mas`: train the agents of a MAS workflow by AT-GRPO inside it.
 
 One shared policy for every role by default; `--policies tool=coder,reasoner=thinker` trains one
-policy per role (each with its own optimiser and checkpoints). docs/mas_training.md.
+policy per role (each with its own optimiser and checkpoints), on the embedded CPU trainer.
+`--backend verl` trains one shared policy through verl's agent loop. docs/mas_training.md.
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ def train_mas_command(
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
+    backend: str = typer.Option("local", "--backend", help="local (CPU trainer) | verl."),
+    device: str = typer.Option(
+        None, "--device", help="verl: cuda (GPUs, default) | cpu (rehearse on this machine)."
+    ),
 ) -> None:
-    """AT-GRPO inside a MAS workflow (Stronger-MAS) on the embedded CPU trainer."""
+    """AT-GRPO inside a MAS workflow (Stronger-MAS), on the embedded CPU trainer or verl."""
     from harness.settings_files import read_yaml_mapping
 
     flags: dict[str, Any] = {
@@ -68,6 +73,13 @@ def train_mas_command(
     data = read_yaml_mapping(config_file, "config") if config_file else {}
     data.update({key: value for key, value in flags.items() if value is not None})
     config = _validated(data)
+    if backend not in ("local", "verl"):
+        raise MarsError(f"--backend must be local or verl, got {backend!r}")
+    if backend == "verl":
+        _train_verl(config, device=device, run_path=run_dir, out=out, dry_run=dry_run)
+        return
+    if device is not None:
+        raise MarsError("--device is for --backend verl (the local backend runs on the CPU)")
     if dry_run:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return
@@ -93,3 +105,49 @@ def _validated(data: dict[str, Any]) -> Any:
         return WorkflowTrainConfig.for_local(**data)
     except ValidationError as exc:
         raise settings_error(exc, "training") from exc
+
+
+def _train_verl(
+    config: Any, *, device: str | None, run_path: Path | None, out: Path, dry_run: bool
+) -> None:
+    """One shared policy through verl's agent loop (train_backend/verl/workflow_loop.py)."""
+    import sys
+
+    from harness.runstore import RunDir
+    from train_backend.mas.rewards import ROLES
+
+    if config.model is None:
+        raise MarsError("--backend verl needs --model: a Hugging Face model folder or hub id")
+    if config.multi_policy:
+        raise MarsError(
+            "--policies on verl: one policy per role runs on --backend local only for now "
+            "(docs/verl.md, 'Training inside MAS workflows')"
+        )
+    config.role_policies(ROLES[config.workflow])  # an unknown role fails here
+    verl = config.verl.model_dump(exclude_unset=True) | ({"device": device} if device else {})
+    config = config.model_copy(
+        update={
+            "estimator": "at_grpo",  # branches grouped by (problem, role, call index)
+            "tree": config.tree.model_copy(update={"branches": config.branches}),
+            "verl": type(config.verl).model_validate(verl),
+        }
+    )
+    try:
+        from train_backend.verl.launch import preflight, run_verl
+    except ModuleNotFoundError as exc:
+        raise MarsError("verl backend not installed: make setup-verl") from exc
+    preflight(config, dry_run=dry_run)
+    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=f"mas-{config.workflow}")
+    run.start(
+        command=["mars", *sys.argv[1:]],
+        config=config.model_dump(mode="json"),
+        model=config.model,
+        seeds={"seed": config.seed},
+    )
+    try:
+        run_verl(config, run, dry_run=dry_run)
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        raise
+    run.finish("dry_run" if dry_run else "completed")
+    print(f"run dir: {run.path}")

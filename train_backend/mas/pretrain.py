@@ -109,14 +109,17 @@ def workflow_examples(settings: WorkflowPretrainSettings) -> list[Example]:
     return examples
 
 
-def ensure_workflow_start(settings: WorkflowPretrainSettings | None = None) -> Path:
-    """The MAS miniature's starting model, built on first use (a few minutes on a CPU)."""
+def ensure_workflow_start(
+    settings: WorkflowPretrainSettings | None = None, name: str = MAS_START_NAME
+) -> Path:
+    """The MAS miniature's starting model, built on first use (a few minutes on a CPU); `name`
+    picks its cache folder (tests build smaller recipes beside the miniature's)."""
     from harness.tiny_model import ensure_tiny_model, move_into_place
     from train_backend.pretrain import PretrainSettings, default_pretrained_dir, train_on_replies
 
     settings = settings or WorkflowPretrainSettings()
     base = ensure_tiny_model()
-    target = default_pretrained_dir(MAS_START_NAME)
+    target = default_pretrained_dir(name)
     recipe = {"recipe": settings.model_dump(), "base": str(base)}
     if _recorded_recipe(target) == recipe:
         return target

@@ -31,7 +31,7 @@ from train_backend.local.rollout import StepRollout, make_responder
 from train_backend.local.trainer import learning_rate_at, sampling_of
 from train_backend.local.update import UpdateStats, step_generator, update_policy
 from train_backend.mas.config import WorkflowTrainConfig
-from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
+from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, reward_function
 from train_backend.mas.rollout import (
     RoleModel,
@@ -39,10 +39,10 @@ from train_backend.mas.rollout import (
     play_workflow_step,
     run_workflow,
 )
+from train_backend.mas.schedule import step_problems, training_problems
 from train_backend.mas.trained import policy_root
 
 TABLE_COLUMNS = ("episode", "game", "seat", "turn", "reward")
-ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
 
 
 @dataclass
@@ -58,23 +58,6 @@ class PolicySlot:
     start_step: int = 0
 
 
-def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
-    """(training pool, held-out problems). Arithmetic: its own held-out split. A real set: its
-    last `heldout_problems` problems are held out of training (the benchmarks' test sets are
-    never used: the loader refuses any overlap with them)."""
-    if config.train_set == "arithmetic" and config.train_file is None:
-        pool = arithmetic_problems(ARITHMETIC_POOL, config.seed)
-        return pool, arithmetic_problems(config.heldout_problems, config.seed, "heldout")
-    train_file = Path(config.train_file) if config.train_file else None
-    problems = load_train_set(config.train_set, train_file=train_file).problems
-    if len(problems) <= config.heldout_problems:
-        raise MarsError(
-            f"{config.train_set}: {len(problems)} problems, not more than the "
-            f"{config.heldout_problems} held out; lower heldout_problems or add problems"
-        )
-    return problems[: -config.heldout_problems], problems[-config.heldout_problems :]
-
-
 class WorkflowTrainer:
     def __init__(
         self, config: WorkflowTrainConfig, run: RunDir, *, log: Callable[[str], None] = print
@@ -86,7 +69,6 @@ class WorkflowTrainer:
         self.roles = ROLES[config.workflow]
         self.role_policy = config.role_policies(self.roles)
         self.pool, self.heldout = training_problems(config)
-        self.order = np.random.default_rng(config.seed).permutation(len(self.pool))
         self.slots: dict[str, PolicySlot] = {}
         self.last_metrics: dict[str, Any] = {}
 
@@ -151,9 +133,7 @@ class WorkflowTrainer:
         return models
 
     def step_problems(self, step: int) -> list[Problem]:
-        size = self.config.problems_per_step
-        start = (step - 1) * size
-        return [self.pool[int(self.order[(start + i) % len(self.pool)])] for i in range(size)]
+        return step_problems(self.config, self.pool, step)
 
     def rollout(self, step: int) -> StepRollout:
         return asyncio.run(

@@ -14,6 +14,7 @@ names it in an `opponent` column; an at_grpo run carries its tree settings (`bra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,15 @@ from games.spec import get_game
 from harness.errors import MarsError
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
+from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl import names
 
 
 def prompts_per_step(config: TrainConfig) -> int:
-    """Dataset rows per training step: each row is played `group_size` times (verl's rollout.n)."""
+    """Dataset rows per training step: each row is played `group_size` times (verl's rollout.n);
+    a workflow's row is one problem, tree-sampled once."""
+    if isinstance(config, WorkflowTrainConfig):
+        return config.problems_per_step
     if config.games_per_step % config.group_size:
         raise MarsError(
             f"games_per_step ({config.games_per_step}) must be a multiple of group_size "
@@ -101,12 +106,49 @@ def game_rows(config: TrainConfig) -> list[dict[str, Any]]:
     return rows
 
 
+def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
+    """One row per training problem, step by step as the CPU trainer takes them; the agent loop
+    (workflow_loop.py) tree-samples each through the workflow."""
+    from mas.base import get_mas
+    from train_backend.mas.rollout import task_of
+    from train_backend.mas.schedule import step_problems, training_problems
+
+    get_mas(config.workflow)  # an unknown workflow fails here, before verl starts
+    pool, _heldout = training_problems(config)
+    options = json.dumps(config.workflow_options, sort_keys=True)
+    rows = []
+    for step in range(1, config.steps + 1):
+        for problem in step_problems(config, pool, step):
+            index = len(rows)
+            rows.append(
+                {
+                    "data_source": f"mars/{config.workflow}",
+                    "agent_name": names.WORKFLOW_LOOP_NAME,
+                    "prompt": [{"role": "user", "content": task_of(problem).prompt}],
+                    "workflow": config.workflow,
+                    "workflow_options": options,
+                    "problem_id": problem.id,
+                    "question": problem.question,
+                    "answer": problem.answer,
+                    "answers_are": problem.answers_are,
+                    "source": problem.source,
+                    "branches": config.branches,
+                    "continuation": config.continuation,
+                    "seed": config.seed * 1_000_003 + index,
+                    "max_new_tokens": config.max_new_tokens,
+                    "extra_info": {"index": index, "step": step, "problem_id": problem.id},
+                }
+            )
+    return rows
+
+
 def write_dataset(config: TrainConfig, path: Path) -> Path:
-    """Write the training games to `path` (parquet) and return it."""
+    """Write the training games (or a workflow's problems) to `path` (parquet) and return it."""
     import pandas as pd
 
+    rows = workflow_rows(config) if isinstance(config, WorkflowTrainConfig) else game_rows(config)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
-    pd.DataFrame(game_rows(config)).to_parquet(tmp, index=False)
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
     tmp.replace(path)
     return path

@@ -10,6 +10,7 @@ VERL_VERSION = "0.9.1"
 
 # verl registries (agent loops, trainers, advantage estimators) are keyed by these names.
 AGENT_LOOP_NAME = "mars_selfplay"
+WORKFLOW_LOOP_NAME = "mars_workflow"  # training inside a MAS workflow (workflow_loop.py)
 TRAINER_NAME = "mars"
 PLUGIN_MODULE = "train_backend.verl.plugin"
 CPU_DEVICE_MODULE = "train_backend.verl.cpu_device"  # loaded first, only with verl.device: cpu

@@ -18,6 +18,7 @@ from games.engine import retries_allowed
 from harness.errors import MarsError
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
+from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl import names
 from train_backend.verl.data import prompts_per_step, sample_unit
 
@@ -254,6 +255,16 @@ def estimator_settings(config: TrainConfig) -> dict[str, Any]:
     }
 
 
+def rollout_log_probs_kept(config: TrainConfig) -> bool:
+    """Whether every sample carries the log-probs the rollout server reported. Not so for a
+    tree's forced branches (all_actions, counterfactual: replies never sampled) nor for a
+    workflow's branches (a call replayed into another run has no log-probs of its own)."""
+    if isinstance(config, WorkflowTrainConfig):
+        return False
+    forced = config.tree.all_actions or config.tree.counterfactual
+    return not (config.estimator in TREE_ESTIMATORS and forced)
+
+
 def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
     """Every key we set on verl's config, in a stable order (user extras excluded)."""
     if config.model is None:
@@ -309,6 +320,9 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         f"{rollout}.max_model_len": lengths["sequence"],
         f"{rollout}.seed": config.seed,
         f"{rollout}.agent.default_agent_loop": names.AGENT_LOOP_NAME,
+        # Samples without the server's log-probs (see rollout_log_probs_kept): verl must not
+        # compare them with the actor's.
+        f"{rollout}.calculate_log_probs": rollout_log_probs_kept(config),
         # The agent loop scores every turn itself; verl's reward workers are never asked.
         "reward.num_workers": 1,
         "trainer.use_v1": True,

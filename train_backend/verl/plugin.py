@@ -6,6 +6,6 @@ which the launcher sets for the driver and, through Ray's runtime environment, f
 The second fails loudly if this import fails; entry points that fail are only logged by verl.
 """
 
-from train_backend.verl import agent_loop, estimators, trainer
+from train_backend.verl import agent_loop, estimators, trainer, workflow_loop
 
-__all__ = ["agent_loop", "estimators", "trainer"]
+__all__ = ["agent_loop", "estimators", "trainer", "workflow_loop"]

@@ -1,0 +1,117 @@
+"""Training inside a MAS workflow on verl's own trainer, for real, on this machine's CPU.
+
+`mars train-mas --backend verl --device cpu`: reasoner_tool problems tree-sampled by the workflow
+agent loop (K = 4 branches at every call, the tool agent's programs in the sandbox), one shared
+policy, at_grpo with each branch's verl `uid` set to its (problem, role, call) group; then a
+rerun resumes from verl's checkpoint, and `mars eval --trained` reads what it published.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
+
+from conftest import run_mars
+from model_testkit import mas_model
+
+from train_backend.advantage import compute_advantages
+from train_backend.mas.trained import trained_mas
+from train_backend.verl.tree_loop import group_key
+
+BRANCHES = 4
+CONFIG = f"""\
+workflow_options: {{rounds: 1, code_seconds: 2.0}}
+problems_per_step: 2
+branches: {BRANCHES}
+max_new_tokens: 32
+learning_rate: 0.001
+warmup_steps: 0
+kl_coef: 0.0
+temperature: 1.0
+save_every: 1
+prompt_style: compact
+"""
+
+
+def train_args(run: Path, config: Path, steps: int) -> list[str]:
+    return [
+        "train-mas", "--backend", "verl", "--device", "cpu", "--model", str(mas_model()),
+        "--config", str(config), "--steps", str(steps), "--run-dir", str(run),
+    ]  # fmt: skip
+
+
+def step_turns(run: Path, step: int) -> list[dict]:
+    return [json.loads(line) for line in (run / f"verl/turns/step_{step}.jsonl").open()]
+
+
+@pytest.fixture(scope="module")
+def mas_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+    root = tmp_path_factory.mktemp("verl-mas")
+    config = root / "mas.yaml"
+    config.write_text(CONFIG)
+    run = root / "run"
+    started = time.perf_counter()
+    result = run_mars(*train_args(run, config, 2), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    return run, config, time.perf_counter() - started
+
+
+def test_each_branch_of_a_workflow_call_is_scored_in_its_group(mas_run):
+    run, _, seconds = mas_run
+    print(f"2 reasoner_tool CPU verl steps in {seconds:.0f} s")
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    for step in (1, 2):
+        turns = step_turns(run, step)
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for turn in turns:
+            assert turn["game"] == "reasoner_tool"
+            # verl's uid of every sample is its tree group: (problem, role, the role's call)
+            assert turn["uid"] == group_key(turn["episode"], turn["seat"], turn["turn"])
+            groups[turn["uid"]].append(turn)
+        assert len({turn["episode"] for turn in turns}) == 2  # the step's two problems
+        assert {len(group) for group in groups.values()} == {BRANCHES}
+        assert {turn["seat"] for turn in turns} == {0, 1}  # tool agent and reasoner both branch
+        table = {c: [t[c] for t in turns] for c in ("game", "episode", "seat", "turn", "reward")}
+        expected = compute_advantages(table, "at_grpo")
+        assert [turn["advantage"] for turn in turns] == pytest.approx(expected, abs=1e-5)
+        for group in groups.values():
+            assert sum(turn["advantage"] for turn in group) == pytest.approx(0.0, abs=1e-5)
+    everything = step_turns(run, 1) + step_turns(run, 2)
+    assert any(turn["advantage"] != 0 for turn in everything)  # some call had a better branch
+    # rewards are the workflow's: a tool branch -1/0/+1 plus the reasoner's [correct], a
+    # reasoner branch 2 x [correct] (one round)
+    assert {turn["reward"] for turn in everything if turn["seat"] == 1} <= {0.0, 2.0}
+    assert {turn["reward"] for turn in everything if turn["seat"] == 0} <= {-1.0, 0.0, 1.0, 2.0}
+
+
+def test_a_rerun_resumes_from_verls_checkpoint_and_eval_reads_the_published_ones(mas_run):
+    run, config, _ = mas_run
+    before = {step: step_turns(run, step) for step in (1, 2)}
+    result = run_mars(*train_args(run, config, 3), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    assert "setting global step to 2" in (run / "logs/verl.log").read_text()
+    assert {step: step_turns(run, step) for step in (1, 2)} == before  # not played again
+    assert {turn["weights_step"] for turn in step_turns(run, 3)} == {2}
+    trained = trained_mas(run)
+    assert trained.step == 3 and trained.workflow == "reasoner_tool"
+    assert trained.role_models == {
+        "tool": run / "checkpoints" / "step_3",
+        "reasoner": run / "checkpoints" / "step_3",
+    }
+    assert (run / "checkpoints" / "step_3" / "model.safetensors").is_file()
+
+
+def test_one_policy_per_role_on_verl_is_refused_in_one_line(tmp_path):
+    result = run_mars(
+        "train-mas", "--backend", "verl", "--device", "cpu", "--model", str(tmp_path),
+        "--policies", "tool=coder,reasoner=thinker", "--dry-run",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "one policy per role runs on --backend local only" in result.stderr
+    assert "Traceback" not in result.stderr

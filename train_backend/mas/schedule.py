@@ -1,0 +1,42 @@
+"""Which problems a MAS training run trains on, step by step, and which it holds out.
+
+Shared by the CPU trainer and the verl dataset (train_backend/verl/data.py), so both backends
+train on the same problems in the same order for a given config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import MarsError
+from train_backend.mas.config import WorkflowTrainConfig
+from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
+
+ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
+
+
+def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
+    """(training pool, held-out problems). Arithmetic: its own held-out split. A real set: its
+    last `heldout_problems` problems are held out of training (the benchmarks' test sets are
+    never used: the loader refuses any overlap with them)."""
+    if config.train_set == "arithmetic" and config.train_file is None:
+        pool = arithmetic_problems(ARITHMETIC_POOL, config.seed)
+        return pool, arithmetic_problems(config.heldout_problems, config.seed, "heldout")
+    train_file = Path(config.train_file) if config.train_file else None
+    problems = load_train_set(config.train_set, train_file=train_file).problems
+    if len(problems) <= config.heldout_problems:
+        raise MarsError(
+            f"{config.train_set}: {len(problems)} problems, not more than the "
+            f"{config.heldout_problems} held out; lower heldout_problems or add problems"
+        )
+    return problems[: -config.heldout_problems], problems[-config.heldout_problems :]
+
+
+def step_problems(config: WorkflowTrainConfig, pool: list[Problem], step: int) -> list[Problem]:
+    """Step `step`'s problems (from 1): the pool in one seeded order, wrapping around."""
+    order = np.random.default_rng(config.seed).permutation(len(pool))
+    size = config.problems_per_step
+    start = (step - 1) * size
+    return [pool[int(order[(start + i) % len(pool)])] for i in range(size)]

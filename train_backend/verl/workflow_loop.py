@@ -1,0 +1,153 @@
+"""Training inside a MAS workflow on verl: one problem per dataset row, tree-sampled by replay.
+
+The agent loop runs the registered MAS itself (`train_backend.mas.rollout.tree_sample`, the CPU
+trainer's tree, unchanged): at every call of the main line K runs replay the calls before it, each
+samples its own reply from verl's rollout server and finishes the workflow (a Monte Carlo
+continuation); one branch continues the main line. Every role's calls go to the one policy verl
+trains (the role is in the workflow's own system prompt). A tool agent's programs run in the
+sandbox, each distinct program once per row.
+
+Each branch is one turn sample: the call's prompt, the branch's reply, its return (that agent's
+rewards from that call to the end of its run) as the reward, and the group key (problem, role,
+the role's call index) the mars trainer writes into verl's `uid`, so at_grpo normalises within the
+K replies sampled at one state.
+
+A dataset row gives `workflow`, the problem (`problem_id`, `question`, `answer`, `answers_are`,
+`source`), `workflow_options` (JSON), `branches`, `continuation`, `seed` and `max_new_tokens`
+(see data.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import numpy as np
+from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, register
+from verl.utils.rollout_trace import rollout_trace_op
+
+from harness.errors import EndpointError, MarsError
+from train_backend.local.tree import state_key
+from train_backend.mas.data import Problem
+from train_backend.mas.rewards import ROLES
+from train_backend.mas.rollout import Branch, RoleModel, cached_sandbox, tree_sample
+from train_backend.verl import names
+from train_backend.verl.agent_loop import _VERL_KEYS, SelfPlayAgentLoop, _weight_versions
+from train_backend.verl.tree_loop import group_key
+
+logger = logging.getLogger(__name__)
+POLICY = "policy"  # the one policy verl trains answers for every role
+
+
+@register(names.WORKFLOW_LOOP_NAME)
+class WorkflowAgentLoop(SelfPlayAgentLoop):
+    """Tree-samples one problem of a dataset row through a MAS workflow."""
+
+    @rollout_trace_op
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+        workflow = str(kwargs["workflow"])
+        if workflow not in ROLES:
+            raise MarsError(f"no training rewards for workflow {workflow!r}")
+        problem = Problem(
+            id=str(kwargs["problem_id"]),
+            question=str(kwargs["question"]),
+            answer=str(kwargs["answer"]),
+            source=str(kwargs.get("source") or ""),
+            answers_are=kwargs.get("answers_are") or "expression",
+        )
+        episode = str(kwargs.get("uid") or problem.id)
+        params = {**sampling_params, "max_tokens": int(kwargs.get("max_new_tokens") or 256)}
+        server_fields: list[dict[str, Any]] = []
+        model = self._role_model(episode, params, int(kwargs.get("priority", 0)), server_fields)
+        options = {**json.loads(kwargs.get("workflow_options") or "{}")}
+        options["code_runner"] = cached_sandbox()
+        try:
+            found, _main = await tree_sample(
+                workflow,
+                problem,
+                0,
+                dict.fromkeys(ROLES[workflow], model),
+                options,
+                branches=int(kwargs.get("branches") or 2),
+                continuation=kwargs.get("continuation") or "random",
+                rng=np.random.default_rng(int(kwargs.get("seed") or 0)),
+            )
+        except EndpointError as error:  # a prompt over the budget: the problem is dropped
+            logger.warning("%s dropped from training: %s", problem.id, error)
+            return []
+        fields = {
+            names.GAME: workflow,
+            names.SEED: int(kwargs.get("seed") or 0),
+            names.EPISODE: episode,
+            names.GROUP: episode,
+        }
+        return self._branch_outputs(found, workflow, fields, _weight_versions(server_fields))
+
+    def _role_model(
+        self,
+        episode: str,
+        params: dict[str, Any],
+        priority: int,
+        server_fields: list[dict[str, Any]],
+    ) -> RoleModel:
+        requests = iter(range(1_000_000))
+
+        def encode(messages: list[dict[str, str]]) -> list[int]:
+            tokens = self.continuous_token_builder.build_initial_tokens(messages)
+            return self._within_budget(list(tokens))
+
+        async def generate(prompt_ids: list[int]) -> list[int]:
+            generation = await self._generate(
+                prompt_ids, 0, params, request_id=f"{episode}-c{next(requests)}", priority=priority
+            )
+            server_fields.append(generation.server_fields)
+            return generation.response_ids
+
+        def decode(ids: list[int]) -> str:
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+        return RoleModel(POLICY, encode, generate, decode)
+
+    def _branch_outputs(
+        self,
+        found: list[Branch],
+        workflow: str,
+        episode_fields: dict[str, Any],
+        versions: dict[str, int],
+    ) -> list[AgentLoopOutput]:
+        """One turn sample per branch; the branches of one (role, call) share a tree group."""
+        roles = ROLES[workflow]
+        episode = str(episode_fields[names.EPISODE])
+        numbers: dict[tuple[str, int], int] = {}
+        outputs = []
+        for branch in found:
+            call = branch.call
+            seat = roles.index(call.agent)
+            number = numbers.get((call.agent, call.index), 0)
+            numbers[(call.agent, call.index)] = number + 1
+            response = list(call.completion_ids)[: self.response_length]
+            fields = {
+                names.SEAT: seat,
+                names.TURN: call.index,
+                names.REWARD: float(branch.ret),
+                names.LEGAL: True,
+                names.STATE: state_key(call.prompt_ids),
+                names.TREE_GROUP: group_key(episode, seat, call.index),
+                names.BRANCH: number,
+                names.CHOSEN: False,
+                names.FORCED: False,
+            }
+            outputs.append(
+                AgentLoopOutput(
+                    prompt_ids=list(call.prompt_ids),
+                    response_ids=response,
+                    response_mask=[1] * len(response),
+                    response_logprobs=None,  # replayed prefixes hold calls of other branches
+                    reward_score=float(branch.ret),
+                    num_turns=2,
+                    metrics=AgentLoopMetrics(generate_sequences=0.0, num_preempted=-1),
+                    extra_fields={**versions, **episode_fields, **fields, **_VERL_KEYS},
+                )
+            )
+        return outputs
