@@ -236,3 +236,21 @@ def test_mad_without_a_decisive_moderator_rewards_the_judge_for_the_final_answer
         ("affirmative", 0): 0.0, ("affirmative", 1): 0.0, ("negative", 0): 0.0,
         ("negative", 1): 2.0, ("moderator", 0): 0.0, ("moderator", 1): 0.0, ("judge", 0): 0.0,
     }  # fmt: skip
+
+
+def test_with_branch_roles_a_partners_calls_are_answered_once_and_never_branched() -> None:
+    tool = Scripted("partner", [WRONG])  # a frozen partner: one reply per prompt is asked
+    reasoner = Scripted("policy", ["\\boxed{5}", "\\boxed{7}", "\\boxed{4}"])
+    roles = {"tool": tool.model, "reasoner": reasoner.model}
+    branches, main = asyncio.run(
+        tree_sample(
+            "reasoner_tool", PROBLEM, 0, roles, {**FAST, "rounds": 1}, branches=3,
+            continuation="greedy", rng=np.random.default_rng(0), branch_roles=["reasoner"],
+        )
+    )  # fmt: skip
+    assert {branch.call.agent for branch in branches} == {"reasoner"}
+    assert sorted(branch.ret for branch in branches) == [0.0, 0.0, 2.0]
+    # The tool's prompt was asked once in the main line; the reasoner's three times (K = 3),
+    # each of its runs replaying the same tool reply.
+    assert sum(tool.seen.values()) == 1 and sum(reasoner.seen.values()) == 3
+    assert main.correct  # greedy continued with the right answer

@@ -20,6 +20,7 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 from conftest import run_mars
 from model_testkit import mas_model
 
+from harness.servers import model_fingerprint
 from train_backend.advantage import compute_advantages
 from train_backend.mas.trained import trained_mas
 from train_backend.verl.tree_loop import group_key
@@ -107,11 +108,37 @@ def test_a_rerun_resumes_from_verls_checkpoint_and_eval_reads_the_published_ones
     assert (run / "checkpoints" / "step_3" / "model.safetensors").is_file()
 
 
-def test_one_policy_per_role_on_verl_is_refused_in_one_line(tmp_path):
+def test_one_policy_per_role_trains_in_phases_against_the_others_served_checkpoints(tmp_path):
+    config = tmp_path / "mas.yaml"
+    config.write_text(CONFIG + "phase_steps: 1\n")
+    run = tmp_path / "run"
     result = run_mars(
-        "train-mas", "--backend", "verl", "--device", "cpu", "--model", str(tmp_path),
-        "--policies", "tool=coder,reasoner=thinker", "--dry-run",
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "one policy per role runs on --backend local only" in result.stderr
-    assert "Traceback" not in result.stderr
+        *train_args(run, config, 1), "--policies", "tool=coder,reasoner=thinker", timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    assert "phase 0: coder to step 1" in result.stdout
+    assert "phase 1: thinker to step 1" in result.stdout
+    policies = run / "policies"
+    # Each phase trained its own policy on its own role's calls only: the partner's calls were
+    # answered by a served model, not branched, not samples.
+    for name, seat in (("coder", 0), ("thinker", 1)):
+        turns = step_turns(policies / name, 1)
+        assert {turn["seat"] for turn in turns} == {seat}
+        assert len(turns) == 2 * BRANCHES  # two problems, one call of the role each (one round)
+        assert (policies / name / "checkpoints" / "step_1" / "model.safetensors").is_file()
+    # The thinker's phase ran against the coder's checkpoint of the phase before, served.
+    thinker = json.loads((policies / "thinker" / "run.json").read_text())["config"]
+    partner = thinker["frozen_partners"]["tool"]
+    coder_step = policies / "coder" / "checkpoints" / "step_1"
+    assert partner["model_identity"] == model_fingerprint(str(coder_step.resolve()))
+    coder = json.loads((policies / "coder" / "run.json").read_text())["config"]
+    assert coder["frozen_partners"]["reasoner"]["model_identity"] == model_fingerprint(
+        str(mas_model())
+    )
+    served = (policies / "thinker" / "logs" / "partner-coder").glob("*.log")
+    assert sum(log.read_text().count("POST /v1/chat/completions") for log in served) >= 2
+    trained = trained_mas(run)
+    assert trained.role_models == {
+        "tool": coder_step,
+        "reasoner": policies / "thinker" / "checkpoints" / "step_1",
+    }

@@ -2,7 +2,8 @@
 
 One shared policy for every role by default; `--policies tool=coder,reasoner=thinker` trains one
 policy per role (each with its own optimiser and checkpoints), on the embedded CPU trainer.
-`--backend verl` trains one shared policy through verl's agent loop. docs/mas_training.md.
+`--backend verl` trains through verl's agent loop (one policy per role: alternating phases).
+docs/mas_training.md, docs/verl.md.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def _validated(data: dict[str, Any]) -> Any:
 def _train_verl(
     config: Any, *, device: str | None, run_path: Path | None, out: Path, dry_run: bool
 ) -> None:
-    """One shared policy through verl's agent loop (train_backend/verl/workflow_loop.py)."""
+    """verl's agent loop (train_backend/verl/workflow_loop.py): one shared policy in one run, or
+    one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
     import sys
 
     from harness.runstore import RunDir
@@ -118,11 +120,6 @@ def _train_verl(
 
     if config.model is None:
         raise MarsError("--backend verl needs --model: a Hugging Face model folder or hub id")
-    if config.multi_policy:
-        raise MarsError(
-            "--policies on verl: one policy per role runs on --backend local only for now "
-            "(docs/verl.md, 'Training inside MAS workflows')"
-        )
     config.role_policies(ROLES[config.workflow])  # an unknown role fails here
     verl = config.verl.model_dump(exclude_unset=True) | ({"device": device} if device else {})
     config = config.model_copy(
@@ -145,7 +142,13 @@ def _train_verl(
         seeds={"seed": config.seed},
     )
     try:
-        run_verl(config, run, dry_run=dry_run)
+        if config.multi_policy:  # one verl run per phase, the other policies served
+            from harness.model_access import model_endpoint
+            from train_backend.verl.mas_phases import train_phases
+
+            train_phases(config, run, dry_run=dry_run, run_verl=run_verl, serve=model_endpoint)
+        else:
+            run_verl(config, run, dry_run=dry_run)
     except KeyboardInterrupt:
         run.finish("interrupted")
         raise

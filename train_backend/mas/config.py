@@ -30,6 +30,12 @@ class WorkflowTrainConfig(TrainConfig):
     policies: dict[str, str] = Field(default_factory=dict)
     # policy name -> its starting model (default: `model`)
     policy_models: dict[str, str] = Field(default_factory=dict)
+    # verl with one policy per role: updates of one policy per phase, the phases alternating
+    # between the policies (train_backend/verl/mas_phases.py); 0: `steps` (one phase each).
+    phase_steps: int = Field(0, ge=0)
+    # Set by the phase runner, not by hand: role -> endpoint config of the frozen partner that
+    # answers for it in this phase (its policy's latest checkpoint, served).
+    frozen_partners: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("policies")
     @classmethod

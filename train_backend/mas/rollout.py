@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -84,6 +84,39 @@ class RoleModel:
         self.encode = encode
         self.generate = generate
         self.decode = decode
+
+
+def endpoint_role_model(
+    name: str,
+    render: Callable[[list[Message]], list[int]],
+    endpoint: Endpoint,
+    gen: GenerationConfig,
+    tokenize: Callable[[str], list[int]],
+) -> RoleModel:
+    """A frozen partner's role model: its replies come from an OpenAI-compatible server.
+
+    The workflow's replay check compares rendered prompt ids, so the chat is rendered as for a
+    trained role (`render`); the server is sent the messages themselves, and the reply's text is
+    kept with the ids it is recorded under, so decoding gives back exactly what the server said.
+    """
+    chats: dict[tuple[int, ...], list[Message]] = {}
+    texts: dict[tuple[int, ...], str] = {}
+
+    def encode(messages: list[Message]) -> list[int]:
+        ids = list(render(messages))
+        chats[tuple(ids)] = list(messages)
+        return ids
+
+    async def generate(prompt_ids: list[int]) -> list[int]:
+        completion = await endpoint.complete(chats[tuple(prompt_ids)], role=name, gen=gen)
+        ids = list(tokenize(completion.text)) or [0]
+        texts[tuple(ids)] = completion.text
+        return ids
+
+    def decode(ids: list[int]) -> str:
+        return texts.get(tuple(ids), "")
+
+    return RoleModel(name, encode, generate, decode)
 
 
 @dataclass
@@ -195,16 +228,36 @@ async def tree_sample(
     continuation: Continuation,
     rng: np.random.Generator,
     max_calls: int = 64,
+    branch_roles: Collection[str] | None = None,
 ) -> tuple[list[Branch], Run]:
     """Every call of the main line branched `branches` ways; returns the branches and the main
-    line's last run (the episode as it was played)."""
+    line's last run (the episode as it was played). With `branch_roles`, only those roles' calls
+    are branched (the others' belong to frozen partners: one run continues through them)."""
     prefix: list[Call] = []
     found: list[Branch] = []
     main: Run | None = None
-    for point in range(max_calls):
-        runs = await asyncio.gather(
-            *(run_workflow(workflow, problem, roles, config, prefix) for _ in range(branches))
+
+    async def sample(runs: int) -> list[Run]:
+        return list(
+            await asyncio.gather(
+                *(run_workflow(workflow, problem, roles, config, prefix) for _ in range(runs))
+            )
         )
+
+    carried: Run | None = None  # a run that replayed the prefix and sampled after it
+    for point in range(max_calls):
+        if branch_roles is None:
+            runs = await sample(branches)
+        else:
+            first = carried or (await sample(1))[0]
+            carried = None
+            if len(first.calls) > point and first.calls[point].agent not in branch_roles:
+                # A partner's call: no branches. The main line goes through it, and the same run,
+                # sampled past it, is the first of the next call's K runs.
+                main = carried = first
+                prefix = main.calls[: point + 1]
+                continue
+            runs = [first, *await sample(branches - 1)]
         live = [run for run in runs if len(run.calls) > point]
         if not live:
             break

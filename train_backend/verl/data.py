@@ -116,6 +116,7 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
     get_mas(config.workflow)  # an unknown workflow fails here, before verl starts
     pool, _heldout = training_problems(config)
     options = json.dumps(config.workflow_options, sort_keys=True)
+    partners = json.dumps(config.frozen_partners, sort_keys=True)
     rows = []
     for step in range(1, config.steps + 1):
         for problem in step_problems(config, pool, step):
@@ -136,6 +137,7 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
                     "continuation": config.continuation,
                     "seed": config.seed * 1_000_003 + index,
                     "max_new_tokens": config.max_new_tokens,
+                    "partners": partners,
                     "extra_info": {"index": index, "step": step, "problem_id": problem.id},
                 }
             )

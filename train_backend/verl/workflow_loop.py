@@ -12,9 +12,14 @@ rewards from that call to the end of its run) as the reward, and the group key (
 the role's call index) the mars trainer writes into verl's `uid`, so at_grpo normalises within the
 K replies sampled at one state.
 
+With one policy per role (train_backend/verl/mas_phases.py), a row also names `partners`: the
+roles of the policies not trained in this phase, each answered by an OpenAI-compatible server of
+its policy's latest checkpoint. Their calls are not branched and yield no samples; the main line
+goes through them.
+
 A dataset row gives `workflow`, the problem (`problem_id`, `question`, `answer`, `answers_are`,
-`source`), `workflow_options` (JSON), `branches`, `continuation`, `seed` and `max_new_tokens`
-(see data.py).
+`source`), `workflow_options` (JSON), `branches`, `continuation`, `seed`, `max_new_tokens` and
+`partners` (JSON, {role: endpoint config}; see data.py).
 """
 
 from __future__ import annotations
@@ -27,11 +32,18 @@ import numpy as np
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.rollout_trace import rollout_trace_op
 
+from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.errors import EndpointError, MarsError
 from train_backend.local.tree import state_key
 from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES
-from train_backend.mas.rollout import Branch, RoleModel, cached_sandbox, tree_sample
+from train_backend.mas.rollout import (
+    Branch,
+    RoleModel,
+    cached_sandbox,
+    endpoint_role_model,
+    tree_sample,
+)
 from train_backend.verl import names
 from train_backend.verl.agent_loop import _VERL_KEYS, SelfPlayAgentLoop, _weight_versions
 from train_backend.verl.tree_loop import group_key
@@ -62,20 +74,36 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         model = self._role_model(episode, params, int(kwargs.get("priority", 0)), server_fields)
         options = {**json.loads(kwargs.get("workflow_options") or "{}")}
         options["code_runner"] = cached_sandbox()
+        partners = json.loads(kwargs.get("partners") or "{}")
+        roles = {role: model for role in ROLES[workflow] if role not in partners}
+        endpoints = {role: Endpoint(EndpointConfig(**config)) for role, config in partners.items()}
+        gen = GenerationConfig(
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            max_tokens=int(params["max_tokens"]),
+        )
+        for role, endpoint in endpoints.items():
+            roles[role] = endpoint_role_model(role, self._render, endpoint, gen, self._tokenize)
         try:
             found, _main = await tree_sample(
                 workflow,
                 problem,
                 0,
-                dict.fromkeys(ROLES[workflow], model),
+                roles,
                 options,
                 branches=int(kwargs.get("branches") or 2),
                 continuation=kwargs.get("continuation") or "random",
                 rng=np.random.default_rng(int(kwargs.get("seed") or 0)),
+                branch_roles=[role for role in ROLES[workflow] if role not in partners]
+                if partners
+                else None,
             )
-        except EndpointError as error:  # a prompt over the budget: the problem is dropped
+        except EndpointError as error:  # over the prompt budget, or a partner failed: dropped
             logger.warning("%s dropped from training: %s", problem.id, error)
             return []
+        finally:
+            for endpoint in endpoints.values():
+                await endpoint.aclose()
         fields = {
             names.GAME: workflow,
             names.SEED: int(kwargs.get("seed") or 0),
@@ -93,10 +121,6 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
     ) -> RoleModel:
         requests = iter(range(1_000_000))
 
-        def encode(messages: list[dict[str, str]]) -> list[int]:
-            tokens = self.continuous_token_builder.build_initial_tokens(messages)
-            return self._within_budget(list(tokens))
-
         async def generate(prompt_ids: list[int]) -> list[int]:
             generation = await self._generate(
                 prompt_ids, 0, params, request_id=f"{episode}-c{next(requests)}", priority=priority
@@ -107,7 +131,14 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         def decode(ids: list[int]) -> str:
             return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-        return RoleModel(POLICY, encode, generate, decode)
+        return RoleModel(POLICY, self._render, generate, decode)
+
+    def _render(self, messages: list[dict[str, str]]) -> list[int]:
+        tokens = self.continuous_token_builder.build_initial_tokens(messages)
+        return self._within_budget(list(tokens))
+
+    def _tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _branch_outputs(
         self,

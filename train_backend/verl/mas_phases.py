@@ -1,0 +1,135 @@
+"""One policy per role on verl: alternating phases, the other policies as frozen partners.
+
+verl trains one actor per run. With `policies` (role -> policy), `mars train-mas --backend verl`
+trains the policies in turn: a phase is one verl run of one policy, in its own folder
+`RUN/policies/<name>/` (its verl checkpoints, its published `checkpoints/step_N/`), for
+`phase_steps` updates, resuming its own verl checkpoint from the phase before. Meanwhile every
+other policy's latest published checkpoint (its starting model before it has one) is served
+(`harness.model_access.model_endpoint`: vLLM on GPUs, `transformers serve` on a CPU) and answers
+for that policy's roles; only the trained policy's calls are branched and become samples
+(workflow_loop.py). Policies alternate until each has made `steps` updates; a rerun skips the
+phases whose checkpoints are already published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.endpoint import GenerationConfig
+from harness.runstore import RunDir
+from train_backend.local import checkpoint
+from train_backend.mas.config import WorkflowTrainConfig
+from train_backend.mas.rewards import ROLES
+from train_backend.mas.trained import policy_root
+
+
+@dataclass(frozen=True)
+class Phase:
+    index: int
+    policy: str
+    target: int  # the policy's number of updates once the phase is done
+
+
+def phase_plan(policies: list[str], steps: int, phase_steps: int) -> list[Phase]:
+    """The policies in turn, `phase_steps` updates each time (0: all `steps` at once)."""
+    size = phase_steps or steps
+    done = dict.fromkeys(policies, 0)
+    plan: list[Phase] = []
+    while any(count < steps for count in done.values()):
+        for policy in policies:
+            if done[policy] < steps:
+                done[policy] = min(steps, done[policy] + size)
+                plan.append(Phase(len(plan), policy, done[policy]))
+    return plan
+
+
+def published_step(root: Path) -> int:
+    latest = checkpoint.latest_checkpoint(root)
+    return latest[0] if latest else 0
+
+
+def partner_models(config: WorkflowTrainConfig, run: Path, trained: str) -> dict[str, str]:
+    """Every other policy -> the model folder that answers for it now."""
+    found = {}
+    for name in dict.fromkeys(config.policies.values()):
+        if name == trained:
+            continue
+        latest = checkpoint.latest_checkpoint(policy_root(run, name, True))
+        found[name] = str(latest[1]) if latest else config.policy_models.get(name, config.model)
+    return found
+
+
+def train_phases(
+    config: WorkflowTrainConfig,
+    run: RunDir,
+    *,
+    dry_run: bool,
+    run_verl: Callable[..., None],
+    serve: Callable[..., Any],
+    log: Callable[[str], None] = print,
+) -> list[Phase]:
+    """Run every phase not yet done; returns the phases run."""
+    role_policy = config.role_policies(ROLES[config.workflow])
+    policies = list(dict.fromkeys(role_policy.values()))
+    gen = GenerationConfig(
+        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_new_tokens
+    )
+    ran = []
+    for phase in phase_plan(policies, config.steps, config.phase_steps):
+        root = policy_root(run.path, phase.policy, True)
+        if published_step(root) >= phase.target:
+            continue  # published by an earlier invocation
+        partners = partner_models(config, run.path, phase.policy)
+        log(
+            f"phase {phase.index}: {phase.policy} to step {phase.target}; partners: "
+            + ", ".join(f"{name} = {model}" for name, model in partners.items())
+        )
+        with ExitStack() as servers:
+            endpoints = {
+                name: _served(servers, serve, model, gen, root, name, dry_run)
+                for name, model in partners.items()
+            }
+            frozen = {
+                role: endpoints[name] for role, name in role_policy.items() if name != phase.policy
+            }
+            phase_config = config.model_copy(
+                update={
+                    "steps": phase.target,
+                    "model": config.policy_models.get(phase.policy, config.model),
+                    "frozen_partners": frozen,
+                }
+            )
+            sub_run = RunDir.resolve(out=None, run_dir=root, kind="train", slug=phase.policy)
+            sub_run.start(
+                command=["mars", "train-mas", "--backend", "verl", f"(phase {phase.index})"],
+                config=phase_config.model_dump(mode="json") | {"policy": phase.policy},
+                model=phase_config.model,
+                seeds={"seed": config.seed},
+            )
+            run_verl(phase_config, sub_run, dry_run=dry_run)
+            sub_run.finish("dry_run" if dry_run else "completed")
+        ran.append(phase)
+        if dry_run:
+            break  # a dry run shows the first phase's launch
+    return ran
+
+
+def _served(
+    servers: ExitStack,
+    serve: Callable[..., Any],
+    model: str,
+    gen: GenerationConfig,
+    root: Path,
+    name: str,
+    dry_run: bool,
+) -> dict[str, Any]:
+    if dry_run:  # nothing is launched: the row names the partner's model only
+        return {"base_url": "http://127.0.0.1:0/v1", "model": model}
+    log_dir = root / "logs" / f"partner-{name}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config = servers.enter_context(serve(model=model, base_url=None, gen=gen, log_dir=log_dir))
+    return config.model_dump()
