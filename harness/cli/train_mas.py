@@ -73,7 +73,9 @@ def train_mas_command(
     }
     data = read_yaml_mapping(config_file, "config") if config_file else {}
     data.update({key: value for key, value in flags.items() if value is not None})
-    config = _validated(data)
+    # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
+    # the paper-sized ones (TrainConfig's), as `mars train` does.
+    config = _validated(data, cpu_sized=backend != "verl" or device == "cpu")
     if backend not in ("local", "verl"):
         raise MarsError(f"--backend must be local or verl, got {backend!r}")
     if backend == "verl":
@@ -96,14 +98,16 @@ def train_mas_command(
     print(f"run dir: {run.path}")
 
 
-def _validated(data: dict[str, Any]) -> Any:
+def _validated(data: dict[str, Any], *, cpu_sized: bool = True) -> Any:
     from pydantic import ValidationError
 
     from harness.settings_files import settings_error
     from train_backend.mas.config import WorkflowTrainConfig
 
     try:
-        return WorkflowTrainConfig.for_local(**data)
+        if cpu_sized:
+            return WorkflowTrainConfig.for_local(**data)
+        return WorkflowTrainConfig(**data)
     except ValidationError as exc:
         raise settings_error(exc, "training") from exc
 
