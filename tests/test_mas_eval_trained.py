@@ -13,6 +13,7 @@ from conftest import DATA_DIR, run_mars
 from harness.errors import MarsError
 from harness.runstore import RunDir
 from harness.servers import model_fingerprint
+from train_backend.local.policy import resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.trained import trained_mas
@@ -113,13 +114,21 @@ def test_the_loop_follows_every_policys_steps_and_keeps_per_role_curves(
     loop = tmp_path / "loop"
     result = run_mars(
         "loop", "--watch", str(per_role_run), "--eval", "eval:gsm8k:reasoner_tool:2", "--once",
+        "--baseline", str(resolve_model_path(None)),
         "--data-dir", str(DATA_DIR), "--max-tokens", "8", "--run-dir", str(loop), timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (loop / "learning_curve.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in rows] == [1, 2]
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    # Step 0: the starting model in every role, through the workflow as it was trained.
+    start = rows[0]
+    assert start["baseline"] is True and start["error"] is None, start["error"]
+    entry = start["evals"]["eval-gsm8k-reasoner_tool"]
+    sub_run = json.loads((loop / entry["run_dir"] / "run.json").read_text())
+    assert sub_run["config"]["mas"] == "reasoner_tool" and "trained" not in sub_run["config"]
+    assert sub_run["config"]["mas_config"] == {"rounds": 1, "code_seconds": 2.0}
     policies = per_role_run.resolve() / "policies"
-    for row in rows:
+    for row in rows[1:]:
         assert row["error"] is None, row["error"]
         step = f"step_{row['step']}"
         assert row["roles"] == {

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -295,6 +295,8 @@ class Checkpoint:
     # A `mars train-mas` run: its eval items run `mars eval --trained RUN --trained-step STEP`,
     # each role answered by its own policy's checkpoint (`path` is the first role's).
     mas_run: Path | None = None
+    # The MAS options a suite item runs with (a MAS run's baseline: the workflow as trained).
+    mas_options: dict[str, Any] = field(default_factory=dict)
 
     def info(self) -> dict[str, Any]:
         """checkpoint.json as a dict ({} if unreadable: the row then says so)."""
@@ -417,6 +419,7 @@ def sub_command(
     model_label: str | None = None,
     opponent: str | None = None,
     trained: tuple[Path, int] | None = None,
+    mas_options: dict[str, Any] | None = None,
 ) -> list[str]:
     """The `mars` command line of one evaluation against the served checkpoint (`opponent`: the
     one a rating item plays in this command; `trained`: a MAS training run and step, whose
@@ -481,6 +484,8 @@ def sub_command(
         command += ["--limit", str(item.limit)]
     if spec.data_dir:
         command += ["--data-dir", spec.data_dir]
+    for key, value in (mas_options or {}).items():
+        command += ["--mas-option", f"{key}={json.dumps(value)}"]
     return command + common
 
 
@@ -743,6 +748,7 @@ def evaluate_checkpoint(
                     model=endpoint.model,
                     run_dir=loop_dir / f"step_{checkpoint.step}-{item.key}",
                     model_label=str(checkpoint.path.resolve()),
+                    mas_options=checkpoint.mas_options,
                 )
                 row["evals"][item.key] = run_item(
                     item,
@@ -935,13 +941,11 @@ def run_loop(
     from train_backend.mas.trained import mas_training_run
 
     mas_run = mas_training_run(watch)
+    workflow_options: dict[str, Any] = {}
     if mas_run is not None:
         check_mas_spec(spec, mas_run)
-        if baseline is not None:
-            raise MarsError(
-                f"--baseline with a MAS training run ({mas_run}): not supported yet; evaluate the "
-                "starting model with mars eval --mas WORKFLOW --model MODEL"
-            )
+        config = json.loads((mas_run / RUN_FILE).read_text())["config"]
+        workflow_options = dict(config.get("workflow_options") or {})
     done = {key[0] for key in run.prepare_resume(step_key)}
     write_curve(run)
     deadline = time.monotonic() + timeout_s
@@ -963,6 +967,8 @@ def run_loop(
                 skipped.append(0)
             else:
                 start = Checkpoint(0, baseline)
+                if mas_run is not None:  # every role the starting model, the workflow as trained
+                    start = Checkpoint(0, baseline, mas_options=workflow_options)
                 first = found[0] if found else None
                 row = evaluate_checkpoint(
                     start, spec, run.path, backend=backend, defaults_from=first, earlier=[]
