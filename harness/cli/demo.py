@@ -104,7 +104,7 @@ KUHN_SAMPLES = 160  # replies per information state: the interval of a near-unif
 @app.command("demo")
 def demo(
     out: Path = typer.Option(None, help="Where the demo's runs go (default: runs/demo-TIME)."),
-    train_steps: int = typer.Option(40, help="Self-play training steps (updates)."),
+    train_steps: int = typer.Option(50, help="Self-play training steps (updates)."),
     games_per_step: int = typer.Option(32, help="Self-play games per step."),
 ) -> None:
     """The paper in miniature on CPU: serve, evaluate, pre-train, self-play train, re-evaluate."""
