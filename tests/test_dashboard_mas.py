@@ -16,12 +16,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from dashboard_apptest import OpenPage, metric, page_opener, row_where, table_with, texts
+from mas_testkit import tiny_workflow_config, train_tiny_workflow
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, mas_data, synthetic
 from harness.runstore import RunDir
-from train_backend.mas import trainer as workflow_trainer
-from train_backend.mas.config import WorkflowTrainConfig
 
 MAS_RUN = "mas-per-role"
 GAME_RUN = "train-game"
@@ -31,24 +30,7 @@ ROLES = {"tool": "coder", "reasoner": "thinker"}
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dashboard-mas") / "runs"
-    config = WorkflowTrainConfig(
-        workflow_options={"rounds": 1, "code_seconds": 2.0},
-        policies=ROLES,
-        problems_per_step=2,
-        heldout_problems=2,
-        branches=2,
-        steps=2,
-        eval_every=2,
-        save_every=1,
-        learning_rate=1e-3,
-        warmup_steps=0,
-        entropy_coef=0.05,
-        temperature=1.0,
-        max_new_tokens=6,
-        prompt_style="compact",
-    )
-    run = RunDir.resolve(out=None, run_dir=root / MAS_RUN, kind="train", slug="mas")
-    workflow_trainer.train_workflow(config, run, command=["test"], log=lambda _: None)
+    train_tiny_workflow(root / MAS_RUN, tiny_workflow_config(policies=ROLES, save_every=1))
     synthetic.write_train_run(root / GAME_RUN, 3)
     return root
 

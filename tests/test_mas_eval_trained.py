@@ -9,36 +9,18 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA_DIR, run_mars
+from mas_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
 
 from harness.errors import MarsError
-from harness.runstore import RunDir
 from harness.servers import model_fingerprint
 from train_backend.local.policy import resolve_model_path
-from train_backend.mas import trainer as workflow_trainer
-from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.trained import trained_mas
 
 
 @pytest.fixture(scope="module")
 def per_role_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("trained") / "run"
-    config = WorkflowTrainConfig(
-        workflow_options={"rounds": 1, "code_seconds": 2.0},
-        policies={"tool": "coder", "reasoner": "thinker"},
-        problems_per_step=2,
-        branches=2,
-        steps=2,
-        eval_every=0,
-        save_every=1,
-        learning_rate=1e-3,
-        warmup_steps=0,
-        entropy_coef=0.05,
-        temperature=1.0,
-        max_new_tokens=6,
-        prompt_style="compact",
-    )
-    run = RunDir.resolve(out=None, run_dir=path, kind="train", slug="mas")
-    workflow_trainer.train_workflow(config, run, command=["test"], log=lambda _: None)
+    train_tiny_workflow(path, tiny_workflow_config(policies=PER_ROLE, eval_every=0, save_every=1))
     return path
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import torch
+from mas_testkit import tiny_workflow_config, train_tiny_workflow
 
 from harness.errors import MarsError
-from harness.runstore import RunDir
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.local.policy import load_policy, resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
@@ -21,28 +21,11 @@ from train_backend.mas.config import WorkflowTrainConfig
 
 
 def _config(**overrides: Any) -> WorkflowTrainConfig:
-    settings = {
-        "workflow_options": {"rounds": 1, "code_seconds": 2.0},
-        "problems_per_step": 2,
-        "heldout_problems": 2,
-        "branches": 2,
-        "steps": 2,
-        "eval_every": 2,
-        "save_every": 2,
-        "learning_rate": 1e-3,
-        "warmup_steps": 0,
-        "kl_coef": 0.0,
-        "entropy_coef": 0.05,  # a gradient even when every branch returns the same
-        "temperature": 1.0,
-        "max_new_tokens": 6,
-        "prompt_style": "compact",
-    }
-    return WorkflowTrainConfig(**(settings | overrides))
+    return tiny_workflow_config(**overrides)
 
 
 def _train(config: WorkflowTrainConfig, path: Path) -> dict[str, Any]:
-    run = RunDir.resolve(out=None, run_dir=path, kind="train", slug="mas")
-    return workflow_trainer.train_workflow(config, run, command=["test"], log=lambda _: None)
+    return train_tiny_workflow(path, config)
 
 
 def _parameters(folder: Path) -> torch.Tensor:

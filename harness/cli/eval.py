@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -137,19 +138,22 @@ def eval_command(
 
     from harness.model_access import model_endpoint
 
+    serve = functools.partial(
+        model_endpoint,
+        backend=backend,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        max_retries=max_retries,
+        api_key_env=api_key_env,
+        cache_path=cache,
+        gen=gen,
+    )
     with (
         ExitStack() as servers,
-        model_endpoint(
+        serve(
             model=model,
             base_url=base_url,
-            backend=backend,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            max_retries=max_retries,
-            api_key_env=api_key_env,
-            cache_path=cache,
             log_dir=run.path,
-            gen=gen,
             extra_sampling=grading.extra_sampling(role_targets),
         ) as endpoint_config,
     ):
@@ -159,20 +163,9 @@ def eval_command(
             )
             for name, (url, model_name) in role_targets.items()
         }
-        for name, path in role_models.items():
+        for name, path in role_models.items():  # a local checkpoint per role: its own server
             role_configs[name] = servers.enter_context(
-                model_endpoint(
-                    model=path,
-                    base_url=None,
-                    backend=backend,
-                    concurrency=concurrency,
-                    timeout_s=timeout,
-                    max_retries=max_retries,
-                    api_key_env=api_key_env,
-                    cache_path=cache,
-                    log_dir=run.path / f"role-{name}",
-                    gen=gen,
-                )
+                serve(model=path, base_url=None, log_dir=run.path / f"role-{name}")
             )
         if "model" not in identity:  # the server named the model: check it too
             identity["model"] = endpoint_config.model
