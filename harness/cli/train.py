@@ -256,7 +256,6 @@ def _check_verl_opponent(config: TrainConfig) -> None:
 def _train_verl(
     config: TrainConfig, *, out: Path, run_path: Path | None, dry_run: bool, command: list[str]
 ) -> None:
-    from harness.runstore import RunDir
     from train_backend.local.trainer import check_games_and_estimator
 
     check_games_and_estimator(config)
@@ -268,8 +267,29 @@ def _train_verl(
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:
         raise MarsError("verl backend not installed: make setup-verl") from exc
-    preflight(config, dry_run=dry_run)  # fails before any run directory is made
-    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=_slug(config))
+    launch_verl_run(
+        config, out=out, run_path=run_path, slug=_slug(config), command=command,
+        dry_run=dry_run, preflight=preflight, launch=run_verl,
+    )  # fmt: skip
+
+
+def launch_verl_run(
+    config: TrainConfig,
+    *,
+    out: Path,
+    run_path: Path | None,
+    slug: str,
+    command: list[str],
+    dry_run: bool,
+    preflight: Any,
+    launch: Any,
+) -> None:
+    """The preflight (before any run directory is made), then `launch(config, run, dry_run=)`
+    inside the run directory's lifecycle."""
+    from harness.runstore import RunDir
+
+    preflight(config, dry_run=dry_run)
+    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=slug)
     run.start(
         command=command,
         config=config.model_dump(mode="json"),
@@ -277,7 +297,7 @@ def _train_verl(
         seeds={"seed": config.seed},
     )
     try:
-        run_verl(config, run, dry_run=dry_run)
+        launch(config, run, dry_run=dry_run)
     except KeyboardInterrupt:
         run.finish("interrupted")
         raise

@@ -119,7 +119,7 @@ def _train_verl(
     one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
     import sys
 
-    from harness.runstore import RunDir
+    from harness.cli.train import launch_verl_run
     from train_backend.mas.rewards import ROLES
 
     if config.model is None:
@@ -137,15 +137,8 @@ def _train_verl(
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:
         raise MarsError("verl backend not installed: make setup-verl") from exc
-    preflight(config, dry_run=dry_run)
-    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=f"mas-{config.workflow}")
-    run.start(
-        command=["mars", *sys.argv[1:]],
-        config=config.model_dump(mode="json"),
-        model=config.model,
-        seeds={"seed": config.seed},
-    )
-    try:
+
+    def launch(config: Any, run: Any, *, dry_run: bool) -> None:
         if config.multi_policy:  # one verl run per phase, the other policies served
             from harness.model_access import model_endpoint
             from train_backend.verl.mas_phases import train_phases
@@ -153,8 +146,8 @@ def _train_verl(
             train_phases(config, run, dry_run=dry_run, run_verl=run_verl, serve=model_endpoint)
         else:
             run_verl(config, run, dry_run=dry_run)
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        raise
-    run.finish("dry_run" if dry_run else "completed")
-    print(f"run dir: {run.path}")
+
+    launch_verl_run(
+        config, out=out, run_path=run_path, slug=f"mas-{config.workflow}",
+        command=["mars", *sys.argv[1:]], dry_run=dry_run, preflight=preflight, launch=launch,
+    )  # fmt: skip
