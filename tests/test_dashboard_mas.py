@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from dashboard_apptest import OpenPage, metric, page_opener, row_where, table_with, texts
-from mas_testkit import tiny_workflow_config, train_tiny_workflow
 from streamlit.testing.v1 import AppTest
+from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
 from dashboard import data, mas_data, synthetic
 from harness.runstore import RunDir

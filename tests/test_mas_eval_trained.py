@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA_DIR, run_mars
-from mas_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
+from workflow_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
 
 from harness.errors import MarsError
 from harness.servers import model_fingerprint

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from mas_testkit import tiny_workflow_config, train_tiny_workflow
+from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
 from harness.errors import MarsError
 from train_backend.local.checkpoint import list_checkpoints
