@@ -5,7 +5,8 @@ figures.json`), from one or more bench roots, plus single runs measured elsewher
 budget (`--add arm:seed:path/to/figures.json`, e.g. a configuration trained by hand and measured
 with `selfplay_ablation.py --measure`). Prints one row per arm (the seeds' exploitabilities, their
 mean and a 95% t interval over seeds), the pairs of arms whose means differ (Welch's t-test over
-seeds, Holm-corrected over all pairs at 0.05), and a last JSON line.
+seeds, Holm-corrected over all pairs at 0.05), each arm against a reference arm (Holm over those
+comparisons), the pairs whose intervals over seeds are apart (descriptive), and a last JSON line.
 
 Run: .venv/bin/python bench/ablation_table.py ROOT [ROOT ...] [--add arm:seed:figures.json ...]
      [--start figures.json]
@@ -57,28 +58,52 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return mean - half, mean + half
 
 
+def welch(table: dict[str, dict[int, float]], a: str, b: str) -> dict[str, Any]:
+    """Welch's t-test of two arms' seeds: which is lower, and the two-sided p-value."""
+    x, y = list(table[a].values()), list(table[b].values())
+    p = float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    lower, higher = (a, b) if np.mean(x) < np.mean(y) else (b, a)
+    return {"lower": lower, "higher": higher, "p": p}
+
+
+def holm(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tests Holm's step-down procedure rejects at ALPHA (the family: `tests`)."""
+    ordered = sorted(tests, key=lambda test: test["p"])
+    rejected = []
+    for rank, test in enumerate(ordered):
+        if test["p"] * (len(ordered) - rank) > ALPHA:
+            break  # stop at the first test that fails its threshold
+        rejected.append(test)
+    return rejected
+
+
 def significant_pairs(table: dict[str, dict[int, float]]) -> list[dict[str, Any]]:
     """Pairs of arms (each with >= 2 seeds) whose mean exploitability differs: Welch's t-test,
-    Holm's step-down correction over every tested pair."""
+    Holm's correction over every pair."""
     arms = [arm for arm, seeds in table.items() if len(seeds) >= 2]
-    tests = []
-    for a, b in combinations(arms, 2):
-        x, y = list(table[a].values()), list(table[b].values())
-        p = float(stats.ttest_ind(x, y, equal_var=False).pvalue)
-        tests.append(
-            {
-                "lower": a if np.mean(x) < np.mean(y) else b,
-                "higher": b if np.mean(x) < np.mean(y) else a,
-                "p": p,
-            }
-        )
-    tests.sort(key=lambda test: test["p"])
-    significant = []
-    for rank, test in enumerate(tests):
-        if test["p"] * (len(tests) - rank) > ALPHA:
-            break  # Holm: stop at the first pair that fails its threshold
-        significant.append(test)
-    return significant
+    return holm([welch(table, a, b) for a, b in combinations(arms, 2)])
+
+
+def against_reference(table: dict[str, dict[int, float]], reference: str) -> list[dict[str, Any]]:
+    """Every other arm against `reference` (Welch), with Holm's verdict over those comparisons."""
+    tests = [
+        welch(table, arm, reference)
+        for arm, seeds in table.items()
+        if arm != reference and len(seeds) >= 2
+    ]
+    rejected = [id(test) for test in holm(tests)]
+    return [test | {"holm": id(test) in rejected} for test in tests]
+
+
+def intervals_apart(table: dict[str, dict[int, float]]) -> list[str]:
+    """Pairs whose 95% t intervals over seeds do not overlap (descriptive, not a test)."""
+    bounds = {arm: t_interval(list(seeds.values())) for arm, seeds in table.items()}
+    arms = [arm for arm, seeds in table.items() if len(seeds) >= 2]
+    return [
+        f"{a} < {b}" if bounds[a][1] < bounds[b][0] else f"{b} < {a}"
+        for a, b in combinations(arms, 2)
+        if bounds[a][1] < bounds[b][0] or bounds[b][1] < bounds[a][0]
+    ]
 
 
 def main() -> None:
@@ -86,6 +111,9 @@ def main() -> None:
     parser.add_argument("roots", nargs="*", type=Path)
     parser.add_argument("--add", action="append", default=[], metavar="ARM:SEED:FIGURES")
     parser.add_argument("--start", type=Path, help="the starting model's figures.json")
+    parser.add_argument(
+        "--reference", default="marshal", help="the arm the others are tested against"
+    )
     args = parser.parse_args()
     table = collect(args.roots, args.add)
     if not table:
@@ -108,6 +136,13 @@ def main() -> None:
         print(f"  {pair['lower']} < {pair['higher']}  (p = {pair['p']:.2g})")
     if not pairs:
         print("  none")
+    versus = against_reference(table, args.reference) if args.reference in table else []
+    print(f"\neach arm against {args.reference} (Welch p, two-sided; * = Holm over these):")
+    for test in sorted(versus, key=lambda test: test["p"]):
+        mark = " *" if test["holm"] else ""
+        print(f"  {test['lower']} < {test['higher']}  p = {test['p']:.2g}{mark}")
+    apart = intervals_apart(table)
+    print("\n95% t intervals over seeds apart: " + (", ".join(apart) if apart else "none"))
     best = order[0]
     print(
         json.dumps(
@@ -122,6 +157,15 @@ def main() -> None:
                     for arm in order
                 },
                 "significant": [f"{p['lower']} < {p['higher']}" for p in pairs],
+                "against_reference": {
+                    (test["lower"] if test["higher"] == args.reference else test["higher"]): {
+                        "p": round(test["p"], 4),
+                        "lower_than_reference": test["higher"] == args.reference,
+                        "holm": test["holm"],
+                    }
+                    for test in versus
+                },
+                "intervals_apart": apart,
             }
         )
     )
