@@ -61,13 +61,18 @@ RESUMABLE_SETTINGS = ("limit", "epochs", "concurrency", "data", "roles")
 def eval_identity(config: dict[str, Any], model: str | None) -> dict[str, Any]:
     """What an eval run's records mean (`RunDir.check_identity`): the config without its
     resumable settings, the suites as a set with their versions, the model of each role (not
-    its URL), and the model (left out while not known yet)."""
+    its URL; a served local checkpoint's fingerprint), and the model (left out while not known
+    yet)."""
     extra: dict[str, Any] = {
         "suites": sorted(config["suites"]),
         "suite_versions": {
             name: data.get("version") for name, data in sorted(config.get("data", {}).items())
         },
-        "roles": {role: t.get("model") for role, t in config.get("roles", {}).items()},
+        # A served local checkpoint is known by its weights' fingerprint, as the main model is.
+        "roles": {
+            role: t.get("fingerprint") or t.get("model")
+            for role, t in config.get("roles", {}).items()
+        },
     }
     if model is not None:
         extra["model"] = model

@@ -78,6 +78,9 @@ def test_eval_serves_each_roles_checkpoint_and_records_which(
     }
     assert recorded["endpoint"]["model_identity"] == model_fingerprint(str(coder))
     assert model_fingerprint(str(coder)) != model_fingerprint(str(thinker))
+    # The run's identity knows the reasoner's weights, not only their folder: retrained weights
+    # at the same path are another model.
+    assert recorded["identity"]["roles"] == {"reasoner": model_fingerprint(str(thinker))}
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 2
     for record in records:

@@ -775,7 +775,11 @@ def _evaluate_trained_mas(
     from train_backend.mas.trained import trained_mas
 
     assert checkpoint.mas_run is not None
-    trained = trained_mas(checkpoint.mas_run, checkpoint.step)
+    try:
+        trained = trained_mas(checkpoint.mas_run, checkpoint.step)
+    except MarsError as exc:  # e.g. a policy's checkpoint of this step was removed meanwhile
+        row["error"] = str(exc)
+        return _finish_row(row, spec, started)
     row["roles"] = {role: str(path.resolve()) for role, path in trained.role_models.items()}
     for item in spec.evals:
         command = sub_command(

@@ -24,6 +24,7 @@ A dataset row gives `workflow`, the problem (`problem_id`, `question`, `answer`,
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -119,7 +120,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         priority: int,
         server_fields: list[dict[str, Any]],
     ) -> RoleModel:
-        requests = iter(range(1_000_000))
+        requests = itertools.count()
 
         async def generate(prompt_ids: list[int]) -> list[int]:
             generation = await self._generate(
