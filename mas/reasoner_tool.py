@@ -62,7 +62,7 @@ def reasoner_prompt(task: Task, code: str | None, output: str, execution: str) -
     program = code if code is not None else "(no program)"
     return (
         f"{task.prompt}\n\nProgram:\n```python\n{program}```\n"
-        f"Printed ({execution}): {output or '(nothing)'}"
+        f"Printed ({execution}):\n{output or '(nothing)'}"
     )
 
 

@@ -32,7 +32,7 @@ def test_each_role_asks_its_own_model_and_agreement_ends_the_rounds() -> None:
     def script(request: dict[str, Any]) -> Reply:
         if request["model"] == "coder":
             return Reply(text="Here:\n```python\nx = 6 * 7\nprint('thinking')\nprint(x)\n```")
-        assert "Printed (ok): thinking\n42" in request["messages"][-1]["content"]
+        assert "Printed (ok):\nthinking\n42" in request["messages"][-1]["content"]
         return Reply(text="The program is right. \\boxed{42}")
 
     transcript, asked = _run(script, {"rounds": 3, "code_seconds": 5})

@@ -191,9 +191,11 @@ class ScriptedServer:
             self._server = await asyncio.start_server(
                 lambda r, w: _handle(self._state, r, w), "127.0.0.1", self._port, backlog=1024
             )
-            self._ready.set()
 
         self._loop.run_until_complete(serve())
+        # Ready only once run_forever runs: a stop() scheduled earlier would be consumed by
+        # run_until_complete, and the loop would then run until join() gives up.
+        self._loop.call_soon(self._ready.set)
         self._loop.run_forever()
         # Cancel handlers still sleeping (hangs) so the loop closes cleanly.
         pending = asyncio.all_tasks(self._loop)

@@ -85,7 +85,7 @@ def workflow_examples(settings: WorkflowPretrainSettings) -> list[Example]:
         expression = _expression(problem)
         right = rng.random() < settings.tool_right
         written = expression if right else _changed(expression, rng)
-        code = f"print({written})\n"
+        code = f"answer = {written}\nprint(answer)\n"
         if index % 3 == 0:  # a second round's tool prompt: the first round's outcome shown
             previous = {
                 "output": _other_number(problem.answer, rng),
