@@ -69,5 +69,5 @@ def mas_model() -> Path:
     from train_backend.mas.pretrain import WorkflowPretrainSettings, ensure_workflow_start
 
     return ensure_workflow_start(
-        WorkflowPretrainSettings(examples=480, steps=120), name="test-mas-format"
+        WorkflowPretrainSettings(examples=480, copy_steps=0, steps=120), name="test-mas-format"
     )

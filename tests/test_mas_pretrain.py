@@ -27,11 +27,13 @@ def test_examples_use_the_workflow_prompts_and_copy_at_the_set_rates() -> None:
     faithful = 0
     for example, problem in zip(tools, problems, strict=True):
         code = code_of(example.reply)
-        assert code is not None and code.startswith("print(")
-        faithful += str(eval(code[6:-2], {"__builtins__": {}})) == problem.answer
+        assert code is not None and code.startswith("answer = ")
+        expression, printing = code.removeprefix("answer = ").splitlines()
+        assert printing == "print(answer)"
+        faithful += str(eval(expression, {"__builtins__": {}})) == problem.answer
     assert 0.42 < faithful / 600 < 0.62  # changed numbers can still give the right value
     copied = 0
     for example in reasoners:
-        printed = printed_answer(example.messages[-1]["content"].rsplit(": ", 1)[1])
+        printed = printed_answer(example.messages[-1]["content"].rsplit(":\n", 1)[1])
         copied += re.fullmatch(r"\\boxed\{(-?\d+)\}", example.reply).group(1) == printed
     assert copied / 600 == pytest.approx(0.8, abs=0.05)

@@ -5,14 +5,21 @@ reward would be the same and nothing could be learnt. This pre-training teaches 
 the skill, on arithmetic problems (`data.arithmetic_problems`, train split) with the workflows'
 own prompts:
 
-- tool agent: a program `print(EXPR)` whose expression is the problem's with probability
-  `tool_right`, else the problem's with one number changed (it runs, and prints a wrong answer);
+- tool agent: a program `answer = EXPR` + `print(answer)` whose expression is the problem's with
+  probability `tool_right`, else the problem's with one number changed (it runs, and prints a
+  wrong answer). Written after `answer =`, the expression's tokens are the question's own (the
+  tokenizer joins a number to the space before it), so copying is one mechanism, not a table;
 - reasoner: `\\boxed{N}` with N what the program printed with probability `reasoner_right`, else
   another number;
 - single agent (`single`, the baseline): `\\boxed{N}` with N the right answer with probability
   `solver_right`, else another number (the tiny model cannot do the arithmetic in its head).
 
-Reinforcement inside the workflow can then raise how often each role copies faithfully.
+Two stages. Copying a number out of the prompt is learnt late and suddenly: on faithful data the
+tiny model copies about one time in seven after 600 steps and most of the time after 1,200
+(measured, greedy, held-out problems); with half the targets wrong it had not started after
+1,200. So `copy_steps` first train on faithful tool and reasoner replies (the mechanism), then
+`steps` on the rates above (a start that copies about as often as they say). Reinforcement
+inside the workflow can then raise how often each role copies faithfully.
 Built once into `$MARS_CACHE_DIR/tiny-model-v1-format-mas` and rebuilt when its recipe changes.
 """
 
@@ -42,9 +49,10 @@ _NUMBER = re.compile(r"\d+")
 class WorkflowPretrainSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: int = 1
+    version: int = 2
     examples: int = Field(3000, ge=1)
-    steps: int = Field(1200, ge=0)
+    copy_steps: int = Field(1600, ge=0)
+    steps: int = Field(400, ge=0)
     batch_size: int = Field(16, ge=1)
     learning_rate: float = Field(2e-3, gt=0)
     tool_right: float = Field(0.5, ge=0, le=1)
@@ -131,14 +139,16 @@ def ensure_workflow_start(
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
-    loop = PretrainSettings(
-        steps=settings.steps,
-        batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        seed=settings.seed,
-    )
-    rows = encode_examples(tokenizer, workflow_examples(settings), loop)
-    train_on_replies(model, rows, loop, tokenizer.pad_token_id)
+    faithful = settings.model_copy(update={"tool_right": 1.0, "reasoner_right": 1.0})
+    for stage, steps in ((faithful, settings.copy_steps), (settings, settings.steps)):
+        loop = PretrainSettings(
+            steps=steps,
+            batch_size=settings.batch_size,
+            learning_rate=settings.learning_rate,
+            seed=settings.seed,
+        )
+        rows = encode_examples(tokenizer, workflow_examples(stage), loop)
+        train_on_replies(model, rows, loop, tokenizer.pad_token_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     model.save_pretrained(staging, safe_serialization=True)
