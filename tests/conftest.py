@@ -2,6 +2,11 @@
 
 With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fails: a green CI
 then means every test ran.
+
+Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`) each file is one group, so
+a module's fixtures are built once, and every file that launches verl shares the group "verl":
+verl's runs (each its own local Ray cluster) go one after another on one worker while the other
+worker runs everything else.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ def run_mars(
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        stem = item.path.stem
+        item.add_marker(pytest.mark.xdist_group("verl" if stem.startswith("test_verl") else stem))
 
 
 def _skipped(session: pytest.Session) -> list[pytest.TestReport]:
