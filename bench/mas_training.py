@@ -18,7 +18,7 @@ both MAS regimes and every seed, between the end's interval and the start's (end
 minus start's upper bound; the target is a margin above 0: intervals apart in every seed), and
 each arm's mean gain.
 
-Run: .venv/bin/python bench/mas_training.py [--steps 20] [--seeds 0,1,2] [--arms ...]
+Run: .venv/bin/python bench/mas_training.py [--steps 40] [--seeds 0,1,2] [--arms ...]
      .venv/bin/python bench/mas_training.py --table ROOT/results.json   (the table again)
 """
 
@@ -132,13 +132,13 @@ def _cell(right: list[bool]) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--problems", type=int, default=8, help="problems per step")
     parser.add_argument("--branches", type=int, default=4)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--kl-coef", type=float, default=0.0)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--heldout", type=int, default=100)
+    parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--out", type=Path, default=Path("runs/bench-mas-training"))
