@@ -29,7 +29,7 @@ test: setup-verl
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  ($$SUDO apt-get install -y -qq chromium || ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium)) >/dev/null 2>&1 \
 	  || echo "warning: chromium could not be installed; the browser test will be skipped"; }
-	$(BIN)/python -m pytest -q -ra --durations=40 -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -ra --durations=40 -n 2 --no-loadscope-reorder
 
 demo: setup
 	$(BIN)/mars demo

@@ -3,10 +3,10 @@
 With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fails: a green CI
 then means every test ran.
 
-Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`) each file is one group, so
-a module's fixtures are built once, and every file that launches verl shares the group "verl":
-verl's runs (each its own local Ray cluster) go one after another on one worker while the other
-worker runs everything else.
+Under pytest-xdist (`make test` runs two workers) a file is one unit of work, so a module's
+fixtures are built once, and every `test_verl*` file is part of a single unit that starts first:
+verl's runs (each its own local Ray cluster, about half of the session) go one after another on
+one worker while the other worker runs everything else.
 """
 
 from __future__ import annotations
@@ -50,10 +50,22 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
 
+def _is_verl(nodeid: str) -> bool:
+    return Path(nodeid.split("::", 1)[0]).name.startswith("test_verl")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        stem = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("verl" if stem.startswith("test_verl") else stem))
+    items.sort(key=lambda item: not _is_verl(item.nodeid))  # stable: verl's files first
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileVerlTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "verl" if _is_verl(nodeid) else nodeid.split("::", 1)[0]
+
+    return ByFileVerlTogether(config, log)
 
 
 def _skipped(session: pytest.Session) -> list[pytest.TestReport]:

@@ -62,7 +62,7 @@ class Scripted:
 
 def echo_reasoner(prompt: str) -> str:
     """Answers what the program printed when it ran, else 4 (wrong)."""
-    found = re.search(r"Printed \(ok\): (\S+)", prompt)
+    found = re.search(r"Printed \(ok\):\n(\S+)", prompt)
     return f"\\boxed{{{found.group(1) if found else 4}}}"
 
 

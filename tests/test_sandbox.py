@@ -89,9 +89,11 @@ def assert_contained(result: SandboxResult, reason: str) -> None:
 
 @pytest.fixture(autouse=True)
 def no_working_folder_left_behind():
-    before = set(Path(tempfile.gettempdir()).glob("mars-sandbox-*"))
+    # This process's folders only: another pytest worker may be running sandboxes meanwhile.
+    pattern = f"mars-sandbox-{os.getpid()}-*"
+    before = set(Path(tempfile.gettempdir()).glob(pattern))
     yield
-    assert set(Path(tempfile.gettempdir()).glob("mars-sandbox-*")) <= before
+    assert set(Path(tempfile.gettempdir()).glob(pattern)) <= before
 
 
 @pytest.fixture

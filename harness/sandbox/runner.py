@@ -81,7 +81,8 @@ def _plan(namespaces: bool) -> _Plan:
 
 
 def _make_workdir(code: str, plan: _Plan) -> Path:
-    workdir = Path(tempfile.mkdtemp(prefix="mars-sandbox-"))
+    # The parent's pid in the name: a leftover folder says which process made it.
+    workdir = Path(tempfile.mkdtemp(prefix=f"mars-sandbox-{os.getpid()}-"))
     script = workdir / "main.py"
     script.write_text(code, encoding="utf-8")
     script.chmod(0o644)
