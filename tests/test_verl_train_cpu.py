@@ -25,11 +25,11 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from conftest import REPO, mars_env, run_mars
 from model_testkit import kuhn_model
+from verl_testkit import TAG, tagged_processes
 
 from train_backend.advantage import compute_advantages
 from train_backend.verl import names
 
-TAG = "MARS_VERL_TEST_TAG"
 CONFIG = """\
 prompt_style: full
 invalid: retry:1
@@ -50,21 +50,6 @@ def train_args(run: Path, config: Path, steps: int, estimator: str) -> list[str]
         "--games", "tic_tac_toe,kuhn_poker", "--steps", str(steps), "--estimator", estimator,
         "--config", str(config), "--run-dir", str(run),
     ]  # fmt: skip
-
-
-def tagged_processes(tag: str) -> list[str]:
-    """Command lines of the processes that carry `tag` in their environment (inherited by
-    verl's driver, Ray's daemons and every Ray worker)."""
-    marker = f"{TAG}={tag}".encode()
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
 
 
 def step_turns(run: Path, step: int) -> list[dict]:

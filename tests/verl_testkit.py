@@ -282,3 +282,21 @@ def scoring_trainer(config: Any, root: Path) -> Any:
     trainer = object.__new__(MarshalPPOTrainer)
     trainer.config = compose_verl_config(verl_overrides(config, RunPaths(root)))
     return trainer
+
+
+TAG = "MARS_VERL_TEST_TAG"
+
+
+def tagged_processes(tag: str) -> list[str]:
+    """Command lines of the processes that carry `tag` in their environment (inherited by
+    verl's driver, Ray's daemons, every Ray worker and every model server a command starts)."""
+    marker = f"{TAG}={tag}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found

@@ -110,7 +110,11 @@ def train_phases(
                 model=phase_config.model,
                 seeds={"seed": config.seed},
             )
-            run_verl(phase_config, sub_run, dry_run=dry_run)
+            try:
+                run_verl(phase_config, sub_run, dry_run=dry_run)
+            except KeyboardInterrupt:  # a policy's own run must not read as still running
+                sub_run.finish("interrupted")
+                raise
             sub_run.finish("dry_run" if dry_run else "completed")
         ran.append(phase)
         if dry_run:
