@@ -62,10 +62,10 @@ def kuhn_model() -> Path:
 
 @functools.cache
 def mas_model() -> Path:
-    """The tiny model taught the reasoner_tool roles' reply formats for about a minute (a tenth of
-    the MAS miniature's pre-training): a tool agent's program and a reasoner's boxed answer are
-    sometimes right, so K branches of one call earn different returns (measured: two of the
-    first step's four groups at K = 4)."""
+    """The tiny model taught the reasoner_tool roles' reply formats for about a minute (120 steps,
+    one stage, no copying stage: it writes programs of the right shape that rarely copy the
+    numbers). Its branches of one call still earn different returns, from broken formats and
+    chance answers: 21 of 40 tool calls at temperature 1, 34 of 40 at 1.3 (K = 4, sampled)."""
     from train_backend.mas.pretrain import WorkflowPretrainSettings, ensure_workflow_start
 
     return ensure_workflow_start(
