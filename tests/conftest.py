@@ -58,7 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: not _is_verl(item.nodeid))  # stable: verl's files first
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist runs the tests one by one
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "load":  # another --dist asked for: xdist's own
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFileVerlTogether(LoadScopeScheduling):

@@ -26,7 +26,7 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from conftest import REPO, mars_env, run_mars
 from model_testkit import mas_model
-from verl_testkit import TAG, tagged_processes
+from verl_testkit import TAG, step_turns, tagged_processes
 
 from harness.servers import model_fingerprint
 from train_backend.advantage import compute_advantages
@@ -34,7 +34,7 @@ from train_backend.mas.trained import trained_mas
 from train_backend.verl.tree_loop import group_key
 
 BRANCHES = 4
-# Temperature 1.3: the test model (two minutes of format training, no copying yet) then breaks
+# Temperature 1.3: the test model (120 steps of format training, no copying yet) then breaks
 # the program format in some branches and not others, so a call's K branches earn different
 # returns in 85% of tool calls (sampled: 34 of 40; at 1.0, 21 of 40, and a 2-step run could end
 # with every group flat).
@@ -57,10 +57,6 @@ def train_args(run: Path, config: Path, steps: int) -> list[str]:
         "train-mas", "--backend", "verl", "--device", "cpu", "--model", str(mas_model()),
         "--config", str(config), "--steps", str(steps), "--run-dir", str(run),
     ]  # fmt: skip
-
-
-def step_turns(run: Path, step: int) -> list[dict]:
-    return [json.loads(line) for line in (run / f"verl/turns/step_{step}.jsonl").open()]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from conftest import REPO, mars_env, run_mars
 from model_testkit import kuhn_model
-from verl_testkit import TAG, tagged_processes
+from verl_testkit import TAG, step_turns, tagged_processes
 
 from train_backend.advantage import compute_advantages
 from train_backend.verl import names
@@ -50,11 +50,6 @@ def train_args(run: Path, config: Path, steps: int, estimator: str) -> list[str]
         "--games", "tic_tac_toe,kuhn_poker", "--steps", str(steps), "--estimator", estimator,
         "--config", str(config), "--run-dir", str(run),
     ]  # fmt: skip
-
-
-def step_turns(run: Path, step: int) -> list[dict]:
-    path = run / "verl" / "turns" / f"step_{step}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def finished_kuhn_games(turns: list[dict]) -> int:

@@ -9,6 +9,7 @@ As in verl's own CPU tests, the server manager is a small object whose `generate
 from __future__ import annotations
 
 import functools
+import json
 import re
 import zlib
 from collections.abc import Callable
@@ -282,6 +283,12 @@ def scoring_trainer(config: Any, root: Path) -> Any:
     trainer = object.__new__(MarshalPPOTrainer)
     trainer.config = compose_verl_config(verl_overrides(config, RunPaths(root)))
     return trainer
+
+
+def step_turns(run: Path, step: int) -> list[dict]:
+    """The turns a verl run dumped for `step` (RUN/verl/turns/step_N.jsonl)."""
+    path = run / "verl" / "turns" / f"step_{step}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 TAG = "MARS_VERL_TEST_TAG"

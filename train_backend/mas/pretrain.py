@@ -141,6 +141,8 @@ def ensure_workflow_start(
     model = AutoModelForCausalLM.from_pretrained(base)
     faithful = settings.model_copy(update={"tool_right": 1.0, "reasoner_right": 1.0})
     for stage, steps in ((faithful, settings.copy_steps), (settings, settings.steps)):
+        if steps == 0:
+            continue
         loop = PretrainSettings(
             steps=steps,
             batch_size=settings.batch_size,
