@@ -1,15 +1,23 @@
-"""The Kuhn ablation table: every arm over its seeds, and which pairs of arms differ.
+"""The all-arms table: every arm over its seeds, per game, and which pairs of arms differ.
 
 Reads the per-run figures that `bench/selfplay_ablation.py` writes (`ROOT/<arm>-seed<N>/
 figures.json`), from one or more bench roots, plus single runs measured elsewhere with the same
-budget (`--add arm:seed:path/to/figures.json`, e.g. a configuration trained by hand and measured
-with `selfplay_ablation.py --measure`). Prints one row per arm (the seeds' exploitabilities, their
-mean and a 95% t interval over seeds), the pairs of arms whose means differ (Welch's t-test over
-seeds, Holm-corrected over all pairs at 0.05), each arm against a reference arm (Holm over those
-comparisons), the pairs whose intervals over seeds are apart (descriptive), and a last JSON line.
+budget (`--add arm:seed:path/to/figures.json`, e.g. a Kuhn configuration trained by hand and
+measured with `selfplay_ablation.py --measure`). A run fills the columns of the games it trained
+(its `run.json`; a run added by hand is a Kuhn run):
+
+- Kuhn exploitability (lower is better);
+- the Mini Hanabi self-play score (mean over the run's measured games, of 4);
+- Tic-Tac-Toe non-loss against `random` as X (first seat) and as O (second seat).
+
+Prints one row per arm (each column's mean and 95% t interval over seeds, and the starting
+model's figure from the roots' `start/figures.json`), each column's seeds, the pairs of arms whose
+means differ (Welch's t-test over seeds, Holm-corrected over all pairs of that column at 0.05),
+each arm against a reference arm (Holm over those comparisons), the pairs whose intervals over
+seeds are apart (descriptive), and a last JSON line.
 
 Run: .venv/bin/python bench/ablation_table.py ROOT [ROOT ...] [--add arm:seed:figures.json ...]
-     [--start figures.json]
+     [--reference marshal]
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -27,25 +37,69 @@ from scipy import stats
 
 RUN_DIR = re.compile(r"^(?P<arm>.+)-seed(?P<seed>\d+)$")
 ALPHA = 0.05
+TARGET_KUHN = 0.15  # issue 22: the best arm, in every seed
+
+Figures = dict[str, Any]
+Table = dict[str, dict[int, float]]  # arm -> seed -> value
 
 
-def collect(roots: list[Path], added: list[str]) -> dict[str, dict[int, float]]:
-    """arm -> seed -> Kuhn exploitability of the run's last checkpoint."""
-    table: dict[str, dict[int, float]] = {}
+def _ttt(figures: Figures, seat: str) -> float:
+    cell = figures["ttt"][f"random/{seat}"]
+    return cell["non_loss"] / cell["n"]
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    game: str
+    lower_is_better: bool
+    value: Callable[[Figures], float]
+
+
+COLUMNS = {
+    "kuhn": Column(
+        "Kuhn exploitability", "kuhn_poker", True, lambda f: f["kuhn"]["exploitability"]
+    ),
+    "hanabi": Column(
+        "Mini Hanabi score", "mini_hanabi", False, lambda f: float(np.mean(f["hanabi"]))
+    ),
+    "ttt_x": Column("TTT non-loss vs random, X", "tic_tac_toe", False, lambda f: _ttt(f, "first")),
+    "ttt_o": Column("TTT non-loss vs random, O", "tic_tac_toe", False, lambda f: _ttt(f, "second")),
+}
+
+
+def trained_games(run_dir: Path) -> list[str]:
+    run = run_dir / "run.json"
+    if not run.exists():
+        return ["kuhn_poker"]
+    return list(json.loads(run.read_text())["config"]["games"])
+
+
+def collect(roots: list[Path], added: list[str]) -> tuple[dict[str, Table], dict[str, float]]:
+    """column -> arm -> seed -> value, and column -> the starting model's value."""
+    tables: dict[str, Table] = {name: {} for name in COLUMNS}
+    starts: dict[str, float] = {}
+    runs: list[tuple[str, int, Path, list[str]]] = []
     for root in roots:
         for figures in sorted(root.glob("*-seed*/figures.json")):
             match = RUN_DIR.match(figures.parent.name)
             if match:
-                seeds = table.setdefault(match["arm"], {})
-                seeds[int(match["seed"])] = _exploitability(figures)
+                games = trained_games(figures.parent)
+                runs.append((match["arm"], int(match["seed"]), figures, games))
+                start = root / "start" / "figures.json"
+                if start.exists():
+                    for name, column in COLUMNS.items():
+                        if column.game in games:
+                            starts.setdefault(name, column.value(json.loads(start.read_text())))
     for item in added:
         arm, seed, path = item.split(":", 2)
-        table.setdefault(arm, {})[int(seed)] = _exploitability(Path(path))
-    return table
-
-
-def _exploitability(figures: Path) -> float:
-    return float(json.loads(figures.read_text())["kuhn"]["exploitability"])
+        runs.append((arm, int(seed), Path(path), ["kuhn_poker"]))
+    for arm, seed, path, games in runs:
+        figures = json.loads(path.read_text())
+        for name, column in COLUMNS.items():
+            if column.game in games:
+                tables[name].setdefault(arm, {})[seed] = column.value(figures)
+    return {name: table for name, table in tables.items() if table}, starts
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -58,10 +112,12 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-def welch(table: dict[str, dict[int, float]], a: str, b: str) -> dict[str, Any]:
+def welch(table: Table, a: str, b: str) -> dict[str, Any]:
     """Welch's t-test of two arms' seeds: which is lower, and the two-sided p-value."""
     x, y = list(table[a].values()), list(table[b].values())
     p = float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    if np.isnan(p):  # both arms constant: no evidence either way
+        p = 1.0
     lower, higher = (a, b) if np.mean(x) < np.mean(y) else (b, a)
     return {"lower": lower, "higher": higher, "p": p}
 
@@ -77,14 +133,14 @@ def holm(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rejected
 
 
-def significant_pairs(table: dict[str, dict[int, float]]) -> list[dict[str, Any]]:
-    """Pairs of arms (each with >= 2 seeds) whose mean exploitability differs: Welch's t-test,
-    Holm's correction over every pair."""
+def significant_pairs(table: Table) -> list[dict[str, Any]]:
+    """Pairs of arms (each with >= 2 seeds) whose means differ: Welch's t-test, Holm's correction
+    over every pair."""
     arms = [arm for arm, seeds in table.items() if len(seeds) >= 2]
     return holm([welch(table, a, b) for a, b in combinations(arms, 2)])
 
 
-def against_reference(table: dict[str, dict[int, float]], reference: str) -> list[dict[str, Any]]:
+def against_reference(table: Table, reference: str) -> list[dict[str, Any]]:
     """Every other arm against `reference` (Welch), with Holm's verdict over those comparisons."""
     tests = [
         welch(table, arm, reference)
@@ -95,7 +151,7 @@ def against_reference(table: dict[str, dict[int, float]], reference: str) -> lis
     return [test | {"holm": id(test) in rejected} for test in tests]
 
 
-def intervals_apart(table: dict[str, dict[int, float]]) -> list[str]:
+def intervals_apart(table: Table) -> list[str]:
     """Pairs whose 95% t intervals over seeds do not overlap (descriptive, not a test)."""
     bounds = {arm: t_interval(list(seeds.values())) for arm, seeds in table.items()}
     arms = [arm for arm, seeds in table.items() if len(seeds) >= 2]
@@ -106,69 +162,107 @@ def intervals_apart(table: dict[str, dict[int, float]]) -> list[str]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("roots", nargs="*", type=Path)
-    parser.add_argument("--add", action="append", default=[], metavar="ARM:SEED:FIGURES")
-    parser.add_argument("--start", type=Path, help="the starting model's figures.json")
-    parser.add_argument(
-        "--reference", default="marshal", help="the arm the others are tested against"
+def summary_cell(table: Table, arm: str) -> str:
+    if arm not in table:
+        return ""
+    values = list(table[arm].values())
+    low, high = t_interval(values)
+    return f"{np.mean(values):.3f} [{low:.3f}, {high:.3f}]"
+
+
+def print_tables(tables: dict[str, Table], starts: dict[str, float], order: list[str]) -> None:
+    names = list(tables)
+    print("| arm | " + " | ".join(COLUMNS[name].title for name in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    print(
+        "| start | " + " | ".join(f"{starts[n]:.3f}" if n in starts else "" for n in names) + " |"
     )
-    args = parser.parse_args()
-    table = collect(args.roots, args.add)
-    if not table:
-        sys.exit("no runs found: give bench roots holding <arm>-seed<N>/figures.json")
-    order = sorted(table, key=lambda arm: float(np.mean(list(table[arm].values()))))
-    print("| arm | per seed | mean [95% t over seeds] |")
-    print("|---|---|---|")
-    if args.start:
-        print(f"| start | {_exploitability(args.start):.3f} | |")
     for arm in order:
-        seeds = table[arm]
-        values = [seeds[seed] for seed in sorted(seeds)]
-        low, high = t_interval(values)
-        cells = ", ".join(f"s{seed} {seeds[seed]:.3f}" for seed in sorted(seeds))
-        print(f"| `{arm}` | {cells} | {np.mean(values):.3f} [{low:.3f}, {high:.3f}] |")
+        print(f"| `{arm}` | " + " | ".join(summary_cell(tables[n], arm) for n in names) + " |")
+    print("\n(mean [95% t interval over seeds])")
+    for name in names:
+        print(f"\n{COLUMNS[name].title}, per seed:")
+        for arm in order:
+            if arm in tables[name]:
+                seeds = tables[name][arm]
+                print(f"  {arm:<20}" + ", ".join(f"s{s} {seeds[s]:.3f}" for s in sorted(seeds)))
+
+
+def print_tests(table: Table, title: str, reference: str) -> dict[str, Any]:
     pairs = significant_pairs(table)
-    tested = sum(len(table[arm]) >= 2 for arm in table)
-    print(f"\nsignificant differences (Welch, Holm over {tested * (tested - 1) // 2} pairs):")
+    tested = sum(len(seeds) >= 2 for seeds in table.values())
+    print(
+        f"\n{title}: significant differences (Welch, Holm over {tested * (tested - 1) // 2} pairs):"
+    )
     for pair in pairs:
         print(f"  {pair['lower']} < {pair['higher']}  (p = {pair['p']:.2g})")
     if not pairs:
         print("  none")
-    versus = against_reference(table, args.reference) if args.reference in table else []
-    print(f"\neach arm against {args.reference} (Welch p, two-sided; * = Holm over these):")
+    versus = against_reference(table, reference) if reference in table else []
+    print(f"{title}: each arm against {reference} (Welch p, two-sided; * = Holm over these):")
     for test in sorted(versus, key=lambda test: test["p"]):
         mark = " *" if test["holm"] else ""
         print(f"  {test['lower']} < {test['higher']}  p = {test['p']:.2g}{mark}")
     apart = intervals_apart(table)
-    print("\n95% t intervals over seeds apart: " + (", ".join(apart) if apart else "none"))
-    best = order[0]
-    print(
-        json.dumps(
-            {
-                "metric": "ablation_best_arm_kuhn_worst_seed",
-                "value": round(max(table[best].values()), 4),
-                "target": 0.15,
-                "met": max(table[best].values()) <= 0.15,
-                "best_arm": best,
-                "per_arm_per_seed": {
-                    arm: [round(table[arm][seed], 4) for seed in sorted(table[arm])]
-                    for arm in order
-                },
-                "significant": [f"{p['lower']} < {p['higher']}" for p in pairs],
-                "against_reference": {
-                    (test["lower"] if test["higher"] == args.reference else test["higher"]): {
-                        "p": round(test["p"], 4),
-                        "lower_than_reference": test["higher"] == args.reference,
-                        "holm": test["holm"],
-                    }
-                    for test in versus
-                },
-                "intervals_apart": apart,
+    print(f"{title}: 95% t intervals over seeds apart: " + (", ".join(apart) or "none"))
+    return {
+        "significant": [f"{p['lower']} < {p['higher']}" for p in pairs],
+        "intervals_apart": apart,
+        "against_reference": {
+            (test["lower"] if test["higher"] == reference else test["higher"]): {
+                "p": round(test["p"], 4),
+                "lower_than_reference": test["higher"] == reference,
+                "holm": test["holm"],
             }
-        )
+            for test in versus
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("roots", nargs="*", type=Path)
+    parser.add_argument("--add", action="append", default=[], metavar="ARM:SEED:FIGURES")
+    parser.add_argument(
+        "--reference", default="marshal", help="the arm the others are tested against"
     )
+    args = parser.parse_args()
+    tables, starts = collect(args.roots, args.add)
+    if not tables:
+        sys.exit("no runs found: give bench roots holding <arm>-seed<N>/figures.json")
+    first = next(iter(tables.values()))
+    arms = list(dict.fromkeys(arm for table in tables.values() for arm in table))
+    ranked = sorted(first, key=lambda arm: float(np.mean(list(first[arm].values()))))
+    if not COLUMNS[next(iter(tables))].lower_is_better:
+        ranked.reverse()
+    order = ranked + [arm for arm in arms if arm not in ranked]
+    print_tables(tables, starts, order)
+    columns: dict[str, Any] = {}
+    for name, table in tables.items():
+        tests = print_tests(table, COLUMNS[name].title, args.reference)
+        columns[name] = {
+            "per_arm_per_seed": {
+                arm: [round(table[arm][seed], 4) for seed in sorted(table[arm])]
+                for arm in order
+                if arm in table
+            },
+            "start": round(starts[name], 4) if name in starts else None,
+            **tests,
+        }
+    result: dict[str, Any] = {"metric": "ablation_all_arms", "columns": columns}
+    if "kuhn" in tables:
+        kuhn = tables["kuhn"]
+        best = min(kuhn, key=lambda arm: float(np.mean(list(kuhn[arm].values()))))
+        worst = max(kuhn[best].values())
+        result = {
+            "metric": "ablation_best_arm_kuhn_worst_seed",
+            "value": round(worst, 4),
+            "target": TARGET_KUHN,
+            "met": worst <= TARGET_KUHN,
+            "best_arm": best,
+            "columns": columns,
+        }
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

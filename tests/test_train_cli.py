@@ -311,11 +311,13 @@ def test_at_grpo_refuses_whole_conversation_samples(tmp_path: Path) -> None:
     assert "one sample per reply" in str(error)
 
 
-def test_own_move_exploration_is_refused_on_verl(tmp_path: Path) -> None:
+@pytest.mark.parametrize("setting", ["explore: 0.3", "branch_rate: 0.5"])
+def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: str) -> None:
     file = tmp_path / "c.yaml"
-    file.write_text("estimator: at_grpo\ntree: {explore: 0.3}\n")
+    file.write_text(f"estimator: at_grpo\ntree: {{{setting}}}\n")
     code, _, error = _invoke(
         "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
     assert code != 0 and isinstance(error, MarsError)
-    assert "tree.explore" in str(error) and not (tmp_path / "v").exists()
+    name = setting.partition(":")[0]
+    assert f"tree.{name}" in str(error) and not (tmp_path / "v").exists()

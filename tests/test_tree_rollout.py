@@ -150,10 +150,15 @@ def test_all_actions_puts_every_legal_move_among_the_branches(policy: Policy) ->
     assert covered.extra["tree_forced_branches"] == len(groups_of(covered))
 
 
-def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(policy: Policy) -> None:
+@pytest.mark.parametrize("branch_rate", [1.0, 0.5])
+def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(
+    policy: Policy, branch_rate: float
+) -> None:
     """Every branch's reward equals the seat's Kuhn return when its move is played after the main
-    line's earlier moves and both seats then always bet (the scripted policy)."""
-    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=8)
+    line's earlier moves and both seats then always bet (the scripted policy), also where earlier
+    turns of the line were not branched."""
+    tree = TreeOptions(branches=2, all_actions=True, branch_rate=branch_rate)
+    rollout = tree_step(policy, tree, games=8)
     records = {r["seed"]: r for r in rollout.records}
     checked = 0
     for indices in groups_of(rollout).values():
@@ -168,6 +173,21 @@ def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(policy: Pol
             assert row["reward"] == pytest.approx(expected), (row, moves)
             checked += 1
     assert checked == len(rollout.rows) > 0
+
+
+def test_a_branch_rate_below_one_branches_some_turns_and_plays_the_rest_once(
+    policy: Policy,
+) -> None:
+    tree = TreeOptions(branches=2, all_actions=True, branch_rate=0.5)
+    rollout = tree_step(policy, tree, games=16)
+    groups = groups_of(rollout)
+    main_turns = sum(sum(r["model_turns"]) for r in rollout.records)
+    assert len(rollout.records) == 16
+    assert 0 < len(groups) < main_turns  # about half of the policy turns
+    assert all(len(indices) == 2 for indices in groups.values())
+    assert rollout.extra["tree_nodes"] == len(groups)
+    again = groups_of(tree_step(policy, tree, games=16))
+    assert sorted(again) == sorted(groups)  # which turns branch is a seeded draw
 
 
 def test_greedy_continuation_follows_the_best_branch(policy: Policy) -> None:

@@ -66,6 +66,8 @@ class TreeSettings(BaseModel):
     team_weight: float = Field(0.0, ge=0)  # alpha in r = alpha * team + local
     # chance that a random continuation takes a uniformly chosen branch (own-move exploration)
     explore: float = Field(0.0, ge=0, le=1)
+    # chance that a main-line policy turn is branched; the others get one untrained sample
+    branch_rate: float = Field(1.0, gt=0, le=1)
 
 
 class TrainConfig(BaseModel):

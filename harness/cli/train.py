@@ -263,6 +263,8 @@ def _train_verl(
         _check_verl_opponent(config)
     if config.tree.explore > 0:
         raise MarsError("tree.explore (own-move exploration) runs on --backend local only for now")
+    if config.tree.branch_rate < 1:
+        raise MarsError("tree.branch_rate < 1 runs on --backend local only for now")
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:

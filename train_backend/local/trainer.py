@@ -131,6 +131,7 @@ def tree_options(config: TrainConfig) -> TreeOptions:
         counterfactual=tree.counterfactual,
         team_weight=tree.team_weight,
         explore=tree.explore,
+        branch_rate=tree.branch_rate,
     )
 
 

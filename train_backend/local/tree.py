@@ -27,6 +27,12 @@ other seat's later turns in that game are not trained, and a turn whose main lin
 exploratory move after it gets its continuing branch's return from a replay of the policy, like
 the other branches, instead of the main line's outcome.
 
+With `branch_rate` = p < 1, each policy turn of a main line is branched with probability p (a
+seeded draw per turn) and otherwise answered by one policy sample that continues the line and is
+not trained. A branched turn's replays run to the end of the game, so a game of T policy turns
+costs about K * T^2 / 2 replies with every turn branched; in long games (Tic-Tac-Toe, Mini
+Hanabi) p buys fewer, equally unbiased groups at a fraction of that cost.
+
 With `counterfactual`, a turn's branches are one sampled reply (the first legal one of the K
 samples) and that same reply with its answer rewritten to each other legal move: a group differs
 in its answer only, so mean-centred advantages cancel on the shared reasoning tokens and the
@@ -87,6 +93,7 @@ class TreeOptions:
     counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
     team_weight: float = 0.0  # alpha in r = alpha * team + local
     explore: float = 0.0  # chance that a random continuation is a uniform pick of all branches
+    branch_rate: float = 1.0  # chance that a main-line policy turn is branched (else one sample)
 
     def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
         if self.continuation != "auto":
@@ -269,6 +276,10 @@ class TreeRollout:
             turn = line.seat_calls.get(seat, 0)
             line.seat_calls[seat] = turn + 1
             prompt_ids = self.policy.encode_chat(messages)
+            if not self._branches_here(spec.name, seed, call):
+                (reply,) = await self._sample(prompt_ids, 1)
+                line.replies.append((reply, len(prompt_ids)))
+                return reply.completion(len(prompt_ids))
             replies = await self._sample(prompt_ids, self.tree.branches)
             if self.tree.counterfactual:
                 replies = self._counterfactual(replies, messages)
@@ -358,8 +369,12 @@ class TreeRollout:
             return (policy, policy)
         return (policy, other) if policy_seat(spec, seed) == 0 else (other, policy)
 
-    def _rng(self, game: str, seed: int, call: int) -> random.Random:
-        text = f"{self.run_seed}/{self.step}/{game}/{seed}/{call}"
+    def _branches_here(self, game: str, seed: int, call: int) -> bool:
+        rate = self.tree.branch_rate
+        return rate >= 1 or self._rng(game, seed, call, stream="branch").random() < rate
+
+    def _rng(self, game: str, seed: int, call: int, stream: str = "") -> random.Random:
+        text = f"{self.run_seed}/{self.step}/{game}/{seed}/{call}{stream}"
         return random.Random(int(hashlib.sha256(text.encode()).hexdigest()[:16], 16))
 
     # -- returns --------------------------------------------------------------------------------
