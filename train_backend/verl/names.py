@@ -12,6 +12,12 @@ VERL_VERSION = "0.9.1"
 AGENT_LOOP_NAME = "mars_selfplay"
 WORKFLOW_LOOP_NAME = "mars_workflow"  # training inside a MAS workflow (workflow_loop.py)
 TRAINER_NAME = "mars"
+# What verl's @register stores for each agent loop (its class's module and qualified name); the
+# plugin registers these strings without importing the loops.
+AGENT_LOOP_TARGETS: dict[str, str] = {
+    AGENT_LOOP_NAME: "train_backend.verl.agent_loop.SelfPlayAgentLoop",
+    WORKFLOW_LOOP_NAME: "train_backend.verl.workflow_loop.WorkflowAgentLoop",
+}
 PLUGIN_MODULE = "train_backend.verl.plugin"
 CPU_DEVICE_MODULE = "train_backend.verl.cpu_device"  # loaded first, only with verl.device: cpu
 CPU_ROLLOUT = "mars_cpu"  # the CPU device's rollout (rollout.name)

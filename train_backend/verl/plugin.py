@@ -4,8 +4,89 @@ Two routes bring it there, both without patching verl: the `verl.plugins` entry 
 pyproject.toml (verl loads that group when it is imported), and `VERL_USE_EXTERNAL_MODULES`,
 which the launcher sets for the driver and, through Ray's runtime environment, for every worker.
 The second fails loudly if this import fails; entry points that fail are only logged by verl.
+
+Importing this module costs nothing: each piece registers when verl's own registry module is
+first imported in a process (a hook that runs right after that module's code), so a process
+that never looks up a trainer, an estimator or an agent loop never imports ours. Importing them
+all eagerly pulled verl's trainer and agent-loop stacks into every process (about 2.3 s each on
+a quiet machine; `bench/plugin_import.py`). The trainer registry needs the class itself, so the
+trainer module is imported when `verl.trainer.ppo.v1` is; the agent-loop registry holds only a
+`_target_` string, so the loops are registered by name and imported where verl builds one.
 """
 
-from train_backend.verl import agent_loop, estimators, trainer, workflow_loop
+from __future__ import annotations
 
-__all__ = ["agent_loop", "estimators", "trainer", "workflow_loop"]
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from train_backend.verl import names
+
+
+def _register_trainer(_: ModuleType) -> None:
+    importlib.import_module("train_backend.verl.trainer")  # @register_trainer on import
+
+
+def _register_estimators(_: ModuleType) -> None:
+    importlib.import_module("train_backend.verl.estimators")  # registers on import
+
+
+def _register_agent_loops(module: ModuleType) -> None:
+    registry = module._agent_loop_registry  # what verl's @register fills: name -> {_target_}
+    for name, target in names.AGENT_LOOP_TARGETS.items():
+        registry.setdefault(name, {"_target_": target})
+
+
+# verl's registry module -> what registers our pieces in it
+HOOKS: dict[str, Callable[[ModuleType], None]] = {
+    "verl.trainer.ppo.v1": _register_trainer,
+    "verl.trainer.ppo.core_algos": _register_estimators,
+    "verl.experimental.agent_loop.agent_loop": _register_agent_loops,
+}
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds a hooked module with the finders after it and runs its hook once its code has run."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in HOOKS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                _run_hook_after(spec.loader, HOOKS[fullname])
+                return spec
+        return None
+
+
+def _run_hook_after(loader: importlib.abc.Loader, hook: Callable[[ModuleType], None]) -> None:
+    run = loader.exec_module
+
+    def exec_module(module: ModuleType) -> None:
+        run(module)
+        hook(module)
+
+    loader.exec_module = exec_module  # type: ignore[method-assign]
+
+
+def install() -> None:
+    """Hook the registry modules not imported yet; register at once in those already here."""
+    if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
+    for module_name, hook in HOOKS.items():
+        module = sys.modules.get(module_name)
+        if module is not None:
+            hook(module)
+
+
+install()
