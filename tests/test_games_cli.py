@@ -124,6 +124,28 @@ def test_selfplay_over_http(mars: typer.Typer, tmp_path: Path) -> None:
     assert set(summary["games"]) == {"tic_tac_toe", "mini_hanabi"}
 
 
+def test_a_selfplay_rerun_with_other_settings_is_refused_and_changes_nothing(
+    mars: typer.Typer, tmp_path: Path
+) -> None:
+    with ScriptedServer(_legal_first) as server:
+        args = ["selfplay", "--games", "tic_tac_toe", "--episodes", "2", "--quiet"]
+        args += ["--base-url", server.base_url, "--model", "scripted"]
+        args += ["--run-dir", str(tmp_path / "sp")]
+        assert invoke(mars, *args).exit_code == 0
+        before = {f.name: f.read_bytes() for f in (tmp_path / "sp").iterdir()}
+        other = invoke(mars, *args, "--temperature", "1.0")
+        requests = len(server.seen)
+        played = sum(sum(r["model_turns"]) for r in lines(tmp_path / "sp"))
+        after = {f.name: f.read_bytes() for f in (tmp_path / "sp").iterdir()}
+        more = invoke(mars, *args[:4], "3", *args[5:])  # more episodes: resumes
+    assert other.exit_code != 0 and isinstance(other.exception, MarsError)
+    assert "temperature" in str(other.exception)
+    assert requests == played  # the refused rerun asked the model nothing
+    assert more.exit_code == 0, more.output
+    assert "2 records kept, 1 to run" in more.output
+    assert after == before
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -374,7 +374,7 @@ def selfplay_command(
     from games.players import PlayerContext, make_player
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
     from games.spec import get_game
-    from harness.runstore import RunDir
+    from harness.runstore import RunDir, identity_of, model_identity
 
     names = [name.strip() for name in games.split(",") if name.strip()]
     if not names:
@@ -390,12 +390,28 @@ def selfplay_command(
     run = RunDir.resolve(
         out=out, run_dir=run_dir, kind="selfplay", slug="-".join(s.name for s in specs)
     )
+    gen = _generation(temperature, top_p, max_tokens, seed)
+    run_config = {
+        "games": [spec.describe() for spec in specs],
+        "episodes_per_game": episodes,
+        "first_seed": seed,
+        "invalid": invalid,
+        "prompt_style": prompt_style,
+        "concurrency": concurrency,
+        "generation": gen.model_dump(),
+    }
+    identity = identity_of(
+        "selfplay",
+        run_config,
+        resumable=("episodes_per_game", "concurrency"),
+        model=model_identity(model, base_url),
+    )
+    run.check_identity(identity)  # before anything in the run directory changes
     done = run.prepare_resume(selfplay_key)
     wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}
     todo = len(wanted - done)
     if done:
         print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
-    gen = _generation(temperature, top_p, max_tokens, seed)
     started = time.perf_counter()
     usage: dict[str, Any] | None = None
     with _maybe_endpoint(
@@ -414,18 +430,11 @@ def selfplay_command(
         assert endpoint_config is not None
         run.start(
             command=["mars", *sys.argv[1:]],
-            config={
-                "games": [spec.describe() for spec in specs],
-                "episodes_per_game": episodes,
-                "first_seed": seed,
-                "invalid": invalid,
-                "prompt_style": prompt_style,
-                "concurrency": concurrency,
-                "generation": gen.model_dump(),
-            },
+            config=run_config,
             model=endpoint_config.model,
             endpoint=endpoint_config.public(),
             seeds={"first_episode_seed": seed},
+            identity=identity,
         )
 
         async def play() -> None:
