@@ -75,31 +75,107 @@ def trained_games(run_dir: Path) -> list[str]:
     return list(json.loads(run.read_text())["config"]["games"])
 
 
-def collect(roots: list[Path], added: list[str]) -> tuple[dict[str, Table], dict[str, float]]:
-    """column -> arm -> seed -> value, and column -> the starting model's value."""
-    tables: dict[str, Table] = {name: {} for name in COLUMNS}
-    starts: dict[str, float] = {}
-    runs: list[tuple[str, int, Path, list[str]]] = []
+@dataclass
+class Collected:
+    tables: dict[str, Table]  # column -> arm -> seed -> value
+    starts: dict[str, Figures]  # game -> the starting model's figures (a root's start/)
+    runs: list[tuple[str, int, Figures, list[str]]]  # (arm, seed, figures, games trained)
+
+    def start_value(self, name: str) -> float | None:
+        column = COLUMNS[name]
+        start = self.starts.get(column.game)
+        return column.value(start) if start is not None else None
+
+
+def collect(roots: list[Path], added: list[str]) -> Collected:
+    runs: list[tuple[str, int, Figures, list[str]]] = []
+    starts: dict[str, Figures] = {}
     for root in roots:
         for figures in sorted(root.glob("*-seed*/figures.json")):
             match = RUN_DIR.match(figures.parent.name)
             if match:
                 games = trained_games(figures.parent)
-                runs.append((match["arm"], int(match["seed"]), figures, games))
+                runs.append((match["arm"], int(match["seed"]), _read(figures), games))
                 start = root / "start" / "figures.json"
-                if start.exists():
-                    for name, column in COLUMNS.items():
-                        if column.game in games:
-                            starts.setdefault(name, column.value(json.loads(start.read_text())))
+                for game in games if start.exists() else []:
+                    starts.setdefault(game, _read(start))
     for item in added:
         arm, seed, path = item.split(":", 2)
-        runs.append((arm, int(seed), Path(path), ["kuhn_poker"]))
-    for arm, seed, path, games in runs:
-        figures = json.loads(path.read_text())
+        runs.append((arm, int(seed), _read(Path(path)), ["kuhn_poker"]))
+    tables: dict[str, Table] = {name: {} for name in COLUMNS}
+    for arm, seed, figures, games in runs:
         for name, column in COLUMNS.items():
             if column.game in games:
                 tables[name].setdefault(arm, {})[seed] = column.value(figures)
-    return {name: table for name, table in tables.items() if table}, starts
+    return Collected({name: t for name, t in tables.items() if t}, starts, runs)
+
+
+def _read(path: Path) -> Figures:
+    return json.loads(path.read_text())
+
+
+def ttt_target(collected: Collected) -> dict[str, Any] | None:
+    """Tic-Tac-Toe non-loss against `random` per arm and seat, seeds pooled, against the start:
+    the point margin and a one-sided two-proportion z-test of "below the start". The target
+    (issue 22): not significantly below in either seat (p >= ALPHA); the best arm is the one
+    with the highest worse-seat margin."""
+    start = collected.starts.get("tic_tac_toe")
+    if start is None:
+        return None
+    arms: dict[str, Any] = {}
+    for arm in dict.fromkeys(r[0] for r in collected.runs if "tic_tac_toe" in r[3]):
+        members = [r[2] for r in collected.runs if r[0] == arm and "tic_tac_toe" in r[3]]
+        seats = {}
+        for seat in ("first", "second"):
+            wins, n = _pooled(members, seat)
+            start_wins, start_n = _pooled([start], seat)
+            seats[seat] = {
+                "rate": round(wins / n, 4),
+                "start": round(start_wins / start_n, 4),
+                "margin": round(wins / n - start_wins / start_n, 4),
+                "p_below": round(_p_below(wins, n, start_wins, start_n), 4),
+                "games": n,
+            }
+        arms[arm] = {
+            "seats": seats,
+            "worst_margin": min(seat["margin"] for seat in seats.values()),
+            "not_below": all(seat["p_below"] >= ALPHA for seat in seats.values()),
+        }
+    best = max(arms, key=lambda arm: arms[arm]["worst_margin"])
+    return {
+        "best_arm": best,
+        "met": arms[best]["not_below"],
+        "arms_not_below": [arm for arm in arms if arms[arm]["not_below"]],
+        "arms": arms,
+    }
+
+
+def _pooled(members: list[Figures], seat: str) -> tuple[int, int]:
+    cells = [m["ttt"][f"random/{seat}"] for m in members]
+    return sum(c["non_loss"] for c in cells), sum(c["n"] for c in cells)
+
+
+def _p_below(wins: int, n: int, start_wins: int, start_n: int) -> float:
+    """One-sided p-value of "the arm's rate is below the start's" (pooled two-proportion z)."""
+    pooled = (wins + start_wins) / (n + start_n)
+    se = np.sqrt(pooled * (1 - pooled) * (1 / n + 1 / start_n))
+    if se == 0:
+        return 1.0
+    return float(stats.norm.cdf((wins / n - start_wins / start_n) / se))
+
+
+def hanabi_target(collected: Collected) -> dict[str, Any] | None:
+    """Per arm: whether the 95% t interval over seeds of the Mini Hanabi score lies above the
+    start's 95% bootstrap interval (issue 22: above the start, intervals apart)."""
+    start = collected.starts.get("mini_hanabi")
+    table = collected.tables.get("hanabi")
+    if start is None or table is None:
+        return None
+    from harness.stats import bootstrap_mean_ci
+
+    _, start_high = bootstrap_mean_ci(start["hanabi"])
+    above = {arm: t_interval(list(seeds.values()))[0] > start_high for arm, seeds in table.items()}
+    return {"start_ci_high": round(start_high, 4), "above_start": above}
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -170,13 +246,13 @@ def summary_cell(table: Table, arm: str) -> str:
     return f"{np.mean(values):.3f} [{low:.3f}, {high:.3f}]"
 
 
-def print_tables(tables: dict[str, Table], starts: dict[str, float], order: list[str]) -> None:
+def print_tables(collected: Collected, order: list[str]) -> None:
+    tables = collected.tables
     names = list(tables)
     print("| arm | " + " | ".join(COLUMNS[name].title for name in names) + " |")
     print("|---" * (len(names) + 1) + "|")
-    print(
-        "| start | " + " | ".join(f"{starts[n]:.3f}" if n in starts else "" for n in names) + " |"
-    )
+    starts = [collected.start_value(name) for name in names]
+    print("| start | " + " | ".join("" if v is None else f"{v:.3f}" for v in starts) + " |")
     for arm in order:
         print(f"| `{arm}` | " + " | ".join(summary_cell(tables[n], arm) for n in names) + " |")
     print("\n(mean [95% t interval over seeds])")
@@ -219,6 +295,18 @@ def print_tests(table: Table, title: str, reference: str) -> dict[str, Any]:
     }
 
 
+def print_ttt_target(ttt: dict[str, Any]) -> None:
+    print("\nTic-Tac-Toe non-loss against random, seeds pooled, against the start")
+    print("(margin; one-sided p of 'below the start'):")
+    for arm, row in sorted(ttt["arms"].items(), key=lambda item: -item[1]["worst_margin"]):
+        cells = [
+            f"{seat} {c['rate']:.2f} ({c['margin']:+.2f}, p {c['p_below']:.2g})"
+            for seat, c in row["seats"].items()
+        ]
+        verdict = "not below" if row["not_below"] else "below"
+        print(f"  {arm:<20}" + "   ".join(cells) + f"   {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("roots", nargs="*", type=Path)
@@ -227,7 +315,8 @@ def main() -> None:
         "--reference", default="marshal", help="the arm the others are tested against"
     )
     args = parser.parse_args()
-    tables, starts = collect(args.roots, args.add)
+    collected = collect(args.roots, args.add)
+    tables = collected.tables
     if not tables:
         sys.exit("no runs found: give bench roots holding <arm>-seed<N>/figures.json")
     first = next(iter(tables.values()))
@@ -236,7 +325,7 @@ def main() -> None:
     if not COLUMNS[next(iter(tables))].lower_is_better:
         ranked.reverse()
     order = ranked + [arm for arm in arms if arm not in ranked]
-    print_tables(tables, starts, order)
+    print_tables(collected, order)
     columns: dict[str, Any] = {}
     for name, table in tables.items():
         tests = print_tests(table, COLUMNS[name].title, args.reference)
@@ -246,10 +335,24 @@ def main() -> None:
                 for arm in order
                 if arm in table
             },
-            "start": round(starts[name], 4) if name in starts else None,
+            "start": collected.start_value(name),
             **tests,
         }
     result: dict[str, Any] = {"metric": "ablation_all_arms", "columns": columns}
+    ttt = ttt_target(collected)
+    if ttt is not None:
+        print_ttt_target(ttt)
+        best = ttt["arms"][ttt["best_arm"]]
+        result = {
+            "metric": "best_arm_ttt_non_loss_vs_random_worst_seat_minus_start",
+            "value": best["worst_margin"],
+            "target": "not below the start in either seat (one-sided p >= 0.05)",
+            "met": ttt["met"],
+            "best_arm": ttt["best_arm"],
+            "arms_not_below": ttt["arms_not_below"],
+            "hanabi": hanabi_target(collected),
+            "columns": columns,
+        }
     if "kuhn" in tables:
         kuhn = tables["kuhn"]
         best = min(kuhn, key=lambda arm: float(np.mean(list(kuhn[arm].values()))))
