@@ -8,6 +8,7 @@ records the message, so transcripts, call counts and usage per agent come for fr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -145,6 +146,30 @@ def get_mas(name: str) -> MASFunction:
     if name not in _REGISTRY:
         raise MarsError(f"unknown MAS '{name}'; known: {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
+
+
+class _FirstModelCall(Exception):
+    """Raised by the options check's endpoint: the MAS got as far as asking a model."""
+
+
+class _OptionsProbeEndpoint:
+    async def complete(self, *args: Any, **kwargs: Any) -> Completion:
+        raise _FirstModelCall
+
+
+async def check_options(function: MASFunction, config: dict[str, Any], kind: str = "math") -> None:
+    """Run `function` on a dummy task up to its first model call. Every MAS reads its options
+    before it asks a model, and an option it cannot use raises MarsError there: once, before
+    any sample runs, instead of once per sample. Whatever else happens (the probe's own stop,
+    or what a framework made of it) means the options were read."""
+    models = Models(default=_OptionsProbeEndpoint())  # type: ignore[arg-type]
+    task = Task(prompt="What is 1 + 1?", sample_id="options-check", suite="check", kind=kind)
+    try:
+        await asyncio.wait_for(function(task, models, dict(config)), timeout=30)
+    except MarsError:
+        raise
+    except Exception:  # the probe stopped it (or a framework wrapped that): options passed
+        return
 
 
 def list_mas() -> list[str]:

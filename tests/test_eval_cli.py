@@ -244,6 +244,31 @@ def test_bad_input_gives_one_clear_line(args: list[str], message: str, tmp_path:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("mas", "option", "message"),
+    [
+        ("mad", "protocol=bogus", "'protocol' must be one of default, maslab"),
+        ("debate", "rounds=many", "'rounds' must be an integer"),
+        ("mad", "protocol=maslab", None),  # a good option runs
+    ],
+)
+def test_a_mas_option_it_cannot_use_is_refused_once_before_any_sample(
+    tmp_path: Path, mas: str, option: str, message: str | None
+) -> None:
+    with ScriptedServer(lambda req: Reply(text="\\boxed{1}")) as server:
+        args = _eval_args(server, tmp_path / "run", "--mas", mas, "--mas-option", option)
+        args[args.index(str(LIMIT))] = "2"
+        result = run_mars(*args)
+        requests = len(server.seen)
+    if message is None:
+        assert result.returncode == 0, result.stderr
+        assert requests > 0
+        return
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert requests == 0 and not (tmp_path / "run").exists()
+
+
 def test_unreachable_base_url_is_one_clear_line(tmp_path: Path) -> None:
     result = run_mars(
         "eval", "--suite", "gsm8k", "--limit", "2", "--base-url", "http://127.0.0.1:9/v1",

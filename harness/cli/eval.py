@@ -79,7 +79,7 @@ def eval_command(
     from harness.evaluation import WorkItem, eval_identity, record_key
     from harness.runstore import RunDir, model_identity
     from harness.servers import model_fingerprint
-    from mas.base import get_mas
+    from mas.base import check_options, get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
     if not suite_names:
@@ -99,6 +99,7 @@ def eval_command(
         raise MarsError("--trained-step needs --trained RUN")
     mas_name = mas_name or "single"
     mas_function = get_mas(mas_name)
+    asyncio.run(check_options(mas_function, mas_config))  # a bad option: one line, no samples
     from harness.graders import GradingPlan
 
     grading = GradingPlan.from_options(grader, judge_temperature, judge_max_tokens)
