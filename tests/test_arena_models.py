@@ -48,14 +48,20 @@ def weak(request: dict[str, Any]) -> Reply:
 def test_two_models_play_each_other_from_both_seats(tmp_path: Path) -> None:
     with ScriptedServer(strong, model="a") as a, ScriptedServer(weak, model="b") as b:
         opponent = f"llm:b@{b.base_url}"
-        result = run_mars(
+        args = [
             "arena", "--game", "tic_tac_toe", "--player", "llm", "--model", "a",
             "--base-url", a.base_url, "--opponent", opponent, "--episodes", "3",
             "--max-tokens", "32", "--run-dir", str(tmp_path / "arena"), "--quiet",
-        )  # fmt: skip
-        seen_a, seen_b = a.seen, b.seen
+        ]  # fmt: skip
+        result = run_mars(*args)
+        seen_a, seen_b = list(a.seen), list(b.seen)
+        first_summary = json.loads((tmp_path / "arena" / "summary.json").read_text())
+        # A resumed attempt with one more episode per seat: usage adds up over both attempts.
+        more = run_mars(*[("4" if arg == "3" else arg) for arg in args])
+        again_a, again_b = len(a.seen) - len(seen_a), len(b.seen) - len(seen_b)
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in (tmp_path / "arena" / "records.jsonl").open()]
+    records = [r for r in records if r["seed"] < 3]  # the first attempt's games
     assert len(records) == 6
     for r in records:
         assert r["player"] == "llm" and r["opponent"] == opponent
@@ -71,16 +77,22 @@ def test_two_models_play_each_other_from_both_seats(tmp_path: Path) -> None:
         model_turns["b"] += r["model_turns"][1 - mine]
     assert len(seen_a) == model_turns["a"] > 0 and len(seen_b) == model_turns["b"] == 6
     assert {s.body["model"] for s in seen_a} == {"a"} and {s.body["model"] for s in seen_b} == {"b"}
-    summary = json.loads((tmp_path / "arena" / "summary.json").read_text())
+    summary = first_summary
     assert (summary["player_id"], summary["opponent_id"]) == ("a", "b")
     assert summary["usage"]["totals"]["calls"] == model_turns["a"]
     assert summary["usage_by_model"]["b"]["totals"]["calls"] == 6
+
+    assert more.returncode == 0, more.stderr
+    assert again_b == 2 and again_a > 0  # the two new games only
+    summary = json.loads((tmp_path / "arena" / "summary.json").read_text())
+    assert summary["usage"]["totals"]["calls"] == model_turns["a"] + again_a
+    assert summary["usage_by_model"]["b"]["totals"]["calls"] == 6 + again_b
 
     rated = run_mars("ratings", str(tmp_path / "arena"))
     assert rated.returncode == 0, rated.stderr
     fit = json.loads((tmp_path / "arena" / "ratings.json").read_text())["games"]["tic_tac_toe"]
     rows = {row["player"]: row for row in fit["players"]}
-    assert rows["a"]["wins"] == 6 and rows["b"]["losses"] == 6  # the forfeits count as wins
+    assert rows["a"]["wins"] == 8 and rows["b"]["losses"] == 8  # the forfeits count as wins
     assert rows["a"]["rating"] > rows["b"]["rating"]
 
 

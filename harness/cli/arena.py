@@ -327,10 +327,11 @@ def arena_command(
     summary["rules"] = rules.describe()
     if endpoint_config is not None:
         summary["model"] = endpoint_config.model
-    if usage is not None:  # added up over the run's attempts, like eval's usage.json
-        summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
+    earlier = run.summary() or {}  # usage is added up over the run's attempts, like eval's
+    if usage is not None:
+        summary["usage"] = add_usage(earlier.get("usage") or {}, usage)
     if usage_by_model:
-        summary["usage_by_model"] = usage_by_model
+        summary["usage_by_model"] = add_usage(earlier.get("usage_by_model") or {}, usage_by_model)
     errors = sum(stats["errors"] for stats in summary["seats"].values())
     unscored = unscored_seats(summary)
     run.write_summary(summary)
@@ -375,6 +376,7 @@ def selfplay_command(
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
     from games.spec import get_game
     from harness.runstore import RunDir, identity_of, model_identity
+    from harness.usage import add_usage
 
     names = [name.strip() for name in games.split(",") if name.strip()]
     if not names:
@@ -468,7 +470,8 @@ def selfplay_command(
     summary = summarize_selfplay(specs, run.records())
     summary["model"] = endpoint_config.model
     summary["wall_s"] = round(time.perf_counter() - started, 3)
-    summary["usage"] = usage
+    if usage is not None:  # added up over the run's attempts, like eval's usage.json
+        summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
     errors = sum(game["errors"] for game in summary["games"].values())
     run.write_summary(summary)
     run.finish("completed" if errors == 0 else "completed_with_errors")
