@@ -19,6 +19,7 @@ from train_backend.loop import (
     complete_checkpoints,
     parse_spec,
     resolve_settings,
+    run_loop,
     training_finished,
     write_curve,
 )
@@ -124,6 +125,20 @@ def test_only_complete_step_folders_count_in_step_order(tmp_path: Path) -> None:
     assert not training_finished(root)
     (run / "run.json").write_text(json.dumps({"kind": "train", "status": "completed"}))
     assert training_finished(root)
+
+
+def test_a_dry_run_ends_the_loop_at_once_instead_of_at_its_timeout(tmp_path: Path) -> None:
+    train = tmp_path / "train"
+    (train / "checkpoints").mkdir(parents=True)
+    (train / "run.json").write_text(json.dumps({"kind": "train", "status": "dry_run"}))
+    assert training_finished(train / "checkpoints")
+    run = RunDir.resolve(out=None, run_dir=tmp_path / "loop", kind="loop", slug="x")
+    naps: list[float] = []
+    outcome = run_loop(
+        train, parse_spec("arena:tic_tac_toe:random:2"), run, timeout_s=3600, sleep=naps.append
+    )
+    assert naps == [] and outcome.evaluated == []
+    assert "dry run" in outcome.stop_reason
 
 
 def test_settings_come_from_the_checkpoint_unless_the_spec_sets_them(tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ CHECKPOINT_FILE = "checkpoint.json"
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 ROW_SCHEMA_VERSION = 1
 _STEP_DIR = re.compile(r"^step_(\d+)$")
-_FINISHED = {"completed", "completed_with_errors", "interrupted", "failed"}
+# A dry run (verl's `--dry-run`) trains nothing and writes no checkpoint: nothing will come.
+_FINISHED = {"completed", "completed_with_errors", "interrupted", "failed", "dry_run"}
 # The MAS trainer's per-role and per-policy figures the learning curve keeps (train/...).
 MAS_CURVE_METRICS = ("return_mean/", "policy/", "train_accuracy", "eval/accuracy")
 
@@ -353,20 +354,24 @@ def check_mas_spec(spec: LoopSpec, run: Path) -> None:
             )
 
 
-def training_finished(folder: Path) -> bool:
-    """Whether the training run that writes `folder` says it has stopped (its run.json).
+def training_status(folder: Path) -> str | None:
+    """The status of the training run that writes `folder` (its run.json), when known.
 
-    Only known when the checkpoints sit in a run directory (`RUN/checkpoints/`); otherwise False
+    Only known when the checkpoints sit in a run directory (`RUN/checkpoints/`); otherwise None
     and the loop runs until --timeout.
     """
     for candidate in (folder, folder.parent):
         if (candidate / RUN_FILE).is_file():
             try:
-                status = json.loads((candidate / RUN_FILE).read_text()).get("status")
+                return json.loads((candidate / RUN_FILE).read_text()).get("status")
             except (OSError, json.JSONDecodeError):
-                return False
-            return status in _FINISHED
-    return False
+                return None
+    return None
+
+
+def training_finished(folder: Path) -> bool:
+    """Whether the training run that writes `folder` says it has stopped."""
+    return training_status(folder) in _FINISHED
 
 
 def checkpoint_defaults(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -1007,7 +1012,10 @@ def run_loop(
             return LoopOutcome(evaluated, skipped, "once")
         now = mas_checkpoints(mas_run) if mas_run else complete_checkpoints(folder)
         pending = [c for c in now if c.step not in attempted]
-        if not pending and training_finished(folder):
+        status = training_status(folder)
+        if not pending and status == "dry_run":
+            return LoopOutcome(evaluated, skipped, "a dry run: nothing was trained")
+        if not pending and status in _FINISHED:
             return LoopOutcome(evaluated, skipped, "training finished")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
