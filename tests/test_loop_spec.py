@@ -185,3 +185,27 @@ def test_the_curve_keeps_the_last_row_per_step_sorted_and_flat(tmp_path: Path) -
     )
     assert table[1]["b/accuracy"] == "0.4" and table[1]["b/ci95_high"] == "0.7"
     assert table[0]["b/accuracy"] == ""  # step 2 had no suite figures
+
+
+def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
+    from harness.cli.loop import _describe
+
+    seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
+    row = {
+        "step": 3,
+        "evals": {
+            "arena:mini_hanabi:self:2": {
+                "kind": "arena",
+                "game": "mini_hanabi",
+                "seats": {"first": seat},
+            },
+            "arena:tic_tac_toe:random:2": {
+                "kind": "arena",
+                "game": "tic_tac_toe",
+                "seats": {"first": seat},
+            },
+        },
+    }
+    line = _describe(row)
+    assert "arena:mini_hanabi:self:2 [first score 1.80]" in line
+    assert "arena:tic_tac_toe:random:2 [first W/D/L 0.00/0.00/1.00 norm 45.0]" in line

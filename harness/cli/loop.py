@@ -26,6 +26,18 @@ EVAL_HELP = (
 )
 
 
+def _arena_seat(game: str, seat: str, stats: dict[str, Any]) -> str:
+    from games.spec import get_game
+
+    # One shared score: win/draw/loss would call every game short of a perfect score a loss.
+    if get_game(game).cooperative:
+        return f"{seat} score {stats['mean_return']:.2f}"
+    return (
+        f"{seat} W/D/L {stats['win']:.2f}/{stats['draw']:.2f}/{stats['loss']:.2f}"
+        f" norm {stats['normalized_return']:.1f}"
+    )
+
+
 def _describe(row: dict[str, Any]) -> str:
     parts = [f"step {row['step']}:"]
     if row.get("error") and not row.get("evals"):
@@ -35,9 +47,7 @@ def _describe(row: dict[str, Any]) -> str:
             parts.append(f"{key} ERROR")
         elif entry["kind"] == "arena":
             seats = " ".join(
-                f"{seat} W/D/L {s['win']:.2f}/{s['draw']:.2f}/{s['loss']:.2f}"
-                f" norm {s['normalized_return']:.1f}"
-                for seat, s in entry["seats"].items()
+                _arena_seat(entry["game"], seat, s) for seat, s in entry["seats"].items()
             )
             parts.append(f"{key} [{seats}]")
         elif entry["kind"] == "rating" and entry.get("rating") is not None:
