@@ -14,6 +14,8 @@ the same starting model for every arm:
   a pool of the policy's past snapshots (a snapshot every 5 steps, fictitious self-play);
   `at_grpo_explore`: `at_grpo_epochs` with own-move exploration (`tree.explore` 0.3);
   `at_grpo_state_std`: `at_grpo_epochs` with the state-spread divisor (`scale: state_std`);
+  `at_grpo_keep_invalid`: `at_grpo_state_std` whose all-actions rewrite leaves invalid samples
+  as branches (`tree.keep_invalid`);
 - `state_groups`: `marshal` plus information-state groups (`state_weight` 1);
 - `marshal_kl`, `marshal_entropy`: `marshal` with the KL magnet, or an entropy bonus of 0.01.
 
@@ -105,6 +107,14 @@ ARMS: dict[str, dict[str, Any]] = {
         "estimator": "at_grpo",
         "estimator_options": {"scale": "state_std"},
         "tree": {"branches": 4, "all_actions": True},
+        "kl_coef": 0.2,
+        "ppo_epochs": 4,
+    },
+    # at_grpo_state_std whose all-actions branches leave invalid samples in place (penalised).
+    "at_grpo_keep_invalid": {
+        "estimator": "at_grpo",
+        "estimator_options": {"scale": "state_std"},
+        "tree": {"branches": 4, "all_actions": True, "keep_invalid": True},
         "kl_coef": 0.2,
         "ppo_epochs": 4,
     },

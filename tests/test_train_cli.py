@@ -311,7 +311,7 @@ def test_at_grpo_refuses_whole_conversation_samples(tmp_path: Path) -> None:
     assert "one sample per reply" in str(error)
 
 
-@pytest.mark.parametrize("setting", ["explore: 0.3", "branch_rate: 0.5"])
+@pytest.mark.parametrize("setting", ["explore: 0.3", "branch_rate: 0.5", "keep_invalid: true"])
 def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: str) -> None:
     file = tmp_path / "c.yaml"
     file.write_text(f"estimator: at_grpo\ntree: {{{setting}}}\n")

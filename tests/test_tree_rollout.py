@@ -150,6 +150,32 @@ def test_all_actions_puts_every_legal_move_among_the_branches(policy: Policy) ->
     assert covered.extra["tree_forced_branches"] == len(groups_of(covered))
 
 
+def garbage_first(legal: list[str], index: int) -> str:
+    """Every other reply names no legal move; the others bet (or pass when betting is not legal)."""
+    return "nonsense" if index % 2 == 0 else always_bet(legal, index)
+
+
+@pytest.mark.parametrize("keep_invalid", [False, True])
+def test_keep_invalid_leaves_invalid_samples_as_penalised_branches(
+    policy: Policy, keep_invalid: bool
+) -> None:
+    """K = 2 in Kuhn (two legal moves): without `keep_invalid` all-actions rewrites every invalid
+    sample into the missing move; with it the invalid sample stays, with its penalty."""
+    tree = TreeOptions(branches=2, all_actions=True, keep_invalid=keep_invalid)
+    rollout = tree_step(policy, tree, choose=garbage_first, games=8)
+    invalid_samples = round(rollout.extra["tree_invalid_sample_rate"] * len(rollout.rows))
+    invalid_rows = [row for row in rollout.rows if not row["legal"]]
+    assert invalid_samples > 0
+    if not keep_invalid:
+        assert invalid_rows == []
+        return
+    assert len(invalid_rows) == invalid_samples
+    for indices in groups_of(rollout).values():
+        rows = [rollout.rows[i] for i in indices]
+        legal = [row["reward"] for row in rows if row["legal"]]
+        assert all(row["reward"] < min(legal) for row in rows if not row["legal"] and legal)
+
+
 @pytest.mark.parametrize("branch_rate", [1.0, 0.5])
 def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(
     policy: Policy, branch_rate: float

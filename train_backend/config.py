@@ -68,6 +68,7 @@ class TreeSettings(BaseModel):
     explore: float = Field(0.0, ge=0, le=1)
     # chance that a main-line policy turn is branched; the others get one untrained sample
     branch_rate: float = Field(1.0, gt=0, le=1)
+    keep_invalid: bool = False  # all_actions rewrites duplicated branches only, not invalid ones
 
 
 class TrainConfig(BaseModel):

@@ -265,6 +265,8 @@ def _train_verl(
         raise MarsError("tree.explore (own-move exploration) runs on --backend local only for now")
     if config.tree.branch_rate < 1:
         raise MarsError("tree.branch_rate < 1 runs on --backend local only for now")
+    if config.tree.keep_invalid:
+        raise MarsError("tree.keep_invalid runs on --backend local only for now")
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:

@@ -132,6 +132,7 @@ def tree_options(config: TrainConfig) -> TreeOptions:
         team_weight=tree.team_weight,
         explore=tree.explore,
         branch_rate=tree.branch_rate,
+        keep_invalid=tree.keep_invalid,
     )
 
 
