@@ -363,6 +363,7 @@ def main() -> None:
             "target": TARGET_KUHN,
             "met": worst <= TARGET_KUHN,
             "best_arm": best,
+            "ttt": None if ttt is None else {k: v for k, v in result.items() if k != "columns"},
             "columns": columns,
         }
     print(json.dumps(result))
