@@ -36,7 +36,8 @@ temperature (the policy that was trained):
 
 Target (the last line, JSON): the best arm ends at Kuhn exploitability <= 0.15 in every seed
 (issue 22; uniform play is 0.458, always-bet 0.333). It also says, per arm, whether the Mini
-Hanabi self-play score ends above the start's 95% interval (seeds pooled). A mix without Kuhn
+Hanabi self-play score's 95% t interval over seeds lies above the start's interval
+(`targets`, as `bench/ablation_table.py` reports it). A mix without Kuhn
 (`--games mini_hanabi,tic_tac_toe`) ends instead with the Tic-Tac-Toe target: the best arm's
 non-loss against `random` (seeds pooled) not below the start's in either seat (not
 significantly: a one-sided two-proportion z-test at 0.05; the point margins are printed too).
@@ -311,37 +312,18 @@ def print_kuhn_comparison(runs: list[dict[str, Any]], arms: list[str]) -> None:
     print("  intervals apart: " + (", ".join(apart) if apart else "none"))
 
 
-def ttt_hanabi_result(
+def targets_line(
     start: dict[str, Any], runs: list[dict[str, Any]], args: argparse.Namespace
 ) -> dict[str, Any]:
-    """The last line of a run without Kuhn: the Tic-Tac-Toe target (the best arm's non-loss
-    against `random`, seeds pooled, not significantly below the start's in either seat) and
-    whether each arm's Mini Hanabi score ends above the start's interval, as
-    `bench/ablation_table.py` reports them."""
-    from bench.ablation_table import Collected, hanabi_target, ttt_target
+    """The Tic-Tac-Toe and Mini Hanabi targets of the games trained, as
+    `bench/ablation_table.py` reports them (`ttt_hanabi_line`)."""
+    from bench.ablation_table import collect_runs, ttt_hanabi_line
 
     games = args.games.split(",")
-    figures = [(r["arm"], r["seed"], r, games) for r in runs]
-    collected = Collected(tables={}, starts={game: start for game in games}, runs=figures)
-    if "mini_hanabi" in games:
-        table: dict[str, dict[int, float]] = {}
-        for r in runs:
-            table.setdefault(r["arm"], {})[r["seed"]] = float(np.mean(r["hanabi"]))
-        collected.tables["hanabi"] = table
-    ttt = ttt_target(collected)
-    result: dict[str, Any] = {"metric": "ttt_and_hanabi_against_the_start", "ttt": ttt}
-    if ttt is not None:
-        result = {
-            "metric": "best_arm_ttt_non_loss_vs_random_worst_seat_minus_start",
-            "value": ttt["arms"][ttt["best_arm"]]["worst_margin"],
-            "target": "not below the start in either seat (one-sided p >= 0.05)",
-            "met": ttt["met"],
-            "best_arm": ttt["best_arm"],
-            "arms_not_below": ttt["arms_not_below"],
-        }
-    result["hanabi"] = hanabi_target(collected)
-    result.update(steps=args.steps, games_per_step=args.games_per_step, games=args.games)
-    return result
+    collected = collect_runs(
+        [(r["arm"], r["seed"], r, games) for r in runs], {game: start for game in games}
+    )
+    return ttt_hanabi_line(collected)
 
 
 def _interval(ci: list[float]) -> str:
@@ -407,7 +389,9 @@ def main() -> None:
 
     print_kuhn_comparison(runs, arms)
     if "kuhn_poker" not in args.games.split(","):
-        print(json.dumps(ttt_hanabi_result(start, runs, args)))
+        line = targets_line(start, runs, args)
+        line.update(steps=args.steps, games_per_step=args.games_per_step, games=args.games)
+        print(json.dumps(line))
         return
     start_exploit = start["kuhn"]["exploitability"]
     worst = {arm: max(r["kuhn"]["exploitability"] for r in runs if r["arm"] == arm) for arm in arms}
@@ -433,12 +417,8 @@ def main() -> None:
         "temperature": args.temperature,
         "seeds": seeds,
     }
-    if start.get("hanabi"):
-        _, _, start_high = mean_ci(start["hanabi"])
-        result["hanabi_above_start"] = {
-            arm: mean_ci([v for r in runs if r["arm"] == arm for v in r["hanabi"]])[1] > start_high
-            for arm in arms
-        }
+    if start.get("hanabi") or start.get("ttt"):
+        result["targets"] = targets_line(start, runs, args)
     print(json.dumps(result))
 
 
