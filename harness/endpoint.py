@@ -2,11 +2,12 @@
 goes through `Endpoint.complete`.
 
 An endpoint is an OpenAI-compatible base URL plus a model name. It owns one shared
-`openai.AsyncOpenAI` client (a client per call costs ~30 ms of CPU), an asyncio semaphore that
-bounds requests in flight, a hard wall-clock timeout per attempt, and bounded retries with
-exponential backoff and full jitter on 429, 5xx, timeouts, dropped connections and malformed
-bodies. Any other 4xx fails at once. It never returns None: it returns a `Completion` or raises
-`EndpointError` carrying the number of retries spent.
+`openai.AsyncOpenAI` client (a client per call costs ~30 ms of CPU; built on first use, since
+plain-http URLs never need it and importing `openai` costs most of a second), an asyncio
+semaphore that bounds requests in flight, a hard wall-clock timeout per attempt, and bounded
+retries with exponential backoff and full jitter on 429, 5xx, timeouts, dropped connections and
+malformed bodies. Any other 4xx fails at once. It never returns None: it returns a `Completion`
+or raises `EndpointError` carrying the number of retries spent.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ import sys
 import time
 import zlib
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-import openai
 from pydantic import BaseModel, Field
 
 from harness.errors import EndpointError
@@ -30,6 +30,9 @@ from harness.http_transport import JSONPoster, LeanHTTPTransport, lean_async_cli
 from harness.reasoning import split_reasoning
 from harness.response_cache import ResponseCache, cache_key
 from harness.usage import UsageLedger
+
+if TYPE_CHECKING:
+    import openai
 
 Message = dict[str, str]
 
@@ -147,12 +150,12 @@ def _status_message(status: int, content: bytes) -> str:
     return f"{message} - {detail}" if isinstance(detail, str) and detail else message
 
 
-def _lean_poster(client: openai.AsyncOpenAI, transport: LeanHTTPTransport) -> JSONPoster | None:
+def _lean_poster(base_url: str, api_key: str, transport: LeanHTTPTransport) -> JSONPoster | None:
     """For a plain-http base URL, a poster with the client's auth; None for https."""
-    url = f"{str(client.base_url).rstrip('/')}/chat/completions"
+    url = f"{base_url.rstrip('/')}/chat/completions"
     if not url.startswith("http://"):
         return None
-    headers = {"Accept": "application/json", "Authorization": f"Bearer {client.api_key}"}
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {api_key}"}
     return JSONPoster(url, headers, transport)
 
 
@@ -162,16 +165,26 @@ class Endpoint:
         self.ledger = UsageLedger()
         self._rng = rng or random.Random()
         self._semaphore = asyncio.Semaphore(config.concurrency)
-        transport = LeanHTTPTransport()
-        self._client = openai.AsyncOpenAI(
-            base_url=config.base_url,
-            api_key=os.environ.get(config.api_key_env) or "EMPTY",
-            max_retries=0,
-            timeout=config.timeout_s,
-            http_client=lean_async_client(config.timeout_s, transport),
-        )
-        self._poster = _lean_poster(self._client, transport)
+        self._transport = LeanHTTPTransport()
+        self._api_key = os.environ.get(config.api_key_env) or "EMPTY"
+        self._sdk_client: openai.AsyncOpenAI | None = None
+        self._poster = _lean_poster(config.base_url, self._api_key, self._transport)
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        """The SDK client (https URLs, redirects), sharing the lean path's connections."""
+        if self._sdk_client is None:
+            import openai
+
+            self._sdk_client = openai.AsyncOpenAI(
+                base_url=self.config.base_url,
+                api_key=self._api_key,
+                max_retries=0,
+                timeout=self.config.timeout_s,
+                http_client=lean_async_client(self.config.timeout_s, self._transport),
+            )
+        return self._sdk_client
 
     @property
     def model_identity(self) -> str:
@@ -307,6 +320,8 @@ class Endpoint:
         )
 
     async def _request_sdk(self, body: dict[str, Any]) -> Completion:
+        import openai
+
         try:
             # A plain POST through the client: same auth, base URL and errors as
             # `chat.completions.create`, without its request transform and response models, which
@@ -332,7 +347,10 @@ class Endpoint:
         return _to_completion(response)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
+        else:
+            await self._transport.aclose()
         if self._cache is not None:
             self._cache.close()
 

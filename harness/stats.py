@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads when a bootstrap runs: an eval's start-up does not wait for it
+    import numpy as np
 
 
 def wilson_ci(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
@@ -32,6 +34,8 @@ def bootstrap_mean_ci(
     values: Sequence[float] | np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean."""
+    import numpy as np
+
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         return (0.0, 0.0)
@@ -49,6 +53,8 @@ def paired_bootstrap_diff(
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """Mean of b - a over paired items, with a percentile bootstrap 95% interval."""
+    import numpy as np
+
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError("paired samples must have the same length")

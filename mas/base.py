@@ -9,6 +9,7 @@ records the message, so transcripts, call counts and usage per agent come for fr
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -141,8 +142,24 @@ def mas(name: str) -> Callable[[MASFunction], MASFunction]:
     return register
 
 
+# Where each built-in system is defined: `get_mas` imports only that module, so a run of
+# `single` does not import AutoGen and Agent Framework (about a second of start-up).
+BUILTIN_SYSTEMS = {
+    "agent_framework": "mas.agent_framework_chat",
+    "autogen": "mas.autogen_team",
+    "debate": "mas.debate",
+    "mad": "mas.mad",
+    "reasoner_tool": "mas.reasoner_tool",
+    "single": "mas.single",
+}
+
+
 def get_mas(name: str) -> MASFunction:
-    _load_builtin_systems()
+    if name not in _REGISTRY:
+        if name in BUILTIN_SYSTEMS:
+            importlib.import_module(BUILTIN_SYSTEMS[name])
+        else:
+            _load_builtin_systems()
     if name not in _REGISTRY:
         raise MarsError(f"unknown MAS '{name}'; known: {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
@@ -178,11 +195,5 @@ def list_mas() -> list[str]:
 
 
 def _load_builtin_systems() -> None:
-    import importlib
-    import pkgutil
-
-    import mas as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name not in {"base"} and not info.name.startswith("_"):
-            importlib.import_module(f"mas.{info.name}")
+    for module in BUILTIN_SYSTEMS.values():
+        importlib.import_module(module)

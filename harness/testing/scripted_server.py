@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 Fault = Literal["hang", "drop", "malformed"]
 
@@ -54,6 +54,7 @@ class _State:
     model: str
     seen: list[SeenRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    timeline: TextIO | None = None  # a line "arrived<TAB>replied" (epoch seconds) per completion
 
 
 def _completion_body(req: dict[str, Any], reply: Reply, model: str, n: int) -> dict[str, Any]:
@@ -120,6 +121,7 @@ async def _handle(
                 writer.write(_http_response(404, b'{"error": {"message": "not found"}}'))
                 await writer.drain()
                 continue
+            arrived = time.time()
             req = json.loads(body or b"{}")
             reply = state.script(req)
             with state.lock:
@@ -140,6 +142,9 @@ async def _handle(
                 payload = _completion_body(req, reply, state.model, n)
                 writer.write(_http_response(200, json.dumps(payload).encode()))
             await writer.drain()
+            if state.timeline is not None:
+                state.timeline.write(f"{arrived:.6f}\t{time.time():.6f}\n")
+                state.timeline.flush()
     except (ConnectionError, asyncio.CancelledError):
         return
     finally:
@@ -236,10 +241,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.1, help="seconds before each reply")
     parser.add_argument("--text", default="The answer is \\boxed{42}.")
+    parser.add_argument(
+        "--timeline", help="append 'arrived<TAB>replied' (epoch seconds) per completion here"
+    )
     args = parser.parse_args()
 
     async def serve() -> None:
         state = _State(script=fixed_delay_script(args.delay, args.text), model="scripted")
+        if args.timeline:
+            state.timeline = open(args.timeline, "a", encoding="utf-8")  # noqa: SIM115
         server = await asyncio.start_server(
             lambda r, w: _handle(state, r, w), "127.0.0.1", args.port, backlog=4096
         )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ from harness.benchmarks.sources import (
     candidate_roots,
     fetch_rows,
     read_jsonl_line_by_line,
-    read_local_with_datasets,
 )
 from harness.errors import MarsError
 
@@ -171,11 +169,7 @@ def _from_file(spec: TrainSetSpec, path: Path) -> TrainSet:
 
 
 def _read_jsonl(path: Path) -> list[Row | None]:
-    # The evaluation's local route: `datasets` first, line by line when it rejects the file.
-    try:
-        return read_local_with_datasets(path, "jsonl")
-    except Exception as exc:
-        logging.getLogger(__name__).debug("datasets could not read %s: %s", path, exc)
+    # The evaluation's local route: line by line, a bad row counted and skipped.
     try:
         return read_jsonl_line_by_line(path)
     except OSError as exc:

@@ -1,0 +1,283 @@
+"""mars beside the evaluation tools researchers already use, on the same questions and server.
+
+Each tool runs from its own command line on the first N GSM8K questions against one scripted
+OpenAI-compatible server that answers every request after 100 ms and logs when each request
+arrived and when its reply left. From that log and the process's own start and end:
+
+- start-up: command start to the first request's arrival;
+- exit: the last reply's departure to the process's end (summary written);
+- request phase / ideal: first arrival to last reply, over ceil(N / c) x 100 ms;
+- whole run / ideal: command start to process end, over the same ideal;
+- client CPU per request: the tool process's user + system CPU (with its children) over N.
+
+mars always runs; Inspect (`inspect eval` with a task file over the same local GSM8K file) and
+lm-eval (`lm_eval --model local-chat-completions` with a local task) run when their commands
+are found (`pip install -e ".[peers]"`, or `--inspect` / `--lm-eval` pointing at them). Also
+`mars --help`'s wall time. Every figure is one JSON line; the last line holds mars's targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import report
+
+DELAY_S = 0.1
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
+GSM8K = DATA_DIR / "gsm8k" / "test.jsonl"
+TARGETS = {
+    "startup_s": 0.5,
+    "exit_s": 0.1,
+    "request_phase_over_ideal": 1.03,
+    "whole_over_ideal": 1.5,
+    "help_s": 0.3,
+    "client_cpu_ms_per_request": 0.3,
+}
+
+
+@dataclass(frozen=True)
+class Figures:
+    tool: str
+    concurrency: int
+    startup_s: float
+    exit_s: float
+    request_phase_over_ideal: float
+    whole_over_ideal: float
+    client_cpu_ms_per_request: float
+    requests: int
+
+
+class Server:
+    """The scripted server in its own process, with a fresh timeline file per run."""
+
+    def __init__(self, timeline: Path) -> None:
+        self.timeline = timeline
+        command = [
+            sys.executable, "-m", "harness.testing.scripted_server", "--delay", str(DELAY_S),
+            "--text", "The answer is \\boxed{42}.", "--timeline", str(timeline),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.base_url = f"http://127.0.0.1:{int(self.process.stdout.readline())}/v1"
+
+    def spans(self) -> list[tuple[float, float]]:
+        lines = self.timeline.read_text().split()
+        return [(float(a), float(b)) for a, b in zip(lines[::2], lines[1::2], strict=True)]
+
+    def reset(self) -> None:
+        self.timeline.write_text("")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+def timed_run(
+    tool: str, command: list[str], server: Server, n: int, concurrency: int, env: dict[str, str]
+) -> Figures:
+    server.reset()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.time()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    ended = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        raise SystemExit(f"{tool} failed (exit {result.returncode}): " + " | ".join(tail))
+    spans = server.spans()
+    if len(spans) < n:
+        raise SystemExit(f"{tool} sent {len(spans)} requests, expected at least {n}")
+    first_arrival = min(a for a, _ in spans)
+    last_reply = max(b for _, b in spans)
+    ideal = math.ceil(len(spans) / concurrency) * DELAY_S
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Figures(
+        tool=tool,
+        concurrency=concurrency,
+        startup_s=first_arrival - started,
+        exit_s=ended - last_reply,
+        request_phase_over_ideal=(last_reply - first_arrival) / ideal,
+        whole_over_ideal=(ended - started) / ideal,
+        client_cpu_ms_per_request=1000 * cpu / len(spans),
+        requests=len(spans),
+    )
+
+
+def mars_command(base_url: str, n: int, concurrency: int, work: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", str(n),
+        "--concurrency", str(concurrency), "--base-url", base_url, "--model", "scripted",
+        "--run-dir", str(work / f"mars-{time.monotonic_ns()}"), "--quiet",
+        "--data-dir", str(DATA_DIR),
+    ]  # fmt: skip
+
+
+INSPECT_TASK = '''
+import json
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import match
+from inspect_ai.solver import generate
+
+@task
+def gsm8k_local(path: str, limit: int) -> Task:
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()][:limit]
+    samples = [
+        Sample(input=row["question"], target=row["answer"].split("####")[-1].strip())
+        for row in rows
+    ]
+    return Task(dataset=samples, solver=generate(), scorer=match(numeric=True))
+'''
+
+
+def inspect_command(
+    binary: str, base_url: str, n: int, concurrency: int, work: Path
+) -> list[str]:
+    task_file = work / "inspect_gsm8k.py"
+    task_file.write_text(INSPECT_TASK)
+    return [
+        binary, "eval", f"{task_file}@gsm8k_local", "-T", f"path={GSM8K}", "-T", f"limit={n}",
+        "--model", "openai-api/scripted/scripted", "--max-connections", str(concurrency),
+        "--log-dir", str(work / f"inspect-logs-{time.monotonic_ns()}"), "--display", "none",
+        "--no-fail-on-error",
+    ]  # fmt: skip
+
+
+LM_EVAL_TASK = """task: gsm8k_local
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {path}
+test_split: test
+output_type: generate_until
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{answer.split('####')[-1].strip()}}}}"
+generation_kwargs:
+  until: ["Question:"]
+  do_sample: false
+metric_list:
+  - metric: exact_match
+"""
+
+
+def lm_eval_command(
+    binary: str, base_url: str, n: int, concurrency: int, work: Path
+) -> list[str]:
+    tasks = work / "lm_eval_tasks"
+    tasks.mkdir(exist_ok=True)
+    (tasks / "gsm8k_local.yaml").write_text(LM_EVAL_TASK.format(path=GSM8K))
+    model_args = (
+        f"model=scripted,base_url={base_url}/chat/completions,num_concurrent={concurrency},"
+        "max_retries=3,tokenized_requests=False"
+    )
+    return [
+        binary, "--model", "local-chat-completions", "--model_args", model_args,
+        "--tasks", "gsm8k_local", "--include_path", str(tasks), "--limit", str(n),
+        "--apply_chat_template", "--output_path", str(work / f"lm-eval-{time.monotonic_ns()}"),
+    ]  # fmt: skip
+
+
+def help_seconds(repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=1000)
+    parser.add_argument("--concurrency", default="64,128", help="comma-separated")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--inspect", default=shutil.which("inspect"), help="the inspect command")
+    parser.add_argument("--lm-eval", default=shutil.which("lm_eval"), help="the lm_eval command")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="mars-peers-") as tmp:
+        work = Path(tmp)
+        server = Server(work / "timeline.tsv")
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "EMPTY",
+            "OPENAI_API_BASE_URL": server.base_url,
+            "INSPECT_EVAL_MODEL_BASE_URL": server.base_url,
+            "SCRIPTED_BASE_URL": server.base_url,
+            "SCRIPTED_API_KEY": "EMPTY",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+        }
+        tools: dict[str, Callable[[int], list[str]]] = {
+            "mars": lambda c: mars_command(server.base_url, args.questions, c, work)
+        }
+        if args.inspect:
+            tools["inspect"] = lambda c: inspect_command(
+                args.inspect, server.base_url, args.questions, c, work
+            )
+        if args.lm_eval:
+            tools["lm_eval"] = lambda c: lm_eval_command(
+                args.lm_eval, server.base_url, args.questions, c, work
+            )
+        results: list[Figures] = []
+        try:
+            for _ in range(args.repeats):  # interleaved, so a noisy minute hits every tool
+                for concurrency in levels:
+                    for tool, build in tools.items():
+                        figures = timed_run(
+                            tool, build(concurrency), server, args.questions, concurrency, env
+                        )
+                        results.append(figures)
+                        print(json.dumps({"run": vars(figures)}), flush=True)
+        finally:
+            server.stop()
+        help_s = help_seconds(5)
+
+    for tool in tools:
+        for concurrency in levels:
+            runs = [r for r in results if r.tool == tool and r.concurrency == concurrency]
+            summary = {
+                name: round(statistics.median(getattr(r, name) for r in runs), 4)
+                for name in TARGETS
+                if name != "help_s"
+            }
+            print(json.dumps({"tool": tool, "concurrency": concurrency, **summary}))
+    mars = [r for r in results if r.tool == "mars"]
+    worst = {
+        name: max(getattr(r, name) for r in mars) for name in TARGETS if name != "help_s"
+    }
+    worst["help_s"] = help_s
+    misses = [name for name, target in TARGETS.items() if worst[name] > target]
+    report(
+        "mars_figures_within_targets",
+        len(TARGETS) - len(misses),
+        len(TARGETS),
+        lower_is_better=False,
+        worst={k: round(v, 4) for k, v in worst.items()},
+        targets=TARGETS,
+        missed=misses,
+        questions=args.questions,
+        concurrency=levels,
+        peers=[t for t in tools if t != "mars"],
+    )
+
+
+if __name__ == "__main__":
+    main()
