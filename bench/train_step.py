@@ -1,0 +1,178 @@
+"""One training step of the CPU trainer, by phase, beside TRL's GRPOTrainer on the same job.
+
+Single-agent GRPO on the arithmetic task, from the MAS-pretrained tiny model
+(`train_backend.mas.pretrain`): each step takes P problems, samples K replies to each (the
+`single` workflow's one call, tree-sampled: K replies to the same prompt, normalised in their
+group), scores them (2 for the right `\\boxed{}` answer) and updates once. The same P, K, token
+budget, learning rate, temperature, threads and prompts go to TRL's `GRPOTrainer` (no KL, one
+update per generation batch, CPU), run by `bench/trl_grpo_steps.py` in an interpreter that has
+`trl` (`pip install -e ".[peers]"`, or `--trl-python PATH`).
+
+Per step, mars's own log splits the time into rollout (generation and rewards) and update;
+the first step of each side is a warm-up and is left out. Figures: median seconds per step of
+each side, their ratio (target: mars's step no longer than TRL's, ratio <= 1), mars's phase
+shares and generated tokens per second of rollout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mars_steps(model: str, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    config = {
+        "workflow": "single",
+        "model": model,
+        "seed": args.seed,
+        "steps": args.steps,
+        "problems_per_step": args.problems,
+        "branches": args.branches,
+        "learning_rate": args.lr,
+        "warmup_steps": 0,
+        "kl_coef": 0.0,
+        "ppo_epochs": 1,
+        "temperature": 1.0,
+        "max_new_tokens": args.max_new_tokens,
+        "eval_every": 0,
+        "save_every": args.steps,
+    }
+    config_file = work / "mars.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    run_dir = work / "mars-run"
+    command = [sys.executable, "-m", "harness", "train-mas", "--config", str(config_file),
+               "--run-dir", str(run_dir), "--threads", str(args.threads), "--quiet"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"mars train-mas failed:\n{done.stderr[-2000:]}")
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from mas.single import SOLVER_SYSTEM
+    from train_backend.mas.data import arithmetic_problems
+    from train_backend.mas.rollout import task_of
+
+    problems = arithmetic_problems(args.steps * args.problems, args.seed, "train")
+    prompts = [
+        {
+            "messages": [
+                {"role": "system", "content": SOLVER_SYSTEM},
+                {"role": "user", "content": task_of(problem).prompt},
+            ],
+            "answer": problem.answer,
+        }
+        for problem in problems
+    ]
+    job = {
+        "model": model,
+        "prompts": prompts,
+        "branches": args.branches,
+        "prompts_per_step": args.problems,
+        "max_new_tokens": args.max_new_tokens,
+        "learning_rate": args.lr,
+        "temperature": 1.0,
+        "kl_coef": 0.0,
+        "ppo_epochs": 1,
+        "threads": args.threads,
+        "steps": args.steps,
+        "seed": args.seed,
+        "output_dir": str(work / "trl-out"),
+    }
+    job_file = work / "trl-job.json"
+    job_file.write_text(json.dumps(job))
+    script = Path(__file__).resolve().parent / "trl_grpo_steps.py"
+    done = subprocess.run(
+        [python, str(script), str(job_file)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"TRL failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def default_trl_python() -> str | None:
+    import importlib.util
+
+    return sys.executable if importlib.util.find_spec("trl") is not None else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--problems", type=int, default=8, help="problems per step (P)")
+    parser.add_argument("--branches", type=int, default=4, help="replies per problem (K)")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trl-python", default=default_trl_python(), help="python with trl")
+    args = parser.parse_args()
+    if args.steps < 2:
+        raise SystemExit("--steps must be at least 2 (the first step is a warm-up)")
+
+    from train_backend.mas.pretrain import ensure_workflow_start
+
+    model = str(ensure_workflow_start())
+    with tempfile.TemporaryDirectory(prefix="mars-train-step-") as tmp:
+        work = Path(tmp)
+        steps = mars_steps(model, args, work)[1:]
+        trl = trl_steps(args.trl_python, model, args, work) if args.trl_python else None
+        shutil.rmtree(work / "trl-out", ignore_errors=True)
+
+    step_s = statistics.median(m["seconds_per_step"] for m in steps)
+    rollout_s = statistics.median(m["rollout_s"] for m in steps)
+    update_s = statistics.median(m["update_s"] for m in steps)
+    tokens = statistics.median(m["generated_tokens"] for m in steps)
+    print(
+        f"mars: {step_s:.2f} s/step (rollout {rollout_s:.2f} s = {rollout_s / step_s:.0%}, "
+        f"update {update_s:.2f} s = {update_s / step_s:.0%}), {tokens:.0f} tokens generated, "
+        f"{tokens / rollout_s:.0f} tokens/s in the rollout"
+    )
+    figures: dict[str, Any] = {
+        "mars_step_s": round(step_s, 3),
+        "rollout_share": round(rollout_s / step_s, 3),
+        "update_share": round(update_s / step_s, 3),
+        "other_share": round(1 - (rollout_s + update_s) / step_s, 3),
+        "mars_generated_tokens": tokens,
+        "rollout_tokens_per_s": round(tokens / rollout_s, 1),
+        "steps_timed": len(steps),
+        "problems": args.problems,
+        "branches": args.branches,
+        "max_new_tokens": args.max_new_tokens,
+        "threads": args.threads,
+    }
+    if trl is None:
+        print("TRL is not installed here (pip install -e '.[peers]' or --trl-python): no ratio")
+        report("mars_step_over_trl_step", float("nan"), 1.0, trl="not installed", **figures)
+        return
+    trl_s = statistics.median(trl["step_seconds"][1:])
+    trl_tokens = statistics.median(trl["mean_completion_tokens"][1:] or [0])
+    print(f"TRL:  {trl_s:.2f} s/step, mean completion {trl_tokens:.1f} tokens")
+    report(
+        "mars_step_over_trl_step",
+        step_s / trl_s,
+        1.0,
+        trl_step_s=round(trl_s, 3),
+        trl_mean_completion_tokens=trl_tokens,
+        **figures,
+    )
+
+
+if __name__ == "__main__":
+    main()
