@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness.benchmarks import Sample, get_suite
-from harness.benchmarks.grading_worker import GradingError, GradingPool
+from harness.benchmarks.grading_worker import (
+    INLINE_LIMIT_CHARS,
+    GradingError,
+    GradingPool,
+    grade_inline,
+    grade_off_loop,
+)
 from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.evaluation import SolvedSample, WorkItem, run_items
 from harness.runstore import RunDir
@@ -86,3 +92,48 @@ async def test_pool_results_and_failures() -> None:
         assert not (await pool.grade("gsm8k", r"\boxed{17}", "18")).correct  # worker still fine
     finally:
         pool.close()
+
+
+# (suite, reply, gold, choices): plain rules decide these on the spot...
+DECIDED_INLINE = [
+    ("gsm8k", r"so \boxed{18}", "18", None),
+    ("gsm8k", r"\boxed{1,000.00}", "1000", None),
+    ("gsm8k", r"\boxed{17}", "18", None),
+    ("gsm8k", "no answer here", "18", None),
+    ("aime24", r"\boxed{025}", "25", None),
+    ("aime24", r"\boxed{25.5}", "25", None),
+    ("math500", r"\boxed{\frac{1}{2}}", r"\frac{1}{2}", None),
+    ("math500", r"\boxed{0.50}", "0.5", None),
+    ("aqua", r"\boxed{C}", "C", ["1", "2", "3", "4", "5"]),
+    ("mmlu_stem", r"\boxed{B}", "A", ["w", "x", "y", "z"]),
+]
+# ...these need math-verify, a worker's job.
+NEEDS_MATH_VERIFY = [
+    ("math500", r"\boxed{\frac{1}{2}}", "0.5", None),
+    ("gsm8k", r"\boxed{\frac{36}{2}}", "18", None),
+    ("math500", r"\boxed{\sqrt{4}}", "2", None),
+]
+
+
+@pytest.mark.parametrize("case", DECIDED_INLINE + NEEDS_MATH_VERIFY)
+async def test_inline_grading_gives_the_workers_verdict_or_hands_the_answer_over(
+    case: tuple[str, str, str, list[str] | None],
+) -> None:
+    suite, reply, gold, choices = case
+    pool = GradingPool(workers=1, timeout_s=20)
+    try:
+        from_worker = await pool.grade(suite, reply, gold, choices)
+    finally:
+        pool.close()
+    inline = grade_inline(suite, reply, gold, choices)
+    if case in NEEDS_MATH_VERIFY:
+        assert inline is None
+    else:
+        assert inline == from_worker
+    assert await grade_off_loop(suite, reply, gold, choices) == from_worker
+
+
+def test_inline_grading_reports_a_grader_error_as_a_worker_does() -> None:
+    with pytest.raises(GradingError, match=r"^MarsError: math500: the gold answer is empty"):
+        grade_inline("math500", r"\boxed{1}", "", None)
+    assert grade_inline("gsm8k", "1" * (INLINE_LIMIT_CHARS + 1), "1", None) is None

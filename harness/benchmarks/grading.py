@@ -13,10 +13,13 @@ answer length is capped instead, so a pathological answer cannot stall a worker.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import logging
 import re
 import threading
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -24,6 +27,24 @@ from harness.benchmarks.extraction import strip_text_wrappers
 
 MATH_VERIFY_TIMEOUT_S = 5
 MAX_SYMBOLIC_CHARS = 400  # longer answers are compared as text only
+
+_rules_only = contextvars.ContextVar("mars_rules_only", default=False)
+
+
+class SymbolicCheckNeeded(Exception):
+    """Raised under `rules_only()` where a grade would call math-verify."""
+
+
+@contextlib.contextmanager
+def rules_only() -> Iterator[None]:
+    """Grade with the plain rules alone: where math-verify would be called, raise
+    `SymbolicCheckNeeded` instead (the caller hands the answer to a grading worker)."""
+    token = _rules_only.set(True)
+    try:
+        yield
+    finally:
+        _rules_only.reset(token)
+
 
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _NUMBER_WITH_WORDS = re.compile(
@@ -130,6 +151,8 @@ def math_verify_equal(gold: str, extracted: str) -> bool:
     """math-verify's verdict on `extracted` against `gold` (both bare LaTeX, no delimiters)."""
     if len(extracted) > MAX_SYMBOLIC_CHARS or len(gold) > MAX_SYMBOLIC_CHARS:
         return False
+    if _rules_only.get():
+        raise SymbolicCheckNeeded
     math_verify = _math_verify()
     timeout = _math_verify_timeout()
     gold_parsed = list(_parse_gold(gold, timeout))
