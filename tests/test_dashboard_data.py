@@ -216,7 +216,8 @@ def test_mars_dashboard_command_line_checks(tmp_path: Path) -> None:
     from harness.cli.dashboard import check_port, dashboard_command, streamlit_command
 
     command = streamlit_command(tmp_path, 8765)
-    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
+    assert command[1:4] == ["-m", "dashboard.serve", "run"]
+    assert command[4].endswith("dashboard/app.py")
     joined = " ".join(command)
     assert "--server.headless true" in joined and "--server.address 127.0.0.1" in joined
     assert command[-3:] == ["--", "--runs", str(tmp_path)]
@@ -257,3 +258,17 @@ def test_action_shares_come_from_training_metrics_and_loop_curves() -> None:
         "action": "BET",
         "share": 0.5,
     }
+
+
+def test_the_server_warms_every_page_module_the_app_imports() -> None:
+    import ast
+
+    from dashboard import serve
+
+    app = Path(serve.__file__).with_name("app.py")
+    imported = set()
+    for node in ast.walk(ast.parse(app.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "dashboard.views":
+            imported |= {f"dashboard.views.{alias.name}" for alias in node.names}
+    assert imported and imported <= set(serve.WARM_MODULES)
+    serve._warm_charts()  # the first page's chart builds outside a page (raises if it cannot)

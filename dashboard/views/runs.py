@@ -104,6 +104,11 @@ def _accuracy_view(table: pd.DataFrame) -> None:
     columns = ["suite", "mas", "model", "run", "n", "correct", "accuracy %", "95% CI", "errors"]
     columns.append("extraction_failures")
     st.dataframe(shown[columns], hide_index=True, key="accuracy_table")
+    st.altair_chart(accuracy_chart(table))
+
+
+def accuracy_chart(table: pd.DataFrame) -> alt.LayerChart:
+    """Bars of accuracy per suite, one per (MAS, model, run), with their 95% intervals."""
     scored = table[table["accuracy"].notna()]  # a suite with no score has no bar
     chart_data = scored.assign(
         label=scored["mas"] + " · " + scored["model"] + " · " + scored["run"],
@@ -119,4 +124,4 @@ def _accuracy_view(table: pd.DataFrame) -> None:
         tooltip=["suite", "mas", "model", "run", "n", "accuracy", "ci_low", "ci_high"],
     )
     whiskers = base.mark_rule().encode(y="ci_low:Q", y2="ci_high:Q", color=alt.value("black"))
-    st.altair_chart((bars + whiskers).properties(height=320))
+    return (bars + whiskers).properties(height=320)

@@ -46,10 +46,12 @@ def check_port(port: int) -> None:
 
 
 def streamlit_command(root: Path, port: int) -> list[str]:
+    """streamlit's `run` through dashboard.serve, which imports the pages' libraries while the
+    server starts (so the first page does not wait for them)."""
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "dashboard.serve",
         "run",
         str(app_path()),
         "--server.headless",
