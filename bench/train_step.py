@@ -9,8 +9,10 @@ update per generation batch, CPU), run by `bench/trl_grpo_steps.py` in an interp
 `trl` (`pip install -e ".[peers]"`, or `--trl-python PATH`).
 
 Per step, mars's own log splits the time into rollout (generation and rewards) and update;
-the first step of each side is a warm-up and is left out. Figures: median seconds per step of
-each side, their ratio (target: mars's step no longer than TRL's, ratio <= 1), mars's phase
+the first step of each side is a warm-up and is left out. With `--verl`, the same job also runs
+on verl's CPU path (`mars train-mas --backend verl --device cpu`) and its step time is split by
+verl's own phase timers (`timing_s/*` in RUN/verl/metrics.jsonl). Figures: median seconds per
+step of each side, their ratio (target: mars's step no longer than TRL's, ratio <= 1), mars's phase
 shares and generated tokens per second of rollout.
 """
 
@@ -35,8 +37,8 @@ from bench._common import report
 REPO = Path(__file__).resolve().parents[1]
 
 
-def mars_steps(model: str, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
-    config = {
+def job_config(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    return {
         "workflow": "single",
         "model": model,
         "seed": args.seed,
@@ -52,16 +54,41 @@ def mars_steps(model: str, args: argparse.Namespace, work: Path) -> list[dict[st
         "eval_every": 0,
         "save_every": args.steps,
     }
-    config_file = work / "mars.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    run_dir = work / "mars-run"
+
+
+def train_mas(model: str, args: argparse.Namespace, work: Path, *extra: str) -> Path:
+    name = "verl" if extra else "local"
+    config_file = work / f"{name}.yaml"
+    config_file.write_text(yaml.safe_dump(job_config(model, args)))
+    run_dir = work / f"{name}-run"
     command = [sys.executable, "-m", "harness", "train-mas", "--config", str(config_file),
-               "--run-dir", str(run_dir), "--threads", str(args.threads), "--quiet"]  # fmt: skip
+               "--run-dir", str(run_dir), "--threads", str(args.threads), "--quiet",
+               *extra]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"mars train-mas failed:\n{done.stderr[-2000:]}")
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+        raise SystemExit(f"mars train-mas ({name}) failed:\n{done.stderr[-2000:]}")
+    return run_dir
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """verl's CPU step: median seconds of each of its phase timers over the steps after the
+    first, and each one's share of the whole step."""
+    run_dir = train_mas(model, args, work, "--backend", "verl", "--device", "cpu")
+    steps = jsonl(run_dir / "verl" / "metrics.jsonl")[1:]
+    timers = sorted({k for row in steps for k in row if k.startswith("timing_s/")})
+    medians = {k: statistics.median(row[k] for row in steps if k in row) for k in timers}
+    step = medians.get("timing_s/step")
+    for name, seconds in medians.items():
+        share = f" ({seconds / step:.0%})" if step else ""
+        print(f"  verl {name}: {seconds:.2f} s{share}")
+    return {
+        "verl_step_s": round(step, 3) if step else None,
+        "verl_phase_s": {k.removeprefix("timing_s/"): round(v, 3) for k, v in medians.items()},
+    }
 
 
 def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -122,6 +149,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trl-python", default=default_trl_python(), help="python with trl")
+    parser.add_argument("--verl", action="store_true", help="also time verl's CPU path by phase")
     args = parser.parse_args()
     if args.steps < 2:
         raise SystemExit("--steps must be at least 2 (the first step is a warm-up)")
@@ -131,8 +159,9 @@ def main() -> None:
     model = str(ensure_workflow_start())
     with tempfile.TemporaryDirectory(prefix="mars-train-step-") as tmp:
         work = Path(tmp)
-        steps = mars_steps(model, args, work)[1:]
+        steps = jsonl(train_mas(model, args, work) / "metrics.jsonl")[1:]
         trl = trl_steps(args.trl_python, model, args, work) if args.trl_python else None
+        verl = verl_phases(model, args, work) if args.verl else {}
         shutil.rmtree(work / "trl-out", ignore_errors=True)
 
     step_s = statistics.median(m["seconds_per_step"] for m in steps)
@@ -156,10 +185,12 @@ def main() -> None:
         "branches": args.branches,
         "max_new_tokens": args.max_new_tokens,
         "threads": args.threads,
+        **verl,
     }
     if trl is None:
         print("TRL is not installed here (pip install -e '.[peers]' or --trl-python): no ratio")
-        report("mars_step_over_trl_step", float("nan"), 1.0, trl="not installed", **figures)
+        line = {"metric": "mars_step_over_trl_step", "value": None, "target": 1.0, "met": False}
+        print(json.dumps({**line, "trl": "not installed", **figures}))
         return
     trl_s = statistics.median(trl["step_seconds"][1:])
     trl_tokens = statistics.median(trl["mean_completion_tokens"][1:] or [0])
