@@ -71,7 +71,9 @@ def train_mas(model: str, args: argparse.Namespace, work: Path, *extra: str) -> 
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from harness.files import read_jsonl
+
+    return read_jsonl(path).rows
 
 
 def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:

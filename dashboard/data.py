@@ -19,7 +19,9 @@ from typing import Any
 import pandas as pd
 
 from dashboard.paths import PathRefused, inside_root, relative_name
+from harness import files
 from harness.failures import FAILURES_FILE, summarize_failures
+from harness.files import JsonlData
 from harness.mast import CATEGORIES, FAILURE_MODES
 from harness.runstore import RECORDS_FILE, SUMMARY_FILE
 from harness.runstore import scan_runs as runstore_scan
@@ -35,12 +37,6 @@ SEATS = ("first", "second")
 # ---------------------------------------------------------------- files
 
 
-@dataclass
-class JsonlData:
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    malformed: int = 0
-
-
 def file_stamp(path: Path) -> tuple[str, int, int] | None:
     """(path, mtime in ns, size): the cache key of a file's content; None if it is missing."""
     try:
@@ -51,26 +47,12 @@ def file_stamp(path: Path) -> tuple[str, int, int] | None:
 
 
 def read_jsonl(path: Path) -> JsonlData:
-    """Every JSON object line of `path`; other lines (broken, cut short, not objects) counted."""
-    data = JsonlData()
+    """Every JSON object line of `path`; other lines (broken, cut short, not objects) counted.
+    A file the dashboard cannot read shows as empty."""
     try:
-        content = Path(path).read_bytes()
+        return files.read_jsonl(path)
     except OSError:
-        return data
-    loads = json.loads
-    for line in content.splitlines():
-        if not line.strip():
-            continue
-        try:
-            value = loads(line)
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError
-            data.malformed += 1
-            continue
-        if isinstance(value, dict):
-            data.rows.append(value)
-        else:
-            data.malformed += 1
-    return data
+        return JsonlData()
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

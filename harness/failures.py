@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import EndpointError, MarsError
+from harness.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from harness.mast import (
     CATEGORIES,
     CATEGORIES_BY_KEY,
@@ -339,23 +339,9 @@ class FailuresFile:
         self._dropped_malformed = 0
 
     def records(self) -> list[dict[str, Any]]:
-        self.malformed_lines = self._dropped_malformed
-        if not self.path.exists():
-            return []
-        out: list[dict[str, Any]] = []
-        with self.path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError:
-                    self.malformed_lines += 1
-                    continue
-                if isinstance(value, dict) and _has_key(value):
-                    out.append(value)
-                else:
-                    self.malformed_lines += 1
+        read = read_jsonl(self.path)
+        out = [value for value in read.rows if _has_key(value)]
+        self.malformed_lines = self._dropped_malformed + read.malformed + len(read.rows) - len(out)
         return out
 
     def append(self, verdict: dict[str, Any]) -> None:
@@ -371,13 +357,7 @@ class FailuresFile:
                 kept.setdefault(record_key(verdict), verdict)
         self._dropped_malformed = self.malformed_lines
         if self.path.exists():
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            with tmp.open("w", encoding="utf-8") as handle:
-                for verdict in kept.values():
-                    handle.write(json.dumps(verdict, ensure_ascii=False, default=str) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
+            write_jsonl_atomic(self.path, kept.values())
         return kept
 
 
@@ -415,11 +395,8 @@ def check_failures_identity(run_path: Path, identity: dict[str, Any]) -> None:
 
 
 def write_failures_identity(run_path: Path, identity: dict[str, Any]) -> None:
-    path = Path(run_path) / FAILURES_RUN_FILE
-    tmp = path.with_suffix(".json.tmp")
     payload = {"schema_version": SCHEMA_VERSION, "identity": identity}
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(Path(run_path) / FAILURES_RUN_FILE, payload)
 
 
 def _has_key(value: dict[str, Any]) -> bool:

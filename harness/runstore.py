@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, Field
 
 from harness.errors import MarsError
+from harness.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 
 SCHEMA_VERSION = 1
 RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
@@ -293,12 +294,12 @@ class RunDir:
             attempts=attempts,
             identity=canonical(identity) if identity is not None else None,
         )
-        self._write_json_atomic(self.info_path, info.model_dump())
+        write_json_atomic(self.info_path, info.model_dump())
 
     def finish(self, status: str = "completed") -> None:
         self.close()
         info = self.info().model_copy(update={"status": status, "ended_at": _now()})
-        self._write_json_atomic(self.info_path, info.model_dump())
+        write_json_atomic(self.info_path, info.model_dump())
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record; it is flushed to the file before this returns."""
@@ -347,24 +348,9 @@ class RunDir:
 
     def records(self) -> list[dict[str, Any]]:
         """Every well-formed record in file order; malformed lines are skipped and counted."""
-        self.malformed_lines = 0
-        if not self.records_path.exists():
-            return []
-        out: list[dict[str, Any]] = []
-        with self.records_path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    self.malformed_lines += 1
-                    continue
-                if isinstance(record, dict):
-                    out.append(record)
-                else:
-                    self.malformed_lines += 1
-        return out
+        read = read_jsonl(self.records_path)
+        self.malformed_lines = read.malformed
+        return read.rows
 
     def prepare_resume(self, key: Callable[[dict[str, Any]], Hashable]) -> set[Hashable]:
         """Keep one good record per key (the first), drop errored and broken lines; return the keys.
@@ -382,18 +368,12 @@ class RunDir:
                 continue
             kept.setdefault(record_key, record)
         if self.records_path.exists():
-            tmp = self.records_path.with_suffix(".jsonl.tmp")
-            with tmp.open("w", encoding="utf-8") as handle:
-                for record in kept.values():
-                    handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.records_path)
+            write_jsonl_atomic(self.records_path, kept.values())
         return set(kept)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         payload = {"schema_version": SCHEMA_VERSION, **summary}
-        self._write_json_atomic(self.summary_path, payload)
+        write_json_atomic(self.summary_path, payload)
 
     def summary(self) -> dict[str, Any] | None:
         if not self.summary_path.exists():
@@ -407,12 +387,6 @@ class RunDir:
         import pandas as pd
 
         return pd.json_normalize(self.records(), max_level=0)
-
-    @staticmethod
-    def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
-        os.replace(tmp, path)
 
 
 @dataclass(frozen=True)

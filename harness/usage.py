@@ -4,11 +4,12 @@ added up over the attempts of a resumed run (`accumulate_usage_file`)."""
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from harness.files import write_json_atomic
 
 if TYPE_CHECKING:
     from harness.endpoint import Completion
@@ -84,7 +85,5 @@ def accumulate_usage_file(path: Path, usage: dict[str, Any]) -> dict[str, Any]:
     except (OSError, ValueError):
         previous = None  # a first attempt, or an unreadable file (it is replaced)
     total = add_usage(previous if isinstance(previous, dict) else {}, {**usage, "attempts": 1})
-    tmp = Path(path).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(total, indent=2))
-    os.replace(tmp, path)
+    write_json_atomic(Path(path), total)
     return total

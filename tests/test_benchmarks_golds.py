@@ -15,9 +15,9 @@ from harness.benchmarks.grading import math_verify_equal
 from harness.benchmarks.sources import (
     checkout_data_root,
     read_csv_line_by_line,
-    read_jsonl_line_by_line,
     read_local_with_datasets,
 )
+from harness.files import jsonl_slots
 
 EXPECTED_COUNTS = {
     "gsm8k": 1319,
@@ -142,7 +142,5 @@ def test_datasets_and_line_by_line_readers_agree(name: str) -> None:
     # exactly what `datasets` sees, or a damaged file would change every other row too.
     local = get_suite(name).local
     path = DATA_ROOT / local.relative_path
-    fallback = (
-        read_csv_line_by_line(path) if local.format == "csv" else read_jsonl_line_by_line(path)
-    )
+    fallback = read_csv_line_by_line(path) if local.format == "csv" else jsonl_slots(path)
     assert read_local_with_datasets(path, local.format) == fallback

@@ -52,6 +52,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from harness.errors import MarsError
+from harness.files import write_atomic
 from harness.runstore import RUN_FILE, RunDir
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -877,7 +878,7 @@ def write_curve(run: RunDir) -> list[dict[str, Any]]:
     """Rewrite learning_curve.jsonl and learning_curve.csv from the records (atomically)."""
     rows = curve_rows(run)
     lines = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
-    _write_atomic(run.path / CURVE_JSONL, lines)
+    write_atomic(run.path / CURVE_JSONL, lines)
     flat = [flatten_row(row) for row in rows]
     columns: list[str] = []
     for line in flat:
@@ -886,14 +887,8 @@ def write_curve(run: RunDir) -> list[dict[str, Any]]:
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(flat)
-    _write_atomic(run.path / CURVE_CSV, buffer.getvalue())
+    write_atomic(run.path / CURVE_CSV, buffer.getvalue())
     return rows
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------

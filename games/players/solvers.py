@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from games.players.base import (
 )
 from games.spec import GameSpec
 from harness.errors import MarsError
+from harness.files import write_atomic
 
 Method = Literal["cfr", "cfr+"]
 DEFAULT_CFR_ITERATIONS = 1000
@@ -96,14 +96,6 @@ def _policy_path(root: Path, game_name: str, method: Method, iterations: int) ->
     return root / "policies" / f"{game_name}-{tag}-{iterations}.json"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def _read_policy(path: Path) -> TabularPolicy | None:
     try:
         data = json.loads(path.read_text())
@@ -135,7 +127,8 @@ def cached_policy(spec: GameSpec, method: Method, iterations: int, root: Path) -
         "solve_seconds": round(time.perf_counter() - started, 3),
         "policy": {k: [list(a), list(p)] for k, (a, p) in policy.table.items()},
     }
-    _write_atomic(path, json.dumps(payload))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(payload))
     return policy
 
 

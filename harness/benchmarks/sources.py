@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import os
 import socket
 import tempfile
@@ -23,6 +22,7 @@ from urllib.parse import urlparse
 
 import harness
 from harness.errors import MarsError
+from harness.files import jsonl_slots
 
 DATA_DIR_ENV = "MARS_DATA_DIR"
 HUB_CHECK_TIMEOUT_S = 2.0
@@ -165,7 +165,7 @@ def _read_hub(hub: HubSource) -> RawRows:
 
 
 def _read_local(path: Path, fmt: LocalFormat) -> list[Row | None]:
-    return read_jsonl_line_by_line(path) if fmt == "jsonl" else read_csv_line_by_line(path)
+    return jsonl_slots(path) if fmt == "jsonl" else read_csv_line_by_line(path)
 
 
 def read_local_with_datasets(path: Path, fmt: LocalFormat) -> list[Row | None]:
@@ -191,21 +191,6 @@ def read_local_with_datasets(path: Path, fmt: LocalFormat) -> list[Row | None]:
                 cache_dir=cache_dir,
             )
         return [dict(row) for row in dataset]
-
-
-def read_jsonl_line_by_line(path: Path) -> list[Row | None]:
-    rows: list[Row | None] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                rows.append(None)
-                continue
-            rows.append(value if isinstance(value, dict) else None)
-    return rows
 
 
 def read_csv_line_by_line(path: Path) -> list[Row | None]:

@@ -234,9 +234,10 @@ def card_use_rows(curve: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def _print_before_after(loop_dir: Path) -> None:
+    from harness.files import read_jsonl
     from train_backend.loop import CURVE_JSONL
 
-    curve = [json.loads(line) for line in (loop_dir / CURVE_JSONL).read_text().splitlines()]
+    curve = read_jsonl(loop_dir / CURVE_JSONL).rows
     if len(curve) < 2 or curve[0]["step"] != 0:
         raise MarsError(f"the learning curve in {loop_dir} lacks the start or a trained step")
     table = Table(title=f"step 0 (start) vs step {curve[-1]['step']} (trained), 95% intervals")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import typer
 from harness.cli import options
 from harness.cli.main import app
 from harness.errors import MarsError
+from harness.files import write_json_atomic
 
 
 @app.command("failures")
@@ -174,9 +174,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     if judge_info:
         summary["judge"] = judge_info
     summary_path = run.path / FAILURES_SUMMARY_FILE
-    tmp = summary_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, summary_path)
+    write_json_atomic(summary_path, summary)
     _print_summary(summary)
     print(f"wrote {out.path} and {summary_path}")
 

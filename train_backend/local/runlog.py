@@ -7,10 +7,11 @@ A resumed run continues from its last checkpoint, so every line written after th
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from harness.files import read_jsonl, write_jsonl_atomic
 
 if TYPE_CHECKING:
     from harness.runstore import RunDir
@@ -39,31 +40,14 @@ def append_lines(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     """Every well-formed JSON object line; a line cut short by a kill is skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
+    return read_jsonl(path).rows
 
 
 def _keep_until(path: Path, step: int) -> None:
     if not path.exists():
         return
     kept = [row for row in read_lines(path) if _step_of(row) is not None and _step_of(row) <= step]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in kept:
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_jsonl_atomic(path, kept)
 
 
 def _step_of(row: dict[str, Any]) -> int | None:

@@ -32,9 +32,9 @@ from harness.benchmarks.sources import (
     Row,
     candidate_roots,
     fetch_rows,
-    read_jsonl_line_by_line,
 )
 from harness.errors import MarsError
+from harness.files import jsonl_slots
 
 AnswerRule = Literal["number", "expression", "integer"]  # as in MathSuite.answers_are
 ArithmeticSplit = Literal["train", "heldout"]
@@ -171,7 +171,7 @@ def _from_file(spec: TrainSetSpec, path: Path) -> TrainSet:
 def _read_jsonl(path: Path) -> list[Row | None]:
     # The evaluation's local route: line by line, a bad row counted and skipped.
     try:
-        return read_jsonl_line_by_line(path)
+        return jsonl_slots(path)
     except OSError as exc:
         raise MarsError(f"cannot read training file {path}: {exc.strerror or exc}") from None
 

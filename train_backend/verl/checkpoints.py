@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.files import jsonl_slots, write_json_atomic
 from train_backend.local.checkpoint import CHECKPOINT_FILE
 
 CHECKPOINT_SCHEMA_VERSION = 1
@@ -160,16 +161,6 @@ def restore_dtype(model_dir: Path, dtype: str) -> int:
     return changed
 
 
-def _write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 class CheckpointPublisher:
     """Merges each finished verl step into `checkpoints/step_N/` and marks it done."""
 
@@ -265,7 +256,7 @@ class CheckpointPublisher:
             "metrics": self.logged_metrics(step),
             **self.details,
         }
-        _write_json_atomic(staging / CHECKPOINT_FILE, record)
+        write_json_atomic(staging / CHECKPOINT_FILE, record, sort_keys=True, fsync=True)
         if final.exists():  # a merge that died before its checkpoint.json: replace it
             shutil.rmtree(final)
         staging.rename(final)
@@ -276,15 +267,11 @@ class CheckpointPublisher:
         if self.metrics_file is None:
             return {}
         try:
-            lines = self.metrics_file.read_text(errors="replace").splitlines()
+            entries = jsonl_slots(self.metrics_file)
         except OSError:
             return {}
-        for line in reversed(lines):
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict) and entry.get("step") == step:
+        for entry in reversed(entries):
+            if entry is not None and entry.get("step") == step:
                 data = entry.get("data")
                 return data if isinstance(data, dict) else {}
         return {}

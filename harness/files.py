@@ -1,0 +1,91 @@
+"""The files mars keeps: one tolerant JSON Lines reader and one atomic writer for every command.
+
+Reading: a JSONL file written by a process that can be killed may end with a line cut short, and
+a user may have edited one by hand. Every reader therefore takes each non-blank line on its own:
+a JSON object is a row, anything else (broken, cut short, another JSON value) is counted as
+malformed, never fatal. Bytes that are not UTF-8 are replaced rather than refused. Lines are split
+on `\\n` only: a record may hold a raw U+2028 (json.dumps with ensure_ascii=False writes one),
+which `str.splitlines` would take for a line break.
+
+Writing: `write_atomic` writes a temporary file beside the target and renames it over the target,
+so a reader (or a crash) sees the old content or the new, never half of either. With `fsync` the
+bytes reach the disk before the rename: used where the old file is the only copy of what it
+replaces (a records file rewritten on resume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class JsonlData:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    malformed: int = 0
+
+
+def jsonl_slots(path: Path) -> list[dict[str, Any] | None]:
+    """One slot per non-blank line of `path`, in order: the JSON object on it, or None."""
+    slots: list[dict[str, Any] | None] = []
+    loads = json.loads
+    for line in Path(path).read_bytes().splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            slots.append(None)
+            continue
+        slots.append(value if isinstance(value, dict) else None)
+    return slots
+
+
+def read_jsonl(path: Path) -> JsonlData:
+    """Every JSON object line of `path` and how many other lines it has; a missing file is
+    empty. Other errors (permissions, a directory) are raised: a caller that would rewrite the
+    file must not take an unreadable one for an empty one."""
+    try:
+        slots = jsonl_slots(path)
+    except FileNotFoundError:
+        return JsonlData()
+    rows = [slot for slot in slots if slot is not None]
+    return JsonlData(rows=rows, malformed=len(slots) - len(rows))
+
+
+def write_atomic(path: Path, text: str, *, fsync: bool = False) -> None:
+    """Replace `path` with `text` in one step (a temporary file beside it, then a rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(
+    path: Path, payload: Any, *, sort_keys: bool = False, fsync: bool = False
+) -> None:
+    """`payload` as indented JSON (non-JSON values as their str), replacing `path` atomically."""
+    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str, sort_keys=sort_keys)
+    write_atomic(path, text + "\n", fsync=fsync)
+
+
+def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as JSON Lines, as every appender writes them."""
+    return "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Rewrite a JSONL file with `rows`, durably (it is the only copy of what it keeps)."""
+    write_atomic(path, jsonl_text(rows), fsync=True)
