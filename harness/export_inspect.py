@@ -50,16 +50,16 @@ from inspect_ai.model import (
 from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, Score
 
 from harness.errors import MarsError
-from harness.runstore import RunDir, RunInfo
+from harness.runstore import RunDir, RunInfo, RunStatus
 
 SCORER = "mars_grader"
 LOG_FORMATS = {".eval": "eval", ".json": "json"}
 _STATUS = {
-    "completed": "success",
-    "completed_with_errors": "success",
-    "interrupted": "cancelled",
-    "failed": "error",
-    "running": "started",
+    RunStatus.COMPLETED: "success",
+    RunStatus.COMPLETED_WITH_ERRORS: "success",
+    RunStatus.INTERRUPTED: "cancelled",
+    RunStatus.FAILED: "error",
+    RunStatus.RUNNING: "started",
 }
 _STOP_REASONS = {"stop": "stop", "length": "max_tokens", "content_filter": "content_filter"}
 _RECORD_FIELDS = ("suite_version", "sample_id", "epoch", "extracted", "extraction_failed")

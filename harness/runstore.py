@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
@@ -75,6 +76,31 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None
 
 
+class RunStatus(str, Enum):
+    """How a run stands (`status` in run.json); equal to, and written as, its plain string."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    COMPLETED_WITH_ERRORS = "completed_with_errors"  # some samples or episodes errored
+    FAILED = "failed"  # nothing was scored
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM; a rerun resumes
+    DRY_RUN = "dry_run"  # a configuration was resolved and nothing trained
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def after(cls, errors: int) -> RunStatus:
+        """A run that went to the end: completed, or completed with `errors` errors."""
+        return cls.COMPLETED if errors == 0 else cls.COMPLETED_WITH_ERRORS
+
+
+FINISHED_STATUSES = frozenset(status for status in RunStatus if status is not RunStatus.RUNNING)
+
+
 class RunInfo(BaseModel):
     schema_version: int = SCHEMA_VERSION
     kind: str
@@ -85,7 +111,7 @@ class RunInfo(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     git_revision: str | None = None
     seeds: dict[str, Any] = Field(default_factory=dict)
-    status: str = "running"
+    status: str = RunStatus.RUNNING.value
     started_at: str = Field(default_factory=_now)
     ended_at: str | None = None
     attempts: int = 1
@@ -296,9 +322,11 @@ class RunDir:
         )
         write_json_atomic(self.info_path, info.model_dump())
 
-    def finish(self, status: str = "completed") -> None:
+    def finish(self, status: RunStatus | str = RunStatus.COMPLETED) -> None:
         self.close()
-        info = self.info().model_copy(update={"status": status, "ended_at": _now()})
+        info = self.info().model_copy(
+            update={"status": RunStatus(status).value, "ended_at": _now()}
+        )
         write_json_atomic(self.info_path, info.model_dump())
 
     def append(self, record: dict[str, Any]) -> None:

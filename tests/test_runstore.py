@@ -132,3 +132,16 @@ def test_a_records_file_removed_or_rotated_mid_run_is_recreated_not_written_blin
     run.append_many([{"suite": "s", "sample_id": "3", "epoch": 0}])
     assert [r["sample_id"] for r in run.records()] == ["3"]
     run.close()
+
+
+def test_a_run_status_is_written_and_compared_as_its_plain_string(tmp_path: Path) -> None:
+    from harness.runstore import FINISHED_STATUSES, RunStatus
+
+    run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="eval", slug="x")
+    run.start(command=["mars"], config={})
+    assert json.loads(run.info_path.read_text())["status"] == "running"
+    run.finish(RunStatus.after(2))
+    stored = json.loads(run.info_path.read_text())["status"]
+    assert stored == "completed_with_errors" == RunStatus.COMPLETED_WITH_ERRORS
+    assert stored in FINISHED_STATUSES and "running" not in FINISHED_STATUSES
+    assert f"{RunStatus.after(0)}" == "completed" and str(RunStatus.DRY_RUN) == "dry_run"

@@ -53,14 +53,12 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from harness.errors import MarsError
 from harness.files import write_atomic
-from harness.runstore import RUN_FILE, RunDir
+from harness.runstore import FINISHED_STATUSES, RUN_FILE, RunDir, RunStatus
 
 CHECKPOINT_FILE = "checkpoint.json"
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 ROW_SCHEMA_VERSION = 1
 _STEP_DIR = re.compile(r"^step_(\d+)$")
-# A dry run (verl's `--dry-run`) trains nothing and writes no checkpoint: nothing will come.
-_FINISHED = {"completed", "completed_with_errors", "interrupted", "failed", "dry_run"}
 # The MAS trainer's per-role and per-policy figures the learning curve keeps (train/...).
 MAS_CURVE_METRICS = ("return_mean/", "policy/", "train_accuracy", "eval/accuracy")
 
@@ -372,7 +370,7 @@ def training_status(folder: Path) -> str | None:
 
 def training_finished(folder: Path) -> bool:
     """Whether the training run that writes `folder` says it has stopped."""
-    return training_status(folder) in _FINISHED
+    return training_status(folder) in FINISHED_STATUSES
 
 
 def checkpoint_defaults(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -1008,9 +1006,9 @@ def run_loop(
         now = mas_checkpoints(mas_run) if mas_run else complete_checkpoints(folder)
         pending = [c for c in now if c.step not in attempted]
         status = training_status(folder)
-        if not pending and status == "dry_run":
+        if not pending and status == RunStatus.DRY_RUN:
             return LoopOutcome(evaluated, skipped, "a dry run: nothing was trained")
-        if not pending and status in _FINISHED:
+        if not pending and status in FINISHED_STATUSES:
             return LoopOutcome(evaluated, skipped, "training finished")
         remaining = deadline - time.monotonic()
         if remaining <= 0:

@@ -185,7 +185,7 @@ def arena_command(
     from games.players.llm import named_models
     from games.rules import named_rules
     from games.spec import get_game
-    from harness.runstore import RunDir, identity_of, model_identity
+    from harness.runstore import RunDir, RunStatus, identity_of, model_identity
     from harness.unscored import exit_if_unscored, unscored_seats
     from harness.usage import add_usage
 
@@ -319,7 +319,7 @@ def arena_command(
         try:
             asyncio.run(play())
         except KeyboardInterrupt:
-            run.finish("interrupted")
+            run.finish(RunStatus.INTERRUPTED)
             raise
     summary = summarize(spec, player, opponent, run.records())
     summary["player_id"], summary["opponent_id"] = identities["player"], identities["opponent"]
@@ -336,9 +336,9 @@ def arena_command(
     unscored = unscored_seats(summary)
     run.write_summary(summary)
     if unscored and len(unscored) == len(summary["seats"]):
-        run.finish("failed")  # no seat was scored
+        run.finish(RunStatus.FAILED)  # no seat was scored
     else:
-        run.finish("completed" if errors == 0 else "completed_with_errors")
+        run.finish(RunStatus.after(errors))
     _print_arena_table(summary)
     if errors:
         print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
@@ -375,7 +375,7 @@ def selfplay_command(
     from games.players import PlayerContext, make_player
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
     from games.spec import get_game
-    from harness.runstore import RunDir, identity_of, model_identity
+    from harness.runstore import RunDir, RunStatus, identity_of, model_identity
     from harness.usage import add_usage
 
     names = [name.strip() for name in games.split(",") if name.strip()]
@@ -465,7 +465,7 @@ def selfplay_command(
         try:
             asyncio.run(play())
         except KeyboardInterrupt:
-            run.finish("interrupted")
+            run.finish(RunStatus.INTERRUPTED)
             raise
     summary = summarize_selfplay(specs, run.records())
     summary["model"] = endpoint_config.model
@@ -474,7 +474,7 @@ def selfplay_command(
         summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
     errors = sum(game["errors"] for game in summary["games"].values())
     run.write_summary(summary)
-    run.finish("completed" if errors == 0 else "completed_with_errors")
+    run.finish(RunStatus.after(errors))
     for name, stats in summary["games"].items():
         returns = ", ".join(f"{value:+.3f}" for value in stats["mean_return"])
         print(

@@ -77,7 +77,7 @@ def eval_command(
     from harness.benchmarks import get_suite
     from harness.endpoint import GenerationConfig
     from harness.evaluation import WorkItem, eval_identity, record_key
-    from harness.runstore import RunDir, model_identity
+    from harness.runstore import RunDir, RunStatus, model_identity
     from harness.servers import model_fingerprint
     from mas.base import check_options, get_mas
 
@@ -205,7 +205,7 @@ def eval_command(
                 )
             )
         except KeyboardInterrupt:
-            run.finish("interrupted")
+            run.finish(RunStatus.INTERRUPTED)
             raise
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     _finish_eval(run, wall, cpu)
@@ -295,6 +295,7 @@ def _trained_models(
 def _finish_eval(run: Any, wall: float, cpu: float) -> None:
     from harness.evaluation import summarize
     from harness.report import print_summary_table
+    from harness.runstore import RunStatus
     from harness.unscored import exit_if_unscored, unscored_suites
 
     records = run.records()
@@ -306,9 +307,9 @@ def _finish_eval(run: Any, wall: float, cpu: float) -> None:
     errors = sum(s["errors"] for s in summary["suites"].values())
     unscored = unscored_suites(summary)
     if unscored and len(unscored) == len(summary["suites"]):
-        status = "failed"  # nothing was scored
+        status = RunStatus.FAILED  # nothing was scored
     else:
-        status = "completed" if errors == 0 else "completed_with_errors"
+        status = RunStatus.after(errors)
     run.finish(status)
     print_summary_table({run.path.name: summary})
     print(f"run dir: {run.path}")

@@ -96,7 +96,7 @@ def loop_command(
     run_dir: Path = options.RUN_DIR,
 ) -> None:
     """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
-    from harness.runstore import RunDir
+    from harness.runstore import RunDir, RunStatus
     from train_backend.loop import check_spec, parse_spec, run_loop, write_curve
 
     spec = parse_spec(
@@ -145,7 +145,7 @@ def loop_command(
         )
     except KeyboardInterrupt:
         write_curve(run)
-        run.finish("interrupted")
+        run.finish(RunStatus.INTERRUPTED)
         raise
     rows = write_curve(run)
     errors = sum(1 for row in rows if row.get("error"))
@@ -158,7 +158,7 @@ def loop_command(
             "stop_reason": outcome.stop_reason,
         }
     )
-    run.finish("completed" if errors == 0 else "completed_with_errors")
+    run.finish(RunStatus.after(errors))
     typer.echo(
         f"{len(outcome.evaluated)} checkpoints evaluated, {len(outcome.skipped)} already done, "
         f"{errors} with errors ({outcome.stop_reason})"

@@ -290,7 +290,7 @@ def launch_verl_run(
 ) -> None:
     """The preflight (before any run directory is made), then `launch(config, run, dry_run=)`
     inside the run directory's lifecycle."""
-    from harness.runstore import RunDir
+    from harness.runstore import RunDir, RunStatus
 
     preflight(config, dry_run=dry_run)
     run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=slug)
@@ -303,8 +303,8 @@ def launch_verl_run(
     try:
         launch(config, run, dry_run=dry_run)
     except KeyboardInterrupt:
-        run.finish("interrupted")
+        run.finish(RunStatus.INTERRUPTED)
         raise
     # A dry run trained nothing: a loop watching the directory must not read it as finished.
-    run.finish("dry_run" if dry_run else "completed")
+    run.finish(RunStatus.DRY_RUN if dry_run else RunStatus.COMPLETED)
     print(f"run dir: {run.path}")

@@ -77,11 +77,13 @@ def train_recorded(
     seed: int,
 ) -> dict[str, Any]:
     """Mark `run` started, run `train`, then mark it completed (or interrupted on Ctrl-C)."""
+    from harness.runstore import RunStatus
+
     run.start(command=command, config=config, model=model, seeds={"seed": seed})
     try:
         summary = train()
     except KeyboardInterrupt:
-        run.finish("interrupted")
+        run.finish(RunStatus.INTERRUPTED)
         raise
-    run.finish("completed")
+    run.finish(RunStatus.COMPLETED)
     return summary

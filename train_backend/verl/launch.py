@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from harness.errors import MarsError
 from harness.processes import log_tail, stop_process_group
-from harness.runstore import RunDir
+from harness.runstore import RunDir, RunStatus
 from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset
@@ -130,7 +130,7 @@ def run_verl(
         _run_verl(config, run, dry_run=dry_run, machine=machine or Machine())
     except MarsError:
         if run.info_path.is_file():  # started by the caller
-            run.finish("failed")
+            run.finish(RunStatus.FAILED)
         raise
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.endpoint import GenerationConfig
-from harness.runstore import RunDir
+from harness.runstore import RunDir, RunStatus
 from train_backend.local import checkpoint
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.rewards import ROLES
@@ -113,9 +113,9 @@ def train_phases(
             try:
                 run_verl(phase_config, sub_run, dry_run=dry_run)
             except KeyboardInterrupt:  # a policy's own run must not read as still running
-                sub_run.finish("interrupted")
+                sub_run.finish(RunStatus.INTERRUPTED)
                 raise
-            sub_run.finish("dry_run" if dry_run else "completed")
+            sub_run.finish(RunStatus.DRY_RUN if dry_run else RunStatus.COMPLETED)
         ran.append(phase)
         if dry_run:
             break  # a dry run shows the first phase's launch
