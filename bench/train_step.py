@@ -10,7 +10,7 @@ update per generation batch, CPU), run by `bench/trl_grpo_steps.py` in an interp
 
 Per step, mars's own log splits the time into rollout (generation and rewards) and update;
 the first step of each side is a warm-up and is left out. With `--verl`, the same job also runs
-on verl's CPU path (`mars train-mas --backend verl --device cpu`) and its step time is split by
+on verl's CPU path (`mars train-mas --trainer verl --device cpu`) and its step time is split by
 verl's own phase timers (`timing_s/*` in RUN/verl/metrics.jsonl). Figures: median seconds per
 step of each side, their ratio (target: mars's step no longer than TRL's, ratio <= 1), mars's phase
 shares and generated tokens per second of rollout.
@@ -79,7 +79,7 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """verl's CPU step: median seconds of each of its phase timers over the steps after the
     first, and each one's share of the whole step."""
-    run_dir = train_mas(model, args, work, "--backend", "verl", "--device", "cpu")
+    run_dir = train_mas(model, args, work, "--trainer", "verl", "--device", "cpu")
     steps = jsonl(run_dir / "verl" / "metrics.jsonl")[1:]
     timers = sorted({k for row in steps for k in row if k.startswith("timing_s/")})
     medians = {k: statistics.median(row[k] for row in steps if k in row) for k in timers}

@@ -7,7 +7,7 @@
 - `mars failures` on both eval runs against a scripted judge (one reply is not JSON);
 - `mars arena`: an `llm` player (the scripted server, one invalid reply) vs `random` at
   tic-tac-toe;
-- `mars train --backend local` on the embedded tiny model: 2 steps of 2 games, eval every step.
+- `mars train --trainer local` on the embedded tiny model: 2 steps of 2 games, eval every step.
 
 Then it appends one malformed line to each of the files the pages read, as a killed writer would
 leave it. The tests compare what the pages show with the commands' own summaries.
@@ -185,7 +185,7 @@ def build_runs(root: Path) -> RealRuns:
         json.dumps({"eval_episodes": 2, "eval_opponents": {"tic_tac_toe": ["random"]}})
     )
     _mars(
-        "train", "--backend", "local", "--config", str(config), "--games", "tic_tac_toe",
+        "train", "--trainer", "local", "--config", str(config), "--games", "tic_tac_toe",
         "--steps", "2", "--games-per-step", "2", "--max-new-tokens", "8", "--eval-every", "1",
         "--save-every", "2", "--run-dir", str(runs.train), "--quiet",
     )  # fmt: skip

@@ -1,5 +1,5 @@
 """Every dashboard page through Streamlit's AppTest on run directories made by the real commands
-(`mars eval`, `mars failures`, `mars arena`, `mars train --backend local`; see dashboard_runs.py):
+(`mars eval`, `mars failures`, `mars arena`, `mars train --trainer local`; see dashboard_runs.py):
 the numbers shown equal the commands' own summaries, the widgets filter and pick, a malformed line
 is skipped and counted, and no run outside the root is read."""
 

@@ -144,14 +144,14 @@ def test_loop_rejects_bad_input_before_serving(tmp_path: Path) -> None:
 
 
 def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path) -> None:
-    """`mars train --backend local` in one process, `mars loop` watching its run in another:
+    """`mars train --trainer local` in one process, `mars loop` watching its run in another:
     every checkpoint the trainer saves gets a row, and the loop stops when training has ended."""
     from conftest import REPO, mars_env
 
     train_dir, loop_dir = tmp_path / "train", tmp_path / "loop"
     trainer = subprocess.Popen(
         [
-            sys.executable, "-m", "harness", "train", "--backend", "local",
+            sys.executable, "-m", "harness", "train", "--trainer", "local",
             "--games", "tic_tac_toe", "--steps", "2", "--games-per-step", "2",
             "--max-new-tokens", "16", "--eval-every", "0", "--save-every", "1",
             "--threads", "1", "--run-dir", str(train_dir),

@@ -304,7 +304,7 @@ def test_only_marshal_reference_takes_the_switches_and_on_they_change_nothing() 
 
 def test_the_local_dry_run_prints_every_preset_value() -> None:
     result = CliRunner().invoke(
-        app, ["train", "--backend", "local", "--preset", "marshal", "--dry-run"]
+        app, ["train", "--trainer", "local", "--preset", "marshal", "--dry-run"]
     )
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output[: result.output.rindex("}") + 1])
@@ -327,7 +327,7 @@ def test_flags_and_files_override_the_preset(tmp_path: Path) -> None:
 def _verl_dry_run(run_dir: Path, *args: str) -> dict[str, str]:
     pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
     result = CliRunner().invoke(
-        app, ["train", "--backend", "verl", "--dry-run", "--run-dir", str(run_dir), *args]
+        app, ["train", "--trainer", "verl", "--dry-run", "--run-dir", str(run_dir), *args]
     )
     assert result.exit_code == 0, (result.output, result.exception)
     words = shlex.split(result.output.strip().splitlines()[-2])

@@ -1,4 +1,4 @@
-"""`mars train --backend local` end to end on the tiny model: run dir, checkpoints, resume."""
+"""`mars train --trainer local` end to end on the tiny model: run dir, checkpoints, resume."""
 
 from __future__ import annotations
 
@@ -249,7 +249,7 @@ def test_verl_backend_is_dispatched(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     fake.preflight = lambda config, *, dry_run: calls.append((config, Path("preflight"), dry_run))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "train_backend.verl.launch", fake)
     code, output, error = _invoke(
-        "--backend", "verl", "--steps", "7", "--run-dir", str(tmp_path / "v"), "--dry-run"
+        "--trainer", "verl", "--steps", "7", "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
     assert code == 0, (output, error)
     assert [path for _, path, _ in calls] == [Path("preflight"), tmp_path / "v"]  # checks first
@@ -260,7 +260,7 @@ def test_verl_backend_is_dispatched(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_missing_verl_backend_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "train_backend.verl.launch", None)
-    _, _, error = _invoke("--backend", "verl", "--dry-run", "--out", os.devnull)
+    _, _, error = _invoke("--trainer", "verl", "--dry-run", "--out", os.devnull)
     assert isinstance(error, MarsError) and "make setup-verl" in str(error)
 
 
@@ -297,7 +297,7 @@ def test_tree_sampling_and_state_groups_reach_verl(
     file = tmp_path / "c.yaml"
     file.write_text(config)
     code, output, error = _invoke(
-        "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
+        "--trainer", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
     assert code == 0, (output, error)
     assert [(c.estimator, c.estimator_options) for c in launched] == [(estimator, options)]
@@ -316,8 +316,26 @@ def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: s
     file = tmp_path / "c.yaml"
     file.write_text(f"estimator: at_grpo\ntree: {{{setting}}}\n")
     code, _, error = _invoke(
-        "--backend", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
+        "--trainer", "verl", "--config", str(file), "--run-dir", str(tmp_path / "v"), "--dry-run"
     )
     assert code != 0 and isinstance(error, MarsError)
     name = setting.partition(":")[0]
     assert f"tree.{name}" in str(error) and not (tmp_path / "v").exists()
+
+
+def test_backend_still_picks_the_trainer_with_a_deprecation_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli.options import trainer_choice
+
+    assert trainer_choice(None, None) == "local"
+    assert trainer_choice("verl", None) == "verl"
+    assert capsys.readouterr().err == ""
+    assert trainer_choice(None, "verl") == "verl"
+    assert "--backend is deprecated here; use --trainer" in capsys.readouterr().err
+    with pytest.raises(MarsError, match="--trainer local and --backend verl disagree"):
+        trainer_choice("local", "verl")
+    with pytest.raises(MarsError, match="--trainer must be one of local, verl, not 'jax'"):
+        trainer_choice("jax", None)
+    _, _, error = _invoke("--trainer", "jax")
+    assert isinstance(error, MarsError) and "'jax'" in str(error)

@@ -110,7 +110,7 @@ def test_the_verl_backend_refuses_a_model_opponent_in_one_line(tmp_path: Path) -
     # verl's agent loop plays bot opponents (tests/test_verl_tree.py); a model one needs a server
     run = tmp_path / "run"
     result = run_mars(
-        "train", "--backend", "verl", "--opponent", "pool", "--dry-run", "--run-dir", str(run)
+        "train", "--trainer", "verl", "--opponent", "pool", "--dry-run", "--run-dir", str(run)
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

@@ -1,4 +1,4 @@
-"""`mars train --backend verl` through the CLI: dry runs against verl's real config for the two
+"""`mars train --trainer verl` through the CLI: dry runs against verl's real config for the two
 reference setups, and the bad inputs that must end as one error line and a non-zero exit."""
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ verl:
 
 
 def dry_run(run_dir: Path, *args: str) -> tuple[dict[str, str], list[str]]:
-    """Run `mars train --backend verl --dry-run` in process; the printed command's overrides."""
+    """Run `mars train --trainer verl --dry-run` in process; the printed command's overrides."""
     pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
     result = CliRunner().invoke(
-        app, ["train", "--backend", "verl", "--dry-run", "--run-dir", str(run_dir), *args]
+        app, ["train", "--trainer", "verl", "--dry-run", "--run-dir", str(run_dir), *args]
     )
     assert result.exit_code == 0, (result.output, result.exception)
     lines = result.output.strip().splitlines()
@@ -186,7 +186,7 @@ def test_dry_run_attaching_to_a_ray_cluster_of_two_nodes(tmp_path):
     )
     assert flag["+ray_kwargs.ray_init.address"] == "10.0.0.2:6379"
     local = CliRunner().invoke(app, ["train", "--ray-address", "h:1", "--out", str(tmp_path)])
-    assert "--ray-address is for --backend verl" in str(local.exception)
+    assert "--ray-address is for --trainer verl" in str(local.exception)
 
 
 # ---- bad input: one line on stderr, a non-zero exit, nothing launched -------------------------
@@ -205,17 +205,17 @@ def test_a_real_launch_without_a_gpu_suggests_the_local_backend(tmp_path):
     env = {k: v for k, v in mars_env().items() if k != "RAY_ADDRESS"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU for the launch, even on a machine that has one
     result = run_mars(
-        "train", "--backend", "verl", "--model", "Qwen/Qwen3-4B", "--out", str(tmp_path),
+        "train", "--trainer", "verl", "--model", "Qwen/Qwen3-4B", "--out", str(tmp_path),
         env=env,
     )  # fmt: skip
     line = one_error_line(result)
-    assert "no GPU" in line and "--backend local" in line and "--device cpu" in line
+    assert "no GPU" in line and "--trainer local" in line and "--device cpu" in line
     assert not any(tmp_path.iterdir())  # refused before a run directory was made
 
 
 def test_an_unknown_estimator_is_refused(tmp_path):
     result = run_mars(
-        "train", "--backend", "verl", "--model", "Qwen/Qwen3-4B", "--estimator", "ppo_magic",
+        "train", "--trainer", "verl", "--model", "Qwen/Qwen3-4B", "--estimator", "ppo_magic",
         "--dry-run", "--out", str(tmp_path),
     )  # fmt: skip
     line = one_error_line(result)
@@ -229,7 +229,7 @@ def test_without_verl_the_error_names_the_install(tmp_path):
         "import sys; sys.modules['verl'] = None; sys.argv[0] = 'mars'; "
         "from harness.cli.main import run; run()"
     )
-    args = ["train", "--backend", "verl", "--model", "m", "--dry-run", "--out", str(tmp_path)]
+    args = ["train", "--trainer", "verl", "--model", "m", "--dry-run", "--out", str(tmp_path)]
     result = subprocess.run(
         [sys.executable, "-c", script, *args],
         capture_output=True,
@@ -264,7 +264,7 @@ def test_a_dry_run_refuses_mini_batches_verl_would_stop_at_in_one_line(tmp_path)
         "    - actor_rollout_ref.actor.ppo_mini_batch_size=12\n"
     )
     result = run_mars(
-        "train", "--backend", "verl", "--model", "Qwen/Qwen3-4B", "--config", str(config_file),
+        "train", "--trainer", "verl", "--model", "Qwen/Qwen3-4B", "--config", str(config_file),
         "--dry-run", "--run-dir", str(tmp_path / "run"),
     )  # fmt: skip
     line = one_error_line(result)
@@ -291,7 +291,7 @@ def test_dry_run_on_the_cpu_device(tmp_path):
     settings, _ = dry_run(
         tmp_path / "cpu", "--device", "cpu", "--model", "m", "--games", "kuhn_poker"
     )
-    # CPU-sized defaults (as --backend local), one logical device, verl's own trainer
+    # CPU-sized defaults (as --trainer local), one logical device, verl's own trainer
     assert settings["trainer.device"] == "cpu" and settings["trainer.n_gpus_per_node"] == "1"
     assert settings["data.train_batch_size"] == "32"
     assert settings["actor_rollout_ref.rollout.name"] == "mars_cpu"
@@ -308,8 +308,8 @@ def test_dry_run_on_the_cpu_device(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend", "verl", "--device", "tpu"], "--device must be cuda or cpu"),
-        (["--backend", "local", "--device", "cpu"], "--device is for --backend verl"),
+        (["--trainer", "verl", "--device", "tpu"], "--device must be cuda or cpu"),
+        (["--trainer", "local", "--device", "cpu"], "--device is for --trainer verl"),
     ],
 )
 def test_a_bad_device_is_one_error_line(tmp_path, args, message):

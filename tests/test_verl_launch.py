@@ -57,7 +57,7 @@ def test_missing_verl_is_one_clear_line(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("cluster", "gpus", "message"),
     [
-        (VerlSettings(), 0, r"no GPU on this machine.*--backend local"),
+        (VerlSettings(), 0, r"no GPU on this machine.*--trainer local"),
         (VerlSettings(n_gpus_per_node=8), 4, r"n_gpus_per_node is 8 but this machine has 4"),
         (VerlSettings(nnodes=2), 8, r"nnodes is 2, but without verl.ray_address"),
     ],

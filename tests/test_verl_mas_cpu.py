@@ -1,6 +1,6 @@
 """Training inside a MAS workflow on verl's own trainer, for real, on this machine's CPU.
 
-`mars train-mas --backend verl --device cpu`: reasoner_tool problems tree-sampled by the workflow
+`mars train-mas --trainer verl --device cpu`: reasoner_tool problems tree-sampled by the workflow
 agent loop (K = 4 branches at every call, the tool agent's programs in the sandbox), one shared
 policy, at_grpo with each branch's verl `uid` set to its (problem, role, call) group; then a
 rerun resumes from verl's checkpoint, and `mars eval --trained` reads what it published. One
@@ -54,7 +54,7 @@ prompt_style: compact
 
 def train_args(run: Path, config: Path, steps: int) -> list[str]:
     return [
-        "train-mas", "--backend", "verl", "--device", "cpu", "--model", str(mas_model()),
+        "train-mas", "--trainer", "verl", "--device", "cpu", "--model", str(mas_model()),
         "--config", str(config), "--steps", str(steps), "--run-dir", str(run),
     ]  # fmt: skip
 

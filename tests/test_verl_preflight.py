@@ -341,7 +341,7 @@ def test_a_refusal_through_the_cli_is_one_line_and_makes_no_run_directory(tmp_pa
     folder = model_folder(tmp_path, max_position_embeddings=16384)
     out = tmp_path / "runs"
     result = run_mars(
-        "train", "--backend", "verl", "--model", str(folder), "--dry-run", "--out", str(out),
+        "train", "--trainer", "verl", "--model", str(folder), "--dry-run", "--out", str(out),
         env=mars_env(HF_HUB_CACHE=str(tmp_path / "hub")),
     )  # fmt: skip
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -358,7 +358,7 @@ def test_the_readmes_cluster_dry_run_prints_the_preflight_table(tmp_path, monkey
     _register_commands()
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     run_dir = tmp_path / "marshal-4b"
-    args = ["train", "--backend", "verl", "--model", "Qwen/Qwen3-4B", "--dry-run"]
+    args = ["train", "--trainer", "verl", "--model", "Qwen/Qwen3-4B", "--dry-run"]
     args += ["--games", "tic_tac_toe,kuhn_poker,mini_hanabi", "--run-dir", str(run_dir)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (result.output, result.exception)

@@ -1,4 +1,4 @@
-"""verl's own trainer, for real, on this machine's CPU: `mars train --backend verl --device cpu`.
+"""verl's own trainer, for real, on this machine's CPU: `mars train --trainer verl --device cpu`.
 
 One run of three steps (tic-tac-toe and Kuhn poker, the KL reference, `marshal`), then the same
 run directory again with five steps and `marshal_reference`: it resumes at the saved step 3,
@@ -46,7 +46,7 @@ TABLE = ("game", "episode", "seat", "turn", "reward", "tokens")
 
 def train_args(run: Path, config: Path, steps: int, estimator: str) -> list[str]:
     return [
-        "train", "--backend", "verl", "--device", "cpu", "--model", str(kuhn_model()),
+        "train", "--trainer", "verl", "--device", "cpu", "--model", str(kuhn_model()),
         "--games", "tic_tac_toe,kuhn_poker", "--steps", str(steps), "--estimator", estimator,
         "--config", str(config), "--run-dir", str(run),
     ]  # fmt: skip

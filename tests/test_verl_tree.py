@@ -342,7 +342,7 @@ def test_a_dry_run_of_at_grpo_against_a_bot_writes_tree_rows(tmp_path):
 
 def test_a_model_opponent_on_verl_is_one_error_line(tmp_path):
     result = run_mars(
-        "train", "--backend", "verl", "--model", "m", "--opponent", "pool", "--dry-run",
+        "train", "--trainer", "verl", "--model", "m", "--opponent", "pool", "--dry-run",
         "--out", str(tmp_path),
     )  # fmt: skip
     assert "plays bots only" in one_error_line(result)

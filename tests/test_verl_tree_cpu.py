@@ -1,6 +1,6 @@
 """at_grpo on verl's own trainer, for real, on this machine's CPU.
 
-`mars train --backend verl --device cpu --estimator at_grpo`: one step of Kuhn poker with the
+`mars train --trainer verl --device cpu --estimator at_grpo`: one step of Kuhn poker with the
 format-trained tiny model, three branches at every policy turn. verl's `main_ppo` with Ray,
 FSDP2 on gloo and the CPU rollout serving the agent loop's K requests per turn; the mars trainer
 sets each branch's `uid` to its tree group before verl scores it.
@@ -47,7 +47,7 @@ def tree_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     run = root / "run"
     started = time.perf_counter()
     result = run_mars(
-        "train", "--backend", "verl", "--device", "cpu", "--model", str(kuhn_model()),
+        "train", "--trainer", "verl", "--device", "cpu", "--model", str(kuhn_model()),
         "--games", "kuhn_poker", "--steps", "1", "--estimator", "at_grpo",
         "--config", str(config), "--run-dir", str(run), timeout=600,
     )  # fmt: skip

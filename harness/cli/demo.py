@@ -144,7 +144,7 @@ def demo(
     train_dir = out / "train"
     config = out / "train.yaml"
     config.write_text(json.dumps(DEMO_TRAIN))  # JSON is YAML
-    _mars("train", "--backend", "local", "--model", str(start), "--games", DEMO_GAMES,
+    _mars("train", "--trainer", "local", "--model", str(start), "--games", DEMO_GAMES,
           "--steps", str(train_steps),
           "--games-per-step", str(games_per_step), "--save-every", str(train_steps),
           "--eval-every", "0", "--config", str(config), "--run-dir", str(train_dir),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
+
+from harness.errors import MarsError
 
 MODEL = typer.Option(
     None,
@@ -26,6 +29,25 @@ TIMEOUT = typer.Option(120.0, "--timeout", min=0.1, help="Seconds per request at
 MAX_RETRIES = typer.Option(
     4, "--max-retries", min=0, help="Retries on 429 / 5xx / timeouts / dropped connections."
 )
+TRAINERS = ("local", "verl")
+TRAINER = typer.Option(None, "--trainer", help="local (the embedded CPU trainer) | verl.")
+# `--backend` names the model server everywhere else; training commands took it for the trainer.
+TRAINER_AS_BACKEND = typer.Option(None, "--backend", hidden=True, help="Deprecated: --trainer.")
+
+
+def trainer_choice(trainer: str | None, backend: str | None) -> str:
+    """`--trainer` (default local), or the deprecated `--backend` of a training command, with a
+    warning on stderr."""
+    if backend is not None:
+        print("warning: --backend is deprecated here; use --trainer", file=sys.stderr)
+        if trainer is not None and trainer != backend:
+            raise MarsError(f"--trainer {trainer} and --backend {backend} disagree: use --trainer")
+    chosen = trainer or backend or "local"
+    if chosen not in TRAINERS:
+        raise MarsError(f"--trainer must be one of {', '.join(TRAINERS)}, not {chosen!r}")
+    return chosen
+
+
 TEMPERATURE = typer.Option(0.0, "--temperature", min=0.0)
 TOP_P = typer.Option(1.0, "--top-p", min=0.0, max=1.0)
 MAX_TOKENS = typer.Option(1024, "--max-tokens", min=1, help="New tokens per model reply.")

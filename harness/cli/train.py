@@ -1,7 +1,7 @@
-"""`mars train`: self-play training on the embedded CPU trainer (`--backend local`) or on verl.
+"""`mars train`: self-play training on the embedded CPU trainer (`--trainer local`) or on verl.
 
 Settings come from `train_backend.config.TrainConfig`: its defaults (the CPU-sized ones for the
-local backend), then the run's stored config when resuming, then `--config FILE.yaml`, then flags.
+local trainer), then the run's stored config when resuming, then `--config FILE.yaml`, then flags.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from harness.errors import MarsError
 
 if TYPE_CHECKING:
     from train_backend.config import TrainConfig
-
-BACKENDS = ("local", "verl")
 
 
 def _split_games(games: str | None) -> list[str] | None:
@@ -87,7 +85,8 @@ def _run_path(run_dir: Path | None, resume: Path | None) -> Path | None:
 
 @app.command("train")
 def train_command(
-    backend: str = typer.Option("local", "--backend", help="local (embedded CPU trainer) | verl."),
+    trainer: str = options.TRAINER,
+    backend: str = options.TRAINER_AS_BACKEND,
     config_file: Path = typer.Option(None, "--config", help="A YAML file of TrainConfig fields."),
     model: str = typer.Option(
         None, "--model", help="Hugging Face causal-LM folder (default: the embedded tiny model)."
@@ -140,8 +139,7 @@ def train_command(
     ),
 ) -> None:
     """Self-play training (MARSHAL): both seats share the policy; checkpoints in RUN/checkpoints."""
-    if backend not in BACKENDS:
-        raise MarsError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    trainer = options.trainer_choice(trainer, backend)
     run_path = _run_path(run_dir, resume)
     flags = {
         "preset": preset,
@@ -159,8 +157,8 @@ def train_command(
         "save_every": save_every,
         "seed": seed,
     }
-    # The CPU-sized defaults serve the local backend and verl on a CPU (--device cpu) alike.
-    cpu_sized = backend == "local" or device == "cpu"
+    # The CPU-sized defaults serve the local trainer and verl on a CPU (--device cpu) alike.
+    cpu_sized = trainer == "local" or device == "cpu"
     # verl on a cluster reproduces the paper unless told otherwise; the CPU sizes are for rehearsal.
     default_preset = None if cpu_sized else "marshal"
     config = resolve_config(
@@ -171,20 +169,20 @@ def train_command(
         default_preset=default_preset,
     )
     if ray_address is not None:
-        if backend != "verl":
-            raise MarsError("--ray-address is for --backend verl")
+        if trainer != "verl":
+            raise MarsError("--ray-address is for --trainer verl")
         config = config.model_copy(
             update={"verl": config.verl.model_copy(update={"ray_address": ray_address})}
         )
     if device is not None:
-        if backend != "verl":
-            raise MarsError("--device is for --backend verl (the local backend runs on the CPU)")
+        if trainer != "verl":
+            raise MarsError("--device is for --trainer verl (the local trainer runs on the CPU)")
         if device not in ("cuda", "cpu"):
             raise MarsError(f"--device must be cuda or cpu, not {device!r}")
         verl = config.verl.model_dump(exclude_unset=True) | {"device": device}
         config = config.model_copy(update={"verl": type(config.verl).model_validate(verl)})
     command = ["mars", *sys.argv[1:]]
-    if backend == "verl":
+    if trainer == "verl":
         _train_verl(config, out=out, run_path=run_path, dry_run=dry_run, command=command)
     else:
         _train_local(
@@ -249,7 +247,7 @@ def _check_verl_opponent(config: TrainConfig) -> None:
         return
     raise MarsError(
         f"--opponent {config.opponent} on verl: its agent loop plays bots only (random, mcts:N, "
-        "cfr:N, ...); a model opponent (checkpoint:PATH, pool) runs on --backend local"
+        "cfr:N, ...); a model opponent (checkpoint:PATH, pool) runs on --trainer local"
     )
 
 
@@ -262,11 +260,11 @@ def _train_verl(
     if config.opponent:
         _check_verl_opponent(config)
     if config.tree.explore > 0:
-        raise MarsError("tree.explore (own-move exploration) runs on --backend local only for now")
+        raise MarsError("tree.explore (own-move exploration) runs on --trainer local only for now")
     if config.tree.branch_rate < 1:
-        raise MarsError("tree.branch_rate < 1 runs on --backend local only for now")
+        raise MarsError("tree.branch_rate < 1 runs on --trainer local only for now")
     if config.tree.keep_invalid:
-        raise MarsError("tree.keep_invalid runs on --backend local only for now")
+        raise MarsError("tree.keep_invalid runs on --trainer local only for now")
     try:
         from train_backend.verl.launch import preflight, run_verl
     except ModuleNotFoundError as exc:

@@ -2,7 +2,7 @@
 
 One shared policy for every role by default; `--policies tool=coder,reasoner=thinker` trains one
 policy per role (each with its own optimiser and checkpoints), on the embedded CPU trainer.
-`--backend verl` trains through verl's agent loop (one policy per role: alternating phases).
+`--trainer verl` trains through verl's agent loop (one policy per role: alternating phases).
 docs/mas_training.md, docs/verl.md.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from harness.cli import options
 from harness.cli.main import app
 from harness.errors import MarsError
 
@@ -51,13 +52,16 @@ def train_mas_command(
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
-    backend: str = typer.Option("local", "--backend", help="local (CPU trainer) | verl."),
+    trainer: str = options.TRAINER,
+    backend: str = options.TRAINER_AS_BACKEND,
     device: str = typer.Option(
         None, "--device", help="verl: cuda (GPUs, default) | cpu (rehearse on this machine)."
     ),
 ) -> None:
     """AT-GRPO inside a MAS workflow (Stronger-MAS), on the embedded CPU trainer or verl."""
     from harness.settings_files import read_yaml_mapping
+
+    trainer = options.trainer_choice(trainer, backend)
 
     flags: dict[str, Any] = {
         "workflow": workflow,
@@ -75,14 +79,12 @@ def train_mas_command(
     data.update({key: value for key, value in flags.items() if value is not None})
     # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
     # the paper-sized ones (TrainConfig's), as `mars train` does.
-    config = _validated(data, cpu_sized=backend != "verl" or device == "cpu")
-    if backend not in ("local", "verl"):
-        raise MarsError(f"--backend must be local or verl, got {backend!r}")
-    if backend == "verl":
+    config = _validated(data, cpu_sized=trainer != "verl" or device == "cpu")
+    if trainer == "verl":
         _train_verl(config, device=device, run_path=run_dir, out=out, dry_run=dry_run)
         return
     if device is not None:
-        raise MarsError("--device is for --backend verl (the local backend runs on the CPU)")
+        raise MarsError("--device is for --trainer verl (the local trainer runs on the CPU)")
     if dry_run:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return
@@ -123,7 +125,7 @@ def _train_verl(
     from train_backend.mas.rewards import ROLES
 
     if config.model is None:
-        raise MarsError("--backend verl needs --model: a Hugging Face model folder or hub id")
+        raise MarsError("--trainer verl needs --model: a Hugging Face model folder or hub id")
     config.role_policies(ROLES[config.workflow])  # an unknown role fails here
     verl = config.verl.model_dump(exclude_unset=True) | ({"device": device} if device else {})
     config = config.model_copy(

@@ -1,4 +1,4 @@
-"""The embedded CPU self-play trainer (`mars train --backend local`).
+"""The embedded CPU self-play trainer (`mars train --trainer local`).
 
 One step:
 1. rollout: `games_per_step` self-play games (round-robin over `config.games`) played at once with

@@ -1,6 +1,6 @@
 """A CPU device for verl 0.9.1: its own trainer, FSDP2 on gloo, and a transformers rollout.
 
-Loaded only with `mars train --backend verl --device cpu` (`verl: {device: cpu}`): the launcher
+Loaded only with `mars train --trainer verl --device cpu` (`verl: {device: cpu}`): the launcher
 puts this module first in `VERL_USE_EXTERNAL_MODULES` and sets `VERL_PLATFORM=cpu`, so every verl
 process imports it before anything asks verl for its platform. What it adds:
 

@@ -1,4 +1,4 @@
-"""`mars train --backend verl`: prepare the run, check it against verl's config, launch, publish.
+"""`mars train --trainer verl`: prepare the run, check it against verl's config, launch, publish.
 
     RUN/verl/data/games.parquet   the games to play (data.py)
     RUN/verl/command.sh           the exact command, runnable by hand
@@ -81,7 +81,7 @@ def require_gpus(config: TrainConfig, gpu_count: Callable[[], int] = local_gpu_c
         raise MarsError(
             "no GPU on this machine: the verl backend trains on CUDA GPUs (or a Ray cluster "
             "given by verl.ray_address); on a CPU use --device cpu (verl on this CPU) or "
-            "`mars train --backend local`, or check the setup with --dry-run"
+            "`mars train --trainer local`, or check the setup with --dry-run"
         )
     if found < cluster.n_gpus_per_node:
         raise MarsError(

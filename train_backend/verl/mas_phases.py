@@ -1,6 +1,6 @@
 """One policy per role on verl: alternating phases, the other policies as frozen partners.
 
-verl trains one actor per run. With `policies` (role -> policy), `mars train-mas --backend verl`
+verl trains one actor per run. With `policies` (role -> policy), `mars train-mas --trainer verl`
 trains the policies in turn: a phase is one verl run of one policy, in its own folder
 `RUN/policies/<name>/` (its verl checkpoints, its published `checkpoints/step_N/`), for
 `phase_steps` updates, resuming its own verl checkpoint from the phase before. Meanwhile every
@@ -105,7 +105,7 @@ def train_phases(
             )
             sub_run = RunDir.resolve(out=None, run_dir=root, kind="train", slug=phase.policy)
             sub_run.start(
-                command=["mars", "train-mas", "--backend", "verl", f"(phase {phase.index})"],
+                command=["mars", "train-mas", "--trainer", "verl", f"(phase {phase.index})"],
                 config=phase_config.model_dump(mode="json") | {"policy": phase.policy},
                 model=phase_config.model,
                 seeds={"seed": config.seed},

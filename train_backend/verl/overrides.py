@@ -242,7 +242,7 @@ def estimator_settings(config: TrainConfig) -> dict[str, Any]:
     if scale not in ("mean_std", "mean"):
         raise MarsError(
             f"scale {scale!r} on verl: verl takes mean_std or mean (state_std runs on "
-            "--backend local only for now)"
+            "--trainer local only for now)"
         )
     weight = options.get("state_weight", 0.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:

@@ -167,7 +167,7 @@ def current_turn_rows(estimator: str) -> TurnRows:
     if rows is None:
         raise MarsError(
             f"advantage estimator '{estimator}' needs each row's game, seat and turn: run it with "
-            f"trainer.v1.trainer_mode={names.TRAINER_NAME} (mars train --backend verl sets it)"
+            f"trainer.v1.trainer_mode={names.TRAINER_NAME} (mars train --trainer verl sets it)"
         )
     return rows
 
