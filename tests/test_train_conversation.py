@@ -108,3 +108,31 @@ def test_compact_prompts_stand_alone_so_each_turn_is_its_own_sample(tmp_path: Pa
     rollout = trainer.rollout(step=1)
     assert len(rollout.samples) == len(rollout.rows)
     assert all(sample.loss_mask is None for sample in rollout.samples)
+
+
+def test_the_evaluation_plays_with_the_context_training_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from train_backend.local import trainer as trainer_module
+
+    made = []
+
+    def spy(*args: object, **kwargs: object) -> object:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    real = trainer_module.make_responder
+    monkeypatch.setattr(trainer_module, "make_responder", spy)
+    trainer = _trainer(tmp_path, games=["tic_tac_toe"], eval_every=1, eval_episodes=2)
+    trainer._evaluate(step=0)
+    (responder,) = made
+    # Two opponents play the same seeds: each (opponent, seed, seat) is a context of its own.
+    assert len(responder.chats) == 2 * 2 * 2
+    chats = [chat for chat in responder.chats.values() if len(chat.spans) > 1]
+    assert chats  # seats that replied more than once (retries included), in one growing context
+    for chat in chats:
+        first_start, first_end = chat.spans[0]
+        later_prompt = chat.spans[1][0]
+        # the second call's context holds the first reply's own tokens, not a re-rendered text
+        assert first_end <= later_prompt
+        assert all(chat.mask[i] == 1 for i in range(first_start, first_end))

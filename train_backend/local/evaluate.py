@@ -86,7 +86,8 @@ async def evaluate(
     records: list[dict[str, Any]] = []
 
     async def play(pair: EvalPair) -> dict[str, Any]:
-        policy = responder.player(pair.spec.name, name="policy")
+        # Each pair plays the same seeds: its own key space keeps the seats' contexts apart.
+        policy = responder.player(f"{pair.spec.name} vs {pair.opponent}", name="policy")
         opponent = pair.bot or policy
         config = ArenaConfig(
             episodes=episodes,

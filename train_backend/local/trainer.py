@@ -357,7 +357,10 @@ class LocalTrainer:
             self.pool_pick, weights = self.pool.draw(step)
             self.opponent_policy.model.load_state_dict(weights)
         responder = self._responder(
-            self.opponent_policy, sampling_of(config), step_generator(config.seed, step, 2)
+            self.opponent_policy,
+            sampling_of(config),
+            step_generator(config.seed, step, 2),
+            conversation=conversation_samples(config),
         )
         name = self.opponent.name
         return {spec.name: responder.player(spec.name, name=name) for spec in self.specs}
@@ -372,7 +375,11 @@ class LocalTrainer:
 
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         config = self.config
-        responder = self._responder(self.policy, GREEDY, None)
+        # The policy plays the evaluation as it plays in training: with a seat's earlier replies
+        # kept verbatim in its context when training samples are whole conversations.
+        responder = self._responder(
+            self.policy, GREEDY, None, conversation=conversation_samples(config)
+        )
         metrics, records = asyncio.run(
             evaluate(
                 responder,
