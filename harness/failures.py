@@ -171,7 +171,9 @@ Rules:
 Use "failure_modes": [] when no mode applies. Keep each quote under 30 words."""
 
 
-def judge_messages(record: dict[str, Any], limits: TruncationLimits) -> tuple[list[Message], bool]:
+def failure_judge_messages(
+    record: dict[str, Any], limits: TruncationLimits
+) -> tuple[list[Message], bool]:
     """The chat sent to the judge for one record, and whether the transcript was truncated."""
     transcript = record.get("transcript") or {}
     conversation, truncated = render_transcript(transcript.get("messages") or [], limits)
@@ -313,7 +315,7 @@ def _verdict_from(obj: dict[str, Any]) -> Verdict | None:
     return verdict
 
 
-def parse_verdict(text: str) -> Verdict:
+def parse_failure_verdict(text: str) -> Verdict:
     """The judge's reply as a verdict; a reply with no usable JSON is a parse failure."""
     found_object = False
     for obj in _json_objects(text or ""):
@@ -361,7 +363,7 @@ class FailuresFile:
         return kept
 
 
-def failures_identity(judge_model: str | None, settings: JudgeSettings) -> dict[str, Any]:
+def failures_identity(judge_model: str | None, settings: FailureJudgeSettings) -> dict[str, Any]:
     """What a verdict means: the judge (a model name, or a served checkpoint's fingerprint),
     its generation settings and the truncation limits. The selection (`--all`, `--limit`) is
     not part of it: a rerun may judge more transcripts with the same judge."""
@@ -424,7 +426,7 @@ def _judge_generation() -> GenerationConfig:
 
 
 @dataclass(frozen=True)
-class JudgeSettings:
+class FailureJudgeSettings:
     model: str
     limits: TruncationLimits = field(default_factory=TruncationLimits)
     gen: GenerationConfig = field(default_factory=_judge_generation)
@@ -432,7 +434,7 @@ class JudgeSettings:
 
 def verdict_record(
     record: dict[str, Any],
-    settings: JudgeSettings,
+    settings: FailureJudgeSettings,
     *,
     truncated: bool,
     completion: Completion | None = None,
@@ -460,7 +462,7 @@ def verdict_record(
         "latency_s": None,
     }
     if completion is not None:
-        verdict = parse_verdict(completion.text)
+        verdict = parse_failure_verdict(completion.text)
         out.update(
             parsed=verdict.parsed,
             parse_error=verdict.parse_error,
@@ -479,7 +481,7 @@ def verdict_record(
 async def judge_records(
     records: Sequence[dict[str, Any]],
     endpoint: Endpoint,
-    settings: JudgeSettings,
+    settings: FailureJudgeSettings,
     sink: Callable[[dict[str, Any]], None],
     *,
     on_done: Callable[[dict[str, Any]], None] | None = None,
@@ -490,7 +492,7 @@ async def judge_records(
     """
 
     async def judge_one(record: dict[str, Any]) -> dict[str, Any]:
-        messages, truncated = judge_messages(record, settings.limits)
+        messages, truncated = failure_judge_messages(record, settings.limits)
         try:
             completion = await endpoint.complete(messages, role="judge", gen=settings.gen)
         except EndpointError as exc:

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.benchmarks.grading_worker import GradingError, grade_off_loop
-from harness.benchmarks.judge import JudgeSettings, judge_messages, parse_judge_verdict
+from harness.benchmarks.judge import (
+    AnswerJudgeSettings,
+    answer_judge_messages,
+    parse_answer_verdict,
+)
 from harness.errors import MarsError
 
 if TYPE_CHECKING:
@@ -53,7 +57,7 @@ def parse_grader(spec: str) -> tuple[str, str | None]:
     raise MarsError(f"--grader must be 'rules', 'judge' or 'judge:ROLE', got '{spec}'")
 
 
-def judge_grader(endpoint: Endpoint, settings: JudgeSettings, role: str) -> Grader:
+def judge_grader(endpoint: Endpoint, settings: AnswerJudgeSettings, role: str) -> Grader:
     """Rule-based grade plus an LLM judge's verdict through `endpoint` (ledger role `role`); the
     judge's verdict is the record's `correct`, both grades are kept in `grades`. A judge reply
     that is neither "Correct" nor "Incorrect" is a grading error (the sample is redone on
@@ -66,11 +70,11 @@ def judge_grader(endpoint: Endpoint, settings: JudgeSettings, role: str) -> Grad
 
     async def grade(item: WorkItem, solved: SolvedSample) -> dict[str, Any]:
         rules = await grade_by_rules(item, solved)
-        messages = judge_messages(
+        messages = answer_judge_messages(
             item.sample.question, item.sample.choices, solved.final_answer, item.sample.gold
         )
         reply = await endpoint.complete(messages, role=role, gen=gen, epoch=item.epoch)
-        verdict = parse_judge_verdict(reply.text)
+        verdict = parse_answer_verdict(reply.text)
         if verdict is None:
             shown = " ".join(reply.text.split())[:120] or "(empty)"
             raise GradingError(f"the judge answered neither Correct nor Incorrect: {shown!r}")
@@ -86,14 +90,14 @@ class GradingPlan:
 
     kind: str = RULES
     role: str | None = None
-    settings: JudgeSettings | None = None
+    settings: AnswerJudgeSettings | None = None
 
     @classmethod
     def from_options(cls, spec: str, temperature: float, max_tokens: int) -> GradingPlan:
         kind, role = parse_grader(spec)
         if kind == RULES:
             return cls()
-        return cls(JUDGE, role, JudgeSettings(temperature=temperature, max_tokens=max_tokens))
+        return cls(JUDGE, role, AnswerJudgeSettings(temperature=temperature, max_tokens=max_tokens))
 
     def config(self) -> dict[str, Any]:
         """Entries for the run's config (so part of its identity); none for the default."""

@@ -57,7 +57,7 @@ def _side_of(value: Any) -> str | None:
     return None
 
 
-def parse_verdict(text: str) -> Verdict:
+def parse_debate_verdict(text: str) -> Verdict:
     """Read a verdict JSON leniently; the key names of the original MAD prompt also work."""
     found = parse_json_object(text)
     if found is None:
@@ -145,7 +145,7 @@ async def multi_agent_debate(task: Task, models: Models, config: dict[str, Any])
         )
         reply = await conversation.call("moderator", list(moderator), round=round_number)
         moderator.append({"role": "assistant", "content": reply.text})
-        verdicts.append(parse_verdict(reply.text))
+        verdicts.append(parse_debate_verdict(reply.text))
         if verdicts[-1].decisive and not force_rounds:
             break
 
@@ -168,7 +168,7 @@ async def multi_agent_debate(task: Task, models: Models, config: dict[str, Any])
                 },
             ],
         )
-        decider, verdict = "judge", parse_verdict(judge_reply.text)
+        decider, verdict = "judge", parse_debate_verdict(judge_reply.text)
     side, rule = _resolve(task, verdict, positions)
     transcript.final_answer = _final_answer(task, side, verdict, positions)
     transcript.stop_reason = f"{decider}_decided" if verdict.decisive else f"{decider}_unreadable"

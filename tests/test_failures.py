@@ -17,9 +17,9 @@ from harness.failures import (
     FAILURES_SUMMARY_FILE,
     TruncationLimits,
     compare_failures,
-    judge_messages,
+    failure_judge_messages,
     load_failures,
-    parse_verdict,
+    parse_failure_verdict,
     render_transcript,
     select_records,
     summarize_failures,
@@ -68,7 +68,7 @@ def test_fenced_json_with_text_around_it() -> None:
         '{"failure_modes": [{"id": "FM-2.5", "evidence": "ignored the critic"}, "fm 3.2"],'
         ' "summary": "nobody checked"}\n```\nHope this helps."'
     )
-    verdict = parse_verdict(reply)
+    verdict = parse_failure_verdict(reply)
     assert verdict.parsed
     assert verdict.modes == ["FM-2.5", "FM-3.2"]
     assert verdict.evidence == {"FM-2.5": "ignored the critic"}
@@ -76,12 +76,12 @@ def test_fenced_json_with_text_around_it() -> None:
 
 
 def test_bare_json_with_trailing_comma_and_unknown_id() -> None:
-    verdict = parse_verdict('Verdict: {"modes": ["FM-1.3", "FM-7.7",], } done')
+    verdict = parse_failure_verdict('Verdict: {"modes": ["FM-1.3", "FM-7.7",], } done')
     assert verdict.parsed and verdict.modes == ["FM-1.3"] and verdict.unknown_ids == ["FM-7.7"]
 
 
 def test_map_of_ids_to_presence() -> None:
-    verdict = parse_verdict(
+    verdict = parse_failure_verdict(
         '{"FM-1.1": false, "FM-2.3": true, "FM-3.1": "stopped after one round"}'
     )
     assert verdict.modes == ["FM-2.3", "FM-3.1"]
@@ -89,7 +89,7 @@ def test_map_of_ids_to_presence() -> None:
 
 
 def test_empty_list_is_a_verdict_of_no_failure() -> None:
-    verdict = parse_verdict('{"failure_modes": []}')
+    verdict = parse_failure_verdict('{"failure_modes": []}')
     assert verdict.parsed and verdict.modes == []
 
 
@@ -103,7 +103,7 @@ def test_empty_list_is_a_verdict_of_no_failure() -> None:
     ],
 )
 def test_unusable_replies_are_parse_failures(reply: str, reason: str) -> None:
-    verdict = parse_verdict(reply)
+    verdict = parse_failure_verdict(reply)
     assert not verdict.parsed and reason in (verdict.parse_error or "")
 
 
@@ -146,7 +146,7 @@ def test_long_conversations_drop_middle_messages() -> None:
 
 def test_judge_prompt_carries_the_case_and_the_taxonomy() -> None:
     record = synthetic.eval_record(5, correct=False)
-    messages, truncated = judge_messages(record, TruncationLimits())
+    messages, truncated = failure_judge_messages(record, TruncationLimits())
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "FM-2.6" in messages[0]["content"] and '"failure_modes"' in messages[0]["content"]
     user = messages[1]["content"]

@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA_DIR, run_mars
 
 from harness.benchmarks import get_suite
-from harness.benchmarks.judge import JUDGE_SYSTEM, agreement, parse_judge_verdict
+from harness.benchmarks.judge import JUDGE_SYSTEM, agreement, parse_answer_verdict
 from harness.errors import MarsError
 from harness.graders import GradingPlan, parse_grader
 from harness.testing.scripted_server import Reply, ScriptedServer
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark 
     ],
 )
 def test_the_verdict_is_read_strictly(reply: str, verdict: bool | None) -> None:
-    assert parse_judge_verdict(reply) is verdict
+    assert parse_answer_verdict(reply) is verdict
 
 
 def test_grader_option_forms() -> None:

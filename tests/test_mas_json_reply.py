@@ -9,7 +9,7 @@ import pytest
 from mas.answers import answer_key, extract_answer
 from mas.base import Task
 from mas.json_reply import normalised_keys, parse_json_object
-from mas.mad import parse_verdict
+from mas.mad import parse_debate_verdict
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_normalised_keys() -> None:
 
 
 def test_verdict_reads_original_mad_keys_and_declines() -> None:
-    verdict = parse_verdict(
+    verdict = parse_debate_verdict(
         "{'Whether there is a preference': 'Yes', 'Supported Side': 'Negative', "
         "'Reason': 'it adds correctly', 'debate_answer': '7'}"
     )
@@ -80,13 +80,13 @@ def test_verdict_reads_original_mad_keys_and_declines() -> None:
         "7",
         True,
     )
-    declined = parse_verdict(
+    declined = parse_debate_verdict(
         '{"Whether there is a preference": "No", "Supported Side": "", "debate_answer": ""}'
     )
     assert declined.parsed and not declined.decisive
-    empty = parse_verdict('{"preferred_side": "none", "answer": "None"}')
+    empty = parse_debate_verdict('{"preferred_side": "none", "answer": "None"}')
     assert empty.parsed and not empty.decisive
-    assert not parse_verdict("the negative side wins").parsed
+    assert not parse_debate_verdict("the negative side wins").parsed
 
 
 def test_answer_keys_group_equal_answers() -> None:

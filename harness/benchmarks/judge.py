@@ -31,7 +31,7 @@ JUDGE_SYSTEM = (
 )
 
 
-class JudgeSettings(BaseModel):
+class AnswerJudgeSettings(BaseModel):
     """Sampling of the judge's calls; the defaults are MASLab's."""
 
     temperature: float = Field(0.5, ge=0.0)
@@ -39,7 +39,7 @@ class JudgeSettings(BaseModel):
     max_tokens: int = Field(2048, ge=1)
 
 
-def judge_messages(
+def answer_judge_messages(
     question: str, choices: list[str] | None, response: str, reference: str
 ) -> list[dict[str, str]]:
     shown = question.strip()
@@ -58,7 +58,7 @@ _DECORATION = re.compile(r"[\s*_`\"'\[\]().:!]+")
 _LABEL = re.compile(r"^(?:judgement|judgment|verdict|answer)\s*:\s*", re.IGNORECASE)
 
 
-def parse_judge_verdict(text: str) -> bool | None:
+def parse_answer_verdict(text: str) -> bool | None:
     """True for "Correct", False for "Incorrect" (brackets, bold, quotes, a final full stop and a
     "Verdict:" label allowed); None for anything else, including both words or a sentence."""
     word = _DECORATION.sub(" ", _LABEL.sub("", text.strip())).strip().lower()

@@ -101,8 +101,8 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         FAILURES_FILE,
         FAILURES_RUN_FILE,
         FAILURES_SUMMARY_FILE,
+        FailureJudgeSettings,
         FailuresFile,
-        JudgeSettings,
         TruncationLimits,
         check_failures_identity,
         failures_identity,
@@ -121,7 +121,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     if kw["limit"]:
         selected = selected[: kw["limit"]]
     out = FailuresFile(run.path / FAILURES_FILE)
-    settings = JudgeSettings(
+    settings = FailureJudgeSettings(
         model="",  # the name the endpoint sends, set once it is known
         limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
         gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
