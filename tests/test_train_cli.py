@@ -14,12 +14,13 @@ import torch
 from conftest import REPO, mars_env
 from typer.testing import CliRunner
 
+from harness.checkpoints import CHECKPOINT_FILE
 from harness.cli.main import _register_commands, app
 from harness.errors import MarsError
 from harness.runstore import RunDir
 from train_backend.config import TrainConfig
 from train_backend.local import trainer as trainer_module
-from train_backend.local.checkpoint import CHECKPOINT_FILE, list_checkpoints
+from train_backend.local.checkpoint import list_checkpoints
 from train_backend.local.trainer import train_local
 
 _register_commands()  # adds `train` (and the others: with one command typer drops its name)

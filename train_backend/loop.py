@@ -51,14 +51,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from harness import checkpoints as contract
 from harness.errors import MarsError
 from harness.files import write_atomic
 from harness.runstore import FINISHED_STATUSES, RUN_FILE, RunDir, RunStatus
 
-CHECKPOINT_FILE = "checkpoint.json"
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 ROW_SCHEMA_VERSION = 1
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 # The MAS trainer's per-role and per-policy figures the learning curve keeps (train/...).
 MAS_CURVE_METRICS = ("return_mean/", "policy/", "train_accuracy", "eval/accuracy")
 
@@ -301,30 +300,22 @@ class Checkpoint:
     def info(self) -> dict[str, Any]:
         """checkpoint.json as a dict ({} if unreadable: the row then says so)."""
         try:
-            data = json.loads((self.path / CHECKPOINT_FILE).read_text())
-        except (OSError, json.JSONDecodeError):
+            return contract.read_checkpoint(self.path)
+        except MarsError:
             return {}
-        return data if isinstance(data, dict) else {}
 
 
 def checkpoints_folder(watch: Path) -> Path:
     """The folder holding `step_N/`: `watch` itself, or `watch/checkpoints` (a training run)."""
-    nested = watch / "checkpoints"
-    if nested.is_dir() and not any(_STEP_DIR.match(p.name) for p in watch.iterdir()):
+    nested = watch / contract.CHECKPOINTS_DIR
+    if nested.is_dir() and not any(contract.step_of(p.name) is not None for p in watch.iterdir()):
         return nested
     return watch
 
 
 def complete_checkpoints(folder: Path) -> list[Checkpoint]:
     """`step_N/` folders holding checkpoint.json, by step."""
-    if not folder.is_dir():
-        return []
-    found = []
-    for child in folder.iterdir():
-        match = _STEP_DIR.match(child.name)
-        if match and child.is_dir() and (child / CHECKPOINT_FILE).is_file():
-            found.append(Checkpoint(int(match.group(1)), child))
-    return sorted(found, key=lambda c: c.step)
+    return [Checkpoint(step, path) for step, path in contract.complete_checkpoints(folder)]
 
 
 def mas_checkpoints(run: Path) -> list[Checkpoint]:

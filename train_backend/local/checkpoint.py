@@ -1,4 +1,4 @@
-"""Checkpoints: the contract shared with `mars loop`, the dashboard and the verl backend.
+"""Checkpoints of the CPU trainer, in the folder contract of `harness.checkpoints`.
 
     RUN/checkpoints/step_N/            N = the number of updates made, no padding
         config.json, model.safetensors, generation_config.json   the Hugging Face model
@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.checkpoints import (
+    CHECKPOINT_FILE,
+    CHECKPOINTS_DIR,
+    complete_checkpoints,
+    step_dir_name,
+)
 from harness.errors import MarsError
 
 if TYPE_CHECKING:
     from train_backend.local.policy import Policy
 
-CHECKPOINTS_DIR = "checkpoints"
-CHECKPOINT_FILE = "checkpoint.json"
 TRAINER_STATE_FILE = "trainer_state.pt"
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 def checkpoints_root(run_path: Path) -> Path:
@@ -36,32 +38,17 @@ def checkpoints_root(run_path: Path) -> Path:
 
 
 def checkpoint_path(run_path: Path, step: int) -> Path:
-    return checkpoints_root(run_path) / f"step_{step}"
+    return checkpoints_root(run_path) / step_dir_name(step)
 
 
 def list_checkpoints(run_path: Path) -> list[tuple[int, Path]]:
     """Complete checkpoints (with checkpoint.json), by step ascending."""
-    root = checkpoints_root(run_path)
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        match = _STEP_DIR.match(child.name)
-        if match and (child / CHECKPOINT_FILE).is_file():
-            found.append((int(match.group(1)), child))
-    return sorted(found)
+    return complete_checkpoints(checkpoints_root(run_path))
 
 
 def latest_checkpoint(run_path: Path) -> tuple[int, Path] | None:
     found = list_checkpoints(run_path)
     return found[-1] if found else None
-
-
-def read_checkpoint(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((Path(folder) / CHECKPOINT_FILE).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MarsError(f"cannot read {Path(folder) / CHECKPOINT_FILE}: {exc}") from exc
 
 
 def remove_partial(run_path: Path) -> None:

@@ -36,6 +36,7 @@ from games.episode import SEAT_NAMES
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
+from harness.checkpoints import read_checkpoint
 from harness.errors import MarsError
 from harness.runstore import RunDir
 from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
@@ -191,7 +192,7 @@ class LocalTrainer:
             self.start_step, folder = latest
             self.policy = load_policy(folder)
             state = checkpoint.load_trainer_state(folder)
-            self.last_metrics = checkpoint.read_checkpoint(folder).get("metrics") or {}
+            self.last_metrics = read_checkpoint(folder).get("metrics") or {}
             self.log(f"resuming from {folder} (step {self.start_step})")
         else:
             self.policy = policy or load_policy(self.model_source)

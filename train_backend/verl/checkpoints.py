@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.checkpoints import CHECKPOINT_FILE, step_dir_name, step_of
 from harness.files import jsonl_slots, write_json_atomic
-from train_backend.local.checkpoint import CHECKPOINT_FILE
 
 CHECKPOINT_SCHEMA_VERSION = 1
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -188,7 +188,7 @@ class CheckpointPublisher:
         self.attempts: dict[int, int] = {}
 
     def step_dir(self, step: int) -> Path:
-        return self.checkpoints / f"step_{step}"
+        return self.checkpoints / step_dir_name(step)
 
     def is_published(self, step: int) -> bool:
         return (self.step_dir(step) / CHECKPOINT_FILE).is_file()
@@ -209,7 +209,7 @@ class CheckpointPublisher:
     def gaps(self) -> list[int]:
         """Failed steps below a published one: holes in checkpoints/ that `mars loop` skips."""
         names = (path.name for path in self.checkpoints.glob("step_*"))
-        steps = [int(name[5:]) for name in names if name[5:].isdigit()]
+        steps = [step for step in map(step_of, names) if step is not None]
         latest = max((step for step in steps if self.is_published(step)), default=-1)
         return sorted(step for step in self.failures if step < latest)
 
