@@ -403,6 +403,15 @@ def resolve_settings(spec: LoopSpec, checkpoint: Checkpoint) -> Settings:
     )
 
 
+@dataclass(frozen=True)
+class SubCommand:
+    """One evaluation's `mars` command line and what the loop needs to know about it."""
+
+    argv: list[str]
+    run_dir: Path
+    prompt_style: str | None = None  # arena and exploitability items
+
+
 def sub_command(
     item: Item,
     spec: LoopSpec,
@@ -415,7 +424,7 @@ def sub_command(
     opponent: str | None = None,
     trained: tuple[Path, int] | None = None,
     mas_options: dict[str, Any] | None = None,
-) -> list[str]:
+) -> SubCommand:
     """The `mars` command line of one evaluation against the served checkpoint (`opponent`: the
     one a rating item plays in this command; `trained`: a MAS training run and step, whose
     policies the eval serves itself, one per role)."""
@@ -437,8 +446,9 @@ def sub_command(
         "--quiet",
     ]
     mars = [sys.executable, "-m", "harness"]
+    prompt_style = getattr(item, "prompt_style", None) or settings.prompt_style
     if isinstance(item, ArenaItem | RatingItem):
-        return [
+        argv = [
             *mars,
             "arena",
             "--game",
@@ -454,13 +464,14 @@ def sub_command(
             "--invalid",
             item.invalid,
             "--prompt-style",
-            item.prompt_style or settings.prompt_style,
+            prompt_style,
             # the checkpoint's name in records: its folder, as `llm:FOLDER` names it elsewhere
             *(["--model-label", model_label] if model_label else []),
             *common,
         ]
+        return SubCommand(argv, run_dir, prompt_style)
     if isinstance(item, ExploitItem):
-        return [
+        argv = [
             *mars,
             "exploitability",
             "--game",
@@ -470,9 +481,10 @@ def sub_command(
             "--bootstrap",
             str(item.bootstrap),
             "--prompt-style",
-            item.prompt_style or settings.prompt_style,
+            prompt_style,
             *common,
         ]
+        return SubCommand(argv, run_dir, prompt_style)
     command = [*mars, "eval", "--suite", item.suite, "--mas", item.mas]
     command += ["--epochs", str(item.epochs)]
     if item.limit is not None:
@@ -481,7 +493,7 @@ def sub_command(
         command += ["--data-dir", spec.data_dir]
     for key, value in (mas_options or {}).items():
         command += ["--mas-option", f"{key}={json.dumps(value)}"]
-    return command + common
+    return SubCommand(command + common, run_dir)
 
 
 def arena_figures(summary: dict[str, Any]) -> dict[str, Any]:
@@ -536,13 +548,13 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def run_item(item: Item, command: list[str], *, timeout_s: float, log_path: Path) -> dict[str, Any]:
+def run_item(item: Item, sub: SubCommand, *, timeout_s: float, log_path: Path) -> dict[str, Any]:
     """Run one evaluation's command (`sub_command`) as a subprocess; its figures, or the error
-    that stopped it. The command writes its run directory, named by its `--run-dir`."""
-    run_dir = Path(command[command.index("--run-dir") + 1])
+    that stopped it. The command writes its run directory, `sub.run_dir`."""
+    command, run_dir = sub.argv, sub.run_dir
     entry: dict[str, Any] = {**item.model_dump(exclude={"name"}), "run_dir": run_dir.name}
-    if "--prompt-style" in command:
-        entry["prompt_style"] = command[command.index("--prompt-style") + 1]
+    if sub.prompt_style is not None:
+        entry["prompt_style"] = sub.prompt_style
     started = time.perf_counter()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
