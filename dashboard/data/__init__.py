@@ -1,0 +1,128 @@
+"""Loading and aggregation for the dashboard: plain functions over run directories, no Streamlit.
+
+Everything here reads files under the runs root (see `dashboard.paths`) and tolerates what a
+half-written or older run leaves behind: malformed JSON lines are skipped and counted, missing
+fields become None (shown as "-"), unknown fields are ignored.
+
+One module per view: `files` (reading a run's files), `values` (loosely typed fields), `runs`,
+`evals` (samples and accuracy), `failures` (MAST rates), `arenas` (seats, episodes, replays),
+`training` (metrics and curves), `exploitability`. The views use them as `data.NAME`.
+"""
+
+from dashboard.data.arenas import (
+    SEAT_COLUMNS,
+    TurnView,
+    arena_outcomes,
+    arena_summaries,
+    episode_table,
+    replay_turns,
+    seat_table,
+)
+from dashboard.data.evals import (
+    CORRECTNESS,
+    EVAL_COLUMNS,
+    TRI_STATE,
+    MessageView,
+    accuracy_rows,
+    accuracy_table,
+    eval_frame,
+    filter_samples,
+    fmt_key,
+    key_of,
+    transcript_messages,
+)
+from dashboard.data.exploitability import (
+    ACTION_SHARE_COLUMNS,
+    EXPLOIT_COLUMNS,
+    EXPLOIT_RUN_COLUMNS,
+    TRAINING_PREFIXES,
+    action_share_table,
+    exploitability_runs_table,
+    exploitability_table,
+)
+from dashboard.data.failures import (
+    failure_rates,
+    verdicts_showing,
+)
+from dashboard.data.files import (
+    CURVE_FILES,
+    METRICS_FILE,
+    SEATS,
+    JsonlData,
+    file_stamp,
+    read_csv_rows,
+    read_json,
+    read_jsonl,
+)
+from dashboard.data.runs import (
+    RunEntry,
+    RunScan,
+    discover_runs,
+    runs_table,
+    scan_runs,
+)
+from dashboard.data.training import (
+    learning_curve,
+    metrics_frame,
+    numeric_columns,
+    summary_of,
+    win_rate_table,
+)
+from dashboard.data.values import (
+    as_float,
+    as_int,
+    as_text,
+    ci_bounds,
+)
+
+__all__ = [
+    "ACTION_SHARE_COLUMNS",
+    "CORRECTNESS",
+    "CURVE_FILES",
+    "EVAL_COLUMNS",
+    "EXPLOIT_COLUMNS",
+    "EXPLOIT_RUN_COLUMNS",
+    "METRICS_FILE",
+    "SEATS",
+    "SEAT_COLUMNS",
+    "TRAINING_PREFIXES",
+    "TRI_STATE",
+    "JsonlData",
+    "MessageView",
+    "RunEntry",
+    "RunScan",
+    "TurnView",
+    "accuracy_rows",
+    "accuracy_table",
+    "action_share_table",
+    "arena_outcomes",
+    "arena_summaries",
+    "as_float",
+    "as_int",
+    "as_text",
+    "ci_bounds",
+    "discover_runs",
+    "episode_table",
+    "eval_frame",
+    "exploitability_runs_table",
+    "exploitability_table",
+    "failure_rates",
+    "file_stamp",
+    "filter_samples",
+    "fmt_key",
+    "key_of",
+    "learning_curve",
+    "metrics_frame",
+    "numeric_columns",
+    "read_csv_rows",
+    "read_json",
+    "read_jsonl",
+    "replay_turns",
+    "runs_table",
+    "scan_runs",
+    "seat_table",
+    "summary_of",
+    "transcript_messages",
+    "verdicts_showing",
+    "win_rate_table",
+]
