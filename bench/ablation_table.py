@@ -285,7 +285,7 @@ def print_tables(collected: Collected, order: list[str]) -> None:
         for arm in order:
             if arm in tables[name]:
                 seeds = tables[name][arm]
-                print(f"  {arm:<20}" + ", ".join(f"s{s} {seeds[s]:.3f}" for s in sorted(seeds)))
+                print(f"  {arm:<20} " + ", ".join(f"s{s} {seeds[s]:.3f}" for s in sorted(seeds)))
 
 
 def print_tests(table: Table, title: str, reference: str) -> dict[str, Any]:
@@ -328,7 +328,7 @@ def print_ttt_target(ttt: dict[str, Any]) -> None:
             for seat, c in row["seats"].items()
         ]
         verdict = "not below" if row["not_below"] else "below"
-        print(f"  {arm:<20}" + "   ".join(cells) + f"   {verdict}")
+        print(f"  {arm:<20} " + "   ".join(cells) + f"   {verdict}")
 
 
 def main() -> None:

@@ -270,7 +270,7 @@ def print_tables(start: dict[str, Any], runs: list[dict[str, Any]], arms: list[s
             for r in runs
             if r["arm"] == arm
         ]
-        print(f"  {arm:<18}" + "   ".join(cells))
+        print(f"  {arm:<20} " + "   ".join(cells))
     if not start["hanabi"] and not start["ttt"]:
         return
     print("\nMini Hanabi self-play score (mean [95% bootstrap], seeds pooled):")
@@ -278,10 +278,10 @@ def print_tables(start: dict[str, Any], runs: list[dict[str, Any]], arms: list[s
     rows.update({arm: [v for r in runs if r["arm"] == arm for v in r["hanabi"]] for arm in arms})
     for name, values in rows.items():
         mean, low, high = mean_ci(values)
-        print(f"  {name:<18}{mean:.3f} [{low:.3f}, {high:.3f}]  n={len(values)}")
+        print(f"  {name:<20} {mean:.3f} [{low:.3f}, {high:.3f}]  n={len(values)}")
     print("\nTic-Tac-Toe non-loss (seeds pooled; Wilson 95%):")
     keys = [f"{opponent}/{seat}" for opponent in TTT_OPPONENTS for seat in SEATS]
-    print(f"  {'model':<18}" + "".join(f"{key:<24}" for key in keys))
+    print(f"  {'model':<20} " + "".join(f"{key:<24}" for key in keys))
     tables = {"start": [start]} | {arm: [r for r in runs if r["arm"] == arm] for arm in arms}
     for name, members in tables.items():
         cells = []
@@ -290,7 +290,7 @@ def print_tables(start: dict[str, Any], runs: list[dict[str, Any]], arms: list[s
             wins = sum(m["ttt"].get(key, {}).get("non_loss", 0) for m in members)
             low, high = wilson_ci(wins, n)
             cells.append(f"{wins / n if n else 0:.2f} [{low:.2f},{high:.2f}]".ljust(24))
-        print(f"  {name:<18}" + "".join(cells))
+        print(f"  {name:<20} " + "".join(cells))
 
 
 def print_kuhn_comparison(runs: list[dict[str, Any]], arms: list[str]) -> None:
@@ -302,7 +302,7 @@ def print_kuhn_comparison(runs: list[dict[str, Any]], arms: list[str]) -> None:
         values = [r["kuhn"]["exploitability"] for r in runs if r["arm"] == arm]
         mean, low, high = mean_ci(values)
         intervals[arm] = (low, high)
-        print(f"  {arm:<18}{mean:.3f} [{low:.3f}, {high:.3f}]  seeds={len(values)}")
+        print(f"  {arm:<20} {mean:.3f} [{low:.3f}, {high:.3f}]  seeds={len(values)}")
     apart = [
         f"{a} < {b}" if intervals[a][1] < intervals[b][0] else f"{b} < {a}"
         for i, a in enumerate(arms)
