@@ -25,7 +25,7 @@ Every arm's config overrides sit on top of the shared budget (`ARMS`); `--arms` 
 The starting model is the format-only tiny model of `bench/recipes/selfplay-generalist.yaml` (legal
 replies; uniformly random poker and Hanabi moves with the state restated before the answer;
 Tic-Tac-Toe's last-listed copying), built and cached on first use. Each run is a `mars train
---backend local` process (`--parallel` at a time, one torch thread each); its last checkpoint, and
+--trainer local` process (`--parallel` at a time, one torch thread each); its last checkpoint, and
 the starting model, are then measured in another process, every figure sampled at the training
 temperature (the policy that was trained):
 
