@@ -25,7 +25,6 @@ from harness.errors import MarsError
 if TYPE_CHECKING:
     from harness.endpoint import Endpoint, GenerationConfig
     from harness.evaluation import SolvedSample, WorkItem
-    from mas.base import Models
 
 Grader = Callable[["WorkItem", "SolvedSample"], Awaitable[dict[str, Any]]]
 
@@ -113,7 +112,8 @@ class GradingPlan:
 
         return [GenerationConfig(temperature=self.settings.temperature, top_p=self.settings.top_p)]
 
-    def grader(self, models: Models) -> Grader:
+    def grader(self, endpoint_for_role: Callable[[str], Endpoint]) -> Grader:
+        """The rules, or the judge answering through the endpoint of its role."""
         if self.settings is None or self.role is None:
             return grade_by_rules
-        return judge_grader(models.for_role(self.role), self.settings, self.role)
+        return judge_grader(endpoint_for_role(self.role), self.settings, self.role)

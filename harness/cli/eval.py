@@ -253,7 +253,7 @@ async def _evaluate(
             run,
             workers=endpoint_config.concurrency * 2,
             show_progress=not quiet,
-            grader=grading.grader(models),
+            grader=grading.grader(models.for_role),
         )
     finally:
         for endpoint in (default, *by_role.values()):
