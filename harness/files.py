@@ -23,6 +23,13 @@ from pathlib import Path
 from typing import Any
 
 
+def mars_cache_dir() -> Path:
+    """Where mars keeps what it builds and downloads: `$MARS_CACHE_DIR` (an empty value counts as
+    unset), else ~/.cache/mars."""
+    root = os.environ.get("MARS_CACHE_DIR")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "mars"
+
+
 @dataclass
 class JsonlData:
     rows: list[dict[str, Any]] = field(default_factory=list)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from harness.endpoint import EndpointConfig, GenerationConfig
 from harness.errors import MarsError
-from harness.servers import ModelServer, check_model, server_state
+from harness.server_state import server_state
+from harness.servers import ModelServer, check_model
 
 
 def default_model() -> str:

@@ -18,7 +18,8 @@ request arrives, so it reproduces a reply only when requests run one at a time (
 continuous batching too). `warm_up` therefore sends the run's own settings first and records them
 as `pinned_sampling`; with `continuous_batching=False` every request's settings are applied
 (sequential generation, slower). Each server started here also leaves a small state file
-(`server_state`), so a client given only the URL finds the model name and the pinned settings.
+(`harness.server_state`), so a client given only the URL finds the model name and the pinned
+settings.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import MarsError
+from harness.files import mars_cache_dir
 from harness.processes import log_tail, stop_process_group
+from harness.server_state import write_server_state
 
 BACKENDS = ("auto", "vllm", "transformers")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -458,50 +461,3 @@ class ModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def mars_cache_dir() -> Path:
-    """`$MARS_CACHE_DIR` (an empty value counts as unset, as for the tiny model), else
-    ~/.cache/mars."""
-    root = os.environ.get("MARS_CACHE_DIR")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "mars"
-
-
-def _state_file(base_url: str) -> Path:
-    """One file per server address; `localhost` and `127.0.0.1` are the same server."""
-    address = base_url.rstrip("/").split("://", 1)[-1].replace("localhost", "127.0.0.1")
-    return mars_cache_dir() / "servers" / (re.sub(r"[^A-Za-z0-9._-]+", "_", address) + ".json")
-
-
-def write_server_state(state: dict[str, object]) -> Path:
-    path = _state_file(str(state["base_url"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(state, indent=2))
-    partial.replace(path)
-    return path
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def server_state(base_url: str) -> dict[str, object] | None:
-    """What a server started by `mars` (on this machine) at `base_url` serves: model name,
-    pinned sampling, ...; None when no live `mars`-started server is known there."""
-    path = _state_file(base_url)
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or not _alive(state.get("server_pid")):
-        return None
-    return state

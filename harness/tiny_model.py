@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import MarsError
+from harness.files import mars_cache_dir
 from harness.tiny_corpus import (
     CORPUS_VERSION,
     END_OF_TEXT,
@@ -75,9 +76,7 @@ _MARKER_FILE = "mars_tiny_model.json"
 
 def default_tiny_model_dir() -> Path:
     """`$MARS_CACHE_DIR/tiny-model-v1`, else `~/.cache/mars/tiny-model-v1`."""
-    root = os.environ.get("MARS_CACHE_DIR")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "mars"
-    return base / TINY_MODEL_VERSION
+    return mars_cache_dir() / TINY_MODEL_VERSION
 
 
 def ensure_tiny_model() -> Path:

@@ -150,7 +150,7 @@ def test_unknown_game_is_a_clear_error() -> None:
 def test_an_empty_mars_cache_dir_means_the_default_for_every_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from harness.servers import mars_cache_dir
+    from harness.files import mars_cache_dir
     from harness.tiny_model import default_tiny_model_dir
 
     monkeypatch.setenv("MARS_CACHE_DIR", "")

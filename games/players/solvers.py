@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from games.players.base import (
 )
 from games.spec import GameSpec
 from harness.errors import MarsError
-from harness.files import write_atomic
+from harness.files import mars_cache_dir, write_atomic
 
 Method = Literal["cfr", "cfr+"]
 DEFAULT_CFR_ITERATIONS = 1000
@@ -39,10 +38,7 @@ POLICY_SCHEMA_VERSION = 1
 
 
 def cache_dir(explicit: Path | None = None) -> Path:
-    if explicit is not None:
-        return explicit
-    env = os.environ.get("MARS_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "mars"
+    return explicit if explicit is not None else mars_cache_dir()
 
 
 @dataclass(frozen=True)
