@@ -4,7 +4,6 @@ seats, writing the per-turn trajectories the trainers read). Both write a resuma
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -179,6 +178,8 @@ def arena_command(
     model_label: str = typer.Option(None, "--model-label", help=LABEL_HELP),
 ) -> None:
     """Play PLAYER against OPPONENT, N episodes per seat, and score each seat."""
+    import asyncio
+
     from games.arena import ArenaConfig, record_key, run_arena, summarize
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player, needs_model
@@ -371,6 +372,8 @@ def selfplay_command(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """One model in both seats: per-turn trajectories (prompt, reply, reward, tokens) per game."""
+    import asyncio
+
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay

@@ -5,7 +5,6 @@ Each step prints what it does; the whole demo needs no download and no GPU.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -45,6 +44,8 @@ def _step(title: str) -> None:
 
 
 async def _chat_through_endpoint(base_url: str, model: str, identity: str) -> None:
+    import asyncio
+
     from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 
     endpoint = Endpoint(
@@ -108,6 +109,8 @@ def demo(
     games_per_step: int = typer.Option(32, help="Self-play games per step."),
 ) -> None:
     """The paper in miniature on CPU: serve, evaluate, pre-train, self-play train, re-evaluate."""
+    import asyncio
+
     from harness.servers import ModelServer
     from harness.tiny_model import ensure_tiny_model
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import sys
@@ -74,6 +73,8 @@ def eval_command(
     ),
 ) -> None:
     """Run reasoning suites through a MAS and grade every answer."""
+    import asyncio
+
     from harness.benchmarks import get_suite
     from harness.endpoint import GenerationConfig
     from harness.evaluation import WorkItem, eval_identity, record_key
