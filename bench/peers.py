@@ -8,6 +8,7 @@ arrived and when its reply left. From that log and the process's own start and e
 - exit: the last reply's departure to the process's end (summary written);
 - request phase / ideal: first arrival to last reply, over ceil(N / c) x 100 ms;
 - whole run / ideal: command start to process end, over the same ideal;
+- where the request phase goes: each wave's start drift past 100 ms and its arrival spread;
 - client CPU per request: the tool process's user + system CPU (with its children) over N;
   for mars also the run phase's alone (`client_cpu_s` of its summary: no start-up, no exit),
   which is what the 0.3 ms target is about.
@@ -21,6 +22,7 @@ are found (`pip install -e ".[peers]"`, or `--inspect` / `--lm-eval` pointing at
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -63,6 +65,11 @@ class Figures:
     client_cpu_ms_per_request: float
     requests: int
     run_cpu_ms_per_request: float | None = None
+    # Where the request phase goes beyond ideal: each wave of `c` requests starts this much later
+    # than 100 ms after the one before (the client's reaction to a reply), and a wave's requests
+    # arrive spread over this many ms (replies processed one after another), mean over waves.
+    wave_drift_ms: float = 0.0
+    wave_spread_ms: float = 0.0
 
 
 class Server:
@@ -109,6 +116,11 @@ def timed_run(
     last_reply = max(b for _, b in spans)
     ideal = math.ceil(len(spans) / concurrency) * DELAY_S
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    arrivals = sorted(a for a, _ in spans)
+    waves = [arrivals[i : i + concurrency] for i in range(0, len(arrivals), concurrency)]
+    starts = [wave[0] for wave in waves]
+    drift = [(b - a - DELAY_S) * 1000 for a, b in itertools.pairwise(starts)]
+    spread = [(wave[-1] - wave[0]) * 1000 for wave in waves]
     run_cpu = None
     if "--run-dir" in command:  # mars: its summary has the run phase's own CPU
         summary = Path(command[command.index("--run-dir") + 1]) / "summary.json"
@@ -123,6 +135,8 @@ def timed_run(
         client_cpu_ms_per_request=1000 * cpu / len(spans),
         requests=len(spans),
         run_cpu_ms_per_request=run_cpu,
+        wave_drift_ms=statistics.mean(drift) if drift else 0.0,
+        wave_spread_ms=statistics.mean(spread),
     )
 
 
