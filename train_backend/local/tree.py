@@ -62,8 +62,7 @@ import random
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from games.arena import run_episodes
 from games.engine import EpisodeOptions, play_episode
@@ -83,94 +82,20 @@ from train_backend.local.rollout import (
     first_seed,
     games_for_step,
 )
+from train_backend.local.tree_nodes import (
+    MainLine,
+    Node,
+    Reply,
+    TreeOptions,
+    sampled_branches,
+    state_key,
+)
 
 if TYPE_CHECKING:
     from harness.endpoint import Completion
     from train_backend.local.policy import Message
 
-Continuation = Literal["auto", "random", "greedy"]
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class TreeOptions:
-    branches: int = 4  # K replies sampled at every policy turn of the main line
-    continuation: Continuation = "auto"
-    all_actions: bool = False
-    counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
-    team_weight: float = 0.0  # alpha in r = alpha * team + local
-    explore: float = 0.0  # chance that a random continuation is a uniform pick of all branches
-    branch_rate: float = 1.0  # chance that a main-line policy turn is branched (else one sample)
-    keep_invalid: bool = False  # all_actions rewrites duplicates only; invalid samples stay
-
-    def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
-        if self.continuation != "auto":
-            return self.continuation
-        return "greedy" if spec.perfect_information else "random"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A reply as the engine sees it, and the token ids it came from."""
-
-    text: str
-    reasoning: str
-    completion_ids: tuple[int, ...]
-    stopped: bool
-    forced: bool = False  # an all-actions branch: a sampled reply with its answer rewritten
-
-    def completion(self, prompt_tokens: int) -> Completion:
-        from harness.endpoint import Completion, Usage
-
-        return Completion(
-            text=self.text,
-            reasoning=self.reasoning,
-            finish_reason="stop" if self.stopped else "length",
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self.completion_ids)),
-        )
-
-
-@dataclass
-class Node:
-    """One policy turn of a main line: its state and its K branches."""
-
-    game: str
-    seed: int
-    call: int  # index among the episode's model calls (both seats, re-asks included)
-    seat: int
-    turn: int  # the seat's own turn index
-    prompt_ids: list[int]
-    branches: list[Reply]
-    chosen: int = 0
-    returns: list[float | None] = field(default_factory=list)
-    legal: list[bool | None] = field(default_factory=list)
-    off_policy: bool = False  # reached after the other seat's exploratory move: not trained
-
-
-@dataclass
-class _Line:
-    """A main line's model calls so far (both seats), replayed verbatim by its branches."""
-
-    replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
-    seat_calls: dict[int, int] = field(default_factory=dict)
-    explored: list[tuple[int, int]] = field(default_factory=list)  # (seat, call) per exploration
-
-
-def _sampled(replies: Sequence[Reply]) -> list[int]:
-    """The branches a random continuation picks from: the policy's own samples (a uniform pick
-    among K samples is itself a policy sample, so the main line stays on-policy and its return
-    estimates the same thing as the other branches'), all of them if every one was forced."""
-    own = [index for index, reply in enumerate(replies) if not reply.forced]
-    return own or list(range(len(replies)))
-
-
-def state_key(token_ids: Sequence[int]) -> str:
-    """A stable key of what the model saw before a reply (its information state as a prompt)."""
-    import numpy as np
-
-    return hashlib.blake2b(
-        np.asarray(token_ids, dtype=np.int64).tobytes(), digest_size=12
-    ).hexdigest()
 
 
 class TreeRollout:
@@ -195,7 +120,7 @@ class TreeRollout:
         self.step = step
         self.run_seed = run_seed
         self.opponents = opponents
-        self.lines: dict[tuple[str, int], _Line] = {}
+        self.lines: dict[tuple[str, int], MainLine] = {}
         self.nodes: list[Node] = []
         self.pending: list[asyncio.Task[None]] = []
         self.generated_tokens = 0
@@ -284,7 +209,7 @@ class TreeRollout:
 
     def _main_player(self, spec: GameSpec) -> FunctionPlayer:
         async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
-            line = self.lines.setdefault((spec.name, seed), _Line())
+            line = self.lines.setdefault((spec.name, seed), MainLine())
             call = len(line.replies)
             turn = line.seat_calls.get(seat, 0)
             line.seat_calls[seat] = turn + 1
@@ -316,7 +241,7 @@ class TreeRollout:
                     node.chosen = rng.randrange(len(replies))
                     line.explored.append((seat, call))
                 else:
-                    node.chosen = rng.choice(_sampled(replies))
+                    node.chosen = rng.choice(sampled_branches(replies))
                 for b in range(len(replies)):
                     if b != node.chosen and not node.off_policy:  # untrained: no returns needed
                         task = self._score_branch(spec, node, b, prefix)
@@ -336,7 +261,7 @@ class TreeRollout:
         async def respond(messages: list[Message], seat: int, seed: int) -> Completion:
             agent = inner.agent(seat=seat, rng=random.Random(0), seed=seed)
             completion = await agent.respond(messages)  # type: ignore[union-attr]
-            line = self.lines.setdefault((spec.name, seed), _Line())
+            line = self.lines.setdefault((spec.name, seed), MainLine())
             ids = tuple(range(completion.usage.completion_tokens))  # only the count is replayed
             reply = Reply(completion.text, completion.reasoning, ids, True)
             line.replies.append((reply, completion.usage.prompt_tokens))

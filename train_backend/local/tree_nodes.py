@@ -1,0 +1,97 @@
+"""The parts of a tree-sampled rollout (train_backend.local.tree): its options, a reply with its
+token ids, a branched turn of a main line, and the key of a state."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from games.spec import GameSpec
+
+if TYPE_CHECKING:
+    from harness.endpoint import Completion
+
+Continuation = Literal["auto", "random", "greedy"]
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    branches: int = 4  # K replies sampled at every policy turn of the main line
+    continuation: Continuation = "auto"
+    all_actions: bool = False
+    counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
+    team_weight: float = 0.0  # alpha in r = alpha * team + local
+    explore: float = 0.0  # chance that a random continuation is a uniform pick of all branches
+    branch_rate: float = 1.0  # chance that a main-line policy turn is branched (else one sample)
+    keep_invalid: bool = False  # all_actions rewrites duplicates only; invalid samples stay
+
+    def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
+        if self.continuation != "auto":
+            return self.continuation
+        return "greedy" if spec.perfect_information else "random"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply as the engine sees it, and the token ids it came from."""
+
+    text: str
+    reasoning: str
+    completion_ids: tuple[int, ...]
+    stopped: bool
+    forced: bool = False  # an all-actions branch: a sampled reply with its answer rewritten
+
+    def completion(self, prompt_tokens: int) -> Completion:
+        from harness.endpoint import Completion, Usage
+
+        return Completion(
+            text=self.text,
+            reasoning=self.reasoning,
+            finish_reason="stop" if self.stopped else "length",
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self.completion_ids)),
+        )
+
+
+@dataclass
+class Node:
+    """One policy turn of a main line: its state and its K branches."""
+
+    game: str
+    seed: int
+    call: int  # index among the episode's model calls (both seats, re-asks included)
+    seat: int
+    turn: int  # the seat's own turn index
+    prompt_ids: list[int]
+    branches: list[Reply]
+    chosen: int = 0
+    returns: list[float | None] = field(default_factory=list)
+    legal: list[bool | None] = field(default_factory=list)
+    off_policy: bool = False  # reached after the other seat's exploratory move: not trained
+
+
+@dataclass
+class MainLine:
+    """A main line's model calls so far (both seats), replayed verbatim by its branches."""
+
+    replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
+    seat_calls: dict[int, int] = field(default_factory=dict)
+    explored: list[tuple[int, int]] = field(default_factory=list)  # (seat, call) per exploration
+
+
+def sampled_branches(replies: Sequence[Reply]) -> list[int]:
+    """The branches a random continuation picks from: the policy's own samples (a uniform pick
+    among K samples is itself a policy sample, so the main line stays on-policy and its return
+    estimates the same thing as the other branches'), all of them if every one was forced."""
+    own = [index for index, reply in enumerate(replies) if not reply.forced]
+    return own or list(range(len(replies)))
+
+
+def state_key(token_ids: Sequence[int]) -> str:
+    """A stable key of what the model saw before a reply (its information state as a prompt)."""
+    import numpy as np
+
+    return hashlib.blake2b(
+        np.asarray(token_ids, dtype=np.int64).tobytes(), digest_size=12
+    ).hexdigest()
