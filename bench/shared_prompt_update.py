@@ -47,8 +47,8 @@ def main() -> None:
     from train_backend.local.policy import load_policy
     from train_backend.local.ppo import batch_log_probs_and_entropy, pack, pack_rows
     from train_backend.local.rollout import make_responder
-    from train_backend.local.trainer import _micro_batches
     from train_backend.local.tree import TreeOptions, play_tree_step
+    from train_backend.local.update import _micro_batches
     from train_backend.pretrain import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
