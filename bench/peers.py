@@ -72,6 +72,14 @@ class Figures:
     wave_spread_ms: float = 0.0
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """A tool's command line, and where it writes its own summary (mars: the run phase's CPU)."""
+
+    argv: list[str]
+    summary: Path | None = None
+
+
 class Server:
     """The scripted server in its own process, with a fresh timeline file per run."""
 
@@ -98,12 +106,12 @@ class Server:
 
 
 def timed_run(
-    tool: str, command: list[str], server: Server, n: int, concurrency: int, env: dict[str, str]
+    tool: str, run: Invocation, server: Server, n: int, concurrency: int, env: dict[str, str]
 ) -> Figures:
     server.reset()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    result = subprocess.run(run.argv, env=env, capture_output=True, text=True)
     ended = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -122,9 +130,8 @@ def timed_run(
     drift = [(b - a - DELAY_S) * 1000 for a, b in itertools.pairwise(starts)]
     spread = [(wave[-1] - wave[0]) * 1000 for wave in waves]
     run_cpu = None
-    if "--run-dir" in command:  # mars: its summary has the run phase's own CPU
-        summary = Path(command[command.index("--run-dir") + 1]) / "summary.json"
-        run_cpu = 1000 * json.loads(summary.read_text())["client_cpu_s"] / len(spans)
+    if run.summary is not None:
+        run_cpu = 1000 * json.loads(run.summary.read_text())["client_cpu_s"] / len(spans)
     return Figures(
         tool=tool,
         concurrency=concurrency,
@@ -140,13 +147,14 @@ def timed_run(
     )
 
 
-def mars_command(base_url: str, n: int, concurrency: int, work: Path) -> list[str]:
-    return [
+def mars_command(base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
+    run_dir = work / f"mars-{time.monotonic_ns()}"
+    argv = [
         sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", str(n),
         "--concurrency", str(concurrency), "--base-url", base_url, "--model", "scripted",
-        "--run-dir", str(work / f"mars-{time.monotonic_ns()}"), "--quiet",
-        "--data-dir", str(DATA_DIR),
+        "--run-dir", str(run_dir), "--quiet", "--data-dir", str(DATA_DIR),
     ]  # fmt: skip
+    return Invocation(argv, run_dir / "summary.json")
 
 
 INSPECT_TASK = """
@@ -167,15 +175,16 @@ def gsm8k_local(path: str, limit: int) -> Task:
 """
 
 
-def inspect_command(binary: str, base_url: str, n: int, concurrency: int, work: Path) -> list[str]:
+def inspect_command(binary: str, base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
     task_file = work / "inspect_gsm8k.py"
     task_file.write_text(INSPECT_TASK)
-    return [
+    argv = [
         binary, "eval", f"{task_file}@gsm8k_local", "-T", f"path={GSM8K}", "-T", f"limit={n}",
         "--model", "openai-api/scripted/scripted", "--max-connections", str(concurrency),
         "--log-dir", str(work / f"inspect-logs-{time.monotonic_ns()}"), "--display", "none",
         "--no-fail-on-error",
     ]  # fmt: skip
+    return Invocation(argv)
 
 
 LM_EVAL_TASK = """task: gsm8k_local
@@ -195,7 +204,7 @@ metric_list:
 """
 
 
-def lm_eval_command(binary: str, base_url: str, n: int, concurrency: int, work: Path) -> list[str]:
+def lm_eval_command(binary: str, base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
     tasks = work / "lm_eval_tasks"
     tasks.mkdir(exist_ok=True)
     (tasks / "gsm8k_local.yaml").write_text(LM_EVAL_TASK.format(path=GSM8K))
@@ -203,11 +212,12 @@ def lm_eval_command(binary: str, base_url: str, n: int, concurrency: int, work: 
         f"model=scripted,base_url={base_url}/chat/completions,num_concurrent={concurrency},"
         "max_retries=3,tokenized_requests=False"
     )
-    return [
+    argv = [
         binary, "--model", "local-chat-completions", "--model_args", model_args,
         "--tasks", "gsm8k_local", "--include_path", str(tasks), "--limit", str(n),
         "--apply_chat_template", "--output_path", str(work / f"lm-eval-{time.monotonic_ns()}"),
     ]  # fmt: skip
+    return Invocation(argv)
 
 
 def help_seconds(repeats: int, env: dict[str, str]) -> float:
@@ -245,7 +255,7 @@ def main() -> None:
             "HF_DATASETS_OFFLINE": "1",
         }
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps its bytecode
-        tools: dict[str, Callable[[int], list[str]]] = {
+        tools: dict[str, Callable[[int], Invocation]] = {
             "mars": lambda c: mars_command(server.base_url, args.questions, c, work)
         }
         if args.inspect:
