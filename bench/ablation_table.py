@@ -195,7 +195,7 @@ def hanabi_target(collected: Collected) -> dict[str, Any] | None:
     table = collected.tables.get("hanabi")
     if start is None or table is None:
         return None
-    from harness.stats import bootstrap_mean_ci
+    from core.stats import bootstrap_mean_ci
 
     _, start_high = bootstrap_mean_ci(start["hanabi"])
     above = {arm: t_interval(list(seeds.values()))[0] > start_high for arm, seeds in table.items()}

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pyspiel
 
+from core.runstore import RunDir
 from games.arena import ArenaConfig, run_arena
 from games.players import PlayerContext, make_player
 from games.records import RecordWriter
 from games.spec import get_game
-from harness.runstore import RunDir
 
 TARGET_RATIO = 0.20
 

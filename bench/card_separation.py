@@ -48,8 +48,8 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from core.runstore import RunDir
     from games.spec import get_game
-    from harness.runstore import RunDir
     from train_backend.config import TrainConfig
     from train_backend.local.batcher import Sampling
     from train_backend.local.exploitability import policy_exploitability

@@ -142,7 +142,7 @@ def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, f
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
     server = subprocess.Popen(
-        [sys.executable, "-m", "harness", "dashboard", "--runs", str(root), "--port", str(port)],
+        [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,

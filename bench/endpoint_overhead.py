@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import report, scripted_server_process
 
-from harness.endpoint import Endpoint, EndpointConfig
+from core.endpoint import Endpoint, EndpointConfig
 
 REQUESTS = 1000
 CONCURRENCY = 32

@@ -26,7 +26,7 @@ def main() -> None:
     with scripted_server_process(DELAY_S) as base_url, tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         command = [
-            sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", str(SAMPLES),
+            sys.executable, "-m", "mars", "eval", "--suite", "gsm8k", "--limit", str(SAMPLES),
             "--epochs", str(EPOCHS), "--concurrency", str(CONCURRENCY), "--base-url", base_url,
             "--model", "scripted", "--run-dir", str(run_dir), "--quiet",
             "--data-dir", str(DATA_DIR),

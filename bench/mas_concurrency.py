@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import report, scripted_server_process
 
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.runstore import RunDir
 from harness.benchmarks import get_suite
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.evaluation import SolvedSample, WorkItem, run_items
-from harness.runstore import RunDir
 from mas.base import Models, Task, Transcript, get_mas
 
 DELAY_S = 0.1

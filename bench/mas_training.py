@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import report
 from bench.ablation_table import holm, t_interval, welch
-from harness.stats import wilson_ci
+from core.stats import wilson_ci
 
 REPO = Path(__file__).resolve().parents[1]
 ARMS: dict[str, dict[str, Any]] = {
@@ -73,7 +73,7 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
     }
     config_file = root / f"{arm}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "harness", "train-mas", "--config", str(config_file),
+    command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
                "--run-dir", str(run_dir), "--threads", "1", "--quiet"]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)

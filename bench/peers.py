@@ -150,7 +150,7 @@ def timed_run(
 def mars_command(base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
     run_dir = work / f"mars-{time.monotonic_ns()}"
     argv = [
-        sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", str(n),
+        sys.executable, "-m", "mars", "eval", "--suite", "gsm8k", "--limit", str(n),
         "--concurrency", str(concurrency), "--base-url", base_url, "--model", "scripted",
         "--run-dir", str(run_dir), "--quiet", "--data-dir", str(DATA_DIR),
     ]  # fmt: skip
@@ -224,7 +224,7 @@ def help_seconds(repeats: int, env: dict[str, str]) -> float:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        command = [sys.executable, "-m", "harness", "--help"]
+        command = [sys.executable, "-m", "mars", "--help"]
         subprocess.run(command, capture_output=True, check=True, env=env)
         times.append(time.perf_counter() - started)
     return min(times)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 from _common import report
 
+from core.endpoint import Completion, Usage
+from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
 from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
 from games.spec import get_game
-from harness.endpoint import Completion, Usage
-from harness.reasoning import split_reasoning
 from train_backend.local.conversation import ChatContinuation, SeatConversation
 from train_backend.local.policy import Policy
 
@@ -52,7 +52,7 @@ class Tally:
 def tokenizer_policy() -> Policy:
     from transformers import AutoTokenizer
 
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     tokenizer.model_max_length = 10**9  # only counting: a long chat is no error here

@@ -68,7 +68,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.stats import bootstrap_mean_ci, wilson_ci
+from core.stats import bootstrap_mean_ci, wilson_ci
 
 GAMES = ("kuhn_poker", "mini_hanabi", "tic_tac_toe")
 # Each arm is a set of config overrides on top of the shared budget (see train_run).
@@ -161,7 +161,7 @@ def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: P
     config_file = root / f"{arm}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     command = [
-        sys.executable, "-m", "harness", "train",
+        sys.executable, "-m", "mars", "train",
         "--model", model,
         "--games", args.games,
         "--seed", str(seed),

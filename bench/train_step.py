@@ -61,7 +61,7 @@ def train_mas(model: str, args: argparse.Namespace, work: Path, *extra: str) -> 
     config_file = work / f"{name}.yaml"
     config_file.write_text(yaml.safe_dump(job_config(model, args)))
     run_dir = work / f"{name}-run"
-    command = [sys.executable, "-m", "harness", "train-mas", "--config", str(config_file),
+    command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
                "--run-dir", str(run_dir), "--threads", str(args.threads), "--quiet",
                *extra]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
@@ -71,7 +71,7 @@ def train_mas(model: str, args: argparse.Namespace, work: Path, *extra: str) -> 
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
-    from harness.files import read_jsonl
+    from core.files import read_jsonl
 
     return read_jsonl(path).rows
 

@@ -56,8 +56,8 @@ SEAT_TITLES = ("first", "second")
 def _replay(record_json: str, leduc_deals: str | None) -> tuple[tuple[dict, ...] | None, str]:
     import json
 
+    from core.errors import MarsError
     from games.positions import replay_positions  # OpenSpiel loads with the first replay
-    from harness.errors import MarsError
 
     try:
         positions = replay_positions(json.loads(record_json), leduc_deals)  # type: ignore[arg-type]

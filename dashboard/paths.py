@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 RUNS_ROOT_ENV = "MARS_RUNS_ROOT"
 

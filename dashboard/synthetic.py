@@ -1,6 +1,6 @@
 """Synthetic run directories in the real formats, for the dashboard's tests and load benchmark.
 
-Everything is written through `harness.runstore.RunDir`, so the files are exactly what `mars`
+Everything is written through `core.runstore.RunDir`, so the files are exactly what `mars`
 commands write; record contents are deterministic functions of their index.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.runstore import RunDir
+from core.runstore import RunDir
 
 
 def eval_record(

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.errors import MarsError
+from core.stats import wilson_ci
 from games.engine import EpisodeOptions, bots_only, play_bot_episode, play_episode
 from games.episode import SEAT_NAMES, EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
-from harness.errors import MarsError
-from harness.stats import wilson_ci
 
 SeatChoice = Literal["both", "first", "second"]
 SEAT_CHOICES: tuple[str, ...] = ("both", "first", "second")

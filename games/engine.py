@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pyspiel
 
+from core.errors import MarsError
 from games.actions import vocabulary
 from games.chance import ChanceSampler, DealTable, deal_table, stream
 from games.episode import EpisodeResult, Turn
@@ -32,7 +33,6 @@ from games.rewards import (
 )
 from games.rules import DEFAULT_RULES, PlayRules
 from games.spec import GameSpec
-from harness.errors import MarsError
 
 
 def retries_allowed(invalid: str) -> int:
@@ -136,7 +136,7 @@ async def play_episode(
             )
         else:
             # Imported here: only games with a model seat pay for loading the openai client.
-            from harness.endpoint import EndpointError
+            from core.endpoint import EndpointError
 
             model = models[seat]
             assert model is not None

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import pyspiel
 
+from core.errors import MarsError
 from games.actions import vocabulary
 from games.prompts import PromptStyle, SeatPrompter
 from games.spec import GameSpec, list_games
-from harness.errors import MarsError
 
 Message = dict[str, str]
 # Histories (nodes of the tree, terminal and chance nodes included) an exact best response may

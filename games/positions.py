@@ -27,13 +27,13 @@ from typing import Any
 
 import pyspiel
 
+from core.errors import MarsError
 from games.actions import vocabulary
 from games.catalog.hanabi import CardLine, parse_observation
 from games.catalog.poker import KUHN_CARDS, leduc_card
 from games.chance import ChanceSampler, deal_table
 from games.rules import DEFAULT_RULES, LeducDeals
 from games.spec import GameSpec, get_game
-from harness.errors import MarsError
 
 Position = dict[str, Any]
 # Leduc's information state: [Private: 5], [Public: 2], [Round1: 2 1] (the moves as codes)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 POINTS_PER_LOGIT = 400.0 / math.log(10.0)  # Elo points per unit of log-odds
 MODEL_PLAYERS = ("llm", "self")

@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 TurnRewards = Literal["outcome", "step"]
 InvalidOutcome = Literal["forfeit", "reference"]

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import MarsError
 from games.arena import Sink, run_episodes
 from games.engine import EpisodeOptions
 from games.episode import EpisodeResult, conversation
 from games.players.base import Player
 from games.spec import GameSpec
-from harness.errors import MarsError
 
 SelfPlayKey = tuple[str, int]
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pyspiel
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 Split = Literal["train", "heldout"]
 # Which invalid-move penalty applies: -1-10 (board), -own bet-10 (bet), -current score-10 (score).

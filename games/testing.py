@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from core.endpoint import Completion, Usage
 from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
-from harness.endpoint import Completion, Usage
 
 # script(legal labels shown in the prompt, seat, call number of this seat in the episode) -> reply
 Script = Callable[[list[str], int, int], str]

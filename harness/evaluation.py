@@ -19,11 +19,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from core.errors import EndpointError
+from core.runstore import RunDir, identity_of
+from core.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k, wilson_ci
 from harness.benchmarks import Sample, Suite
-from harness.errors import EndpointError
 from harness.graders import Grader, grade_by_rules
-from harness.runstore import RunDir, identity_of
-from harness.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k, wilson_ci
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,8 @@ from inspect_ai.model import (
 )
 from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, Score
 
-from harness.errors import MarsError
-from harness.runstore import RunDir, RunInfo, RunStatus
+from core.errors import MarsError
+from core.runstore import RunDir, RunInfo, RunStatus
 
 SCORER = "mars_grader"
 LOG_FORMATS = {".eval": "eval", ".json": "json"}

@@ -14,16 +14,16 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.errors import MarsError
 from harness.benchmarks.grading_worker import GradingError, grade_off_loop
 from harness.benchmarks.judge import (
     AnswerJudgeSettings,
     answer_judge_messages,
     parse_answer_verdict,
 )
-from harness.errors import MarsError
 
 if TYPE_CHECKING:
-    from harness.endpoint import Endpoint, GenerationConfig
+    from core.endpoint import Endpoint, GenerationConfig
     from harness.evaluation import SolvedSample, WorkItem
 
 Grader = Callable[["WorkItem", "SolvedSample"], Awaitable[dict[str, Any]]]
@@ -61,7 +61,7 @@ def judge_grader(endpoint: Endpoint, settings: AnswerJudgeSettings, role: str) -
     judge's verdict is the record's `correct`, both grades are kept in `grades`. A judge reply
     that is neither "Correct" nor "Incorrect" is a grading error (the sample is redone on
     resume), never a guess."""
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
 
     gen = GenerationConfig(
         temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens
@@ -108,7 +108,7 @@ class GradingPlan:
         """The judge's sampling when it shares the run's model (its role is not mapped)."""
         if self.settings is None or self.role in mapped_roles:
             return []
-        from harness.endpoint import GenerationConfig
+        from core.endpoint import GenerationConfig
 
         return [GenerationConfig(temperature=self.settings.temperature, top_p=self.settings.top_p)]
 

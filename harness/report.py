@@ -2,10 +2,10 @@
 
 Metrics (`--metric`, docs/benchmarks.md "Summary statistics"):
 - `accuracy`: correct / graded attempts, with the interval clustered by question when a question
-  has several attempts (`harness.stats.clustered_wilson_ci`);
+  has several attempts (`core.stats.clustered_wilson_ci`);
 - `maj@k` (all of each question's attempts) or `maj@K` (epochs 0..K-1): the majority answer is
-  right (`harness.stats.majority_correct`), Wilson interval over questions;
-- `pass@K`: the unbiased estimate from each question's n attempts (`harness.stats.pass_at_k`);
+  right (`core.stats.majority_correct`), Wilson interval over questions;
+- `pass@K`: the unbiased estimate from each question's n attempts (`core.stats.pass_at_k`);
   `pass@k` takes K = the fewest graded attempts any question has in the runs compared; percentile
   bootstrap interval over questions. Questions with fewer than K attempts are left out.
 
@@ -26,9 +26,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import MarsError
-from harness.runstore import RunDir
-from harness.stats import (
+from core.errors import MarsError
+from core.runstore import RunDir
+from core.stats import (
     Attempt,
     bootstrap_mean_ci,
     majority_correct,

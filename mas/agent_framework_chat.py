@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from mas import prompts
 from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas

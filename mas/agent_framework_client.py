@@ -27,8 +27,8 @@ from agent_framework import (
     ResponseStream,
 )
 
-from harness.endpoint import Completion, GenerationConfig
-from harness.endpoint import Message as ChatMessage
+from core.endpoint import Completion, GenerationConfig
+from core.endpoint import Message as ChatMessage
 from mas.base import Conversation
 
 _GENERATION_FIELDS = frozenset(GenerationConfig.model_fields)

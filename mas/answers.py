@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import re
 
+from core.errors import MarsError
 from harness.benchmarks import Suite, get_suite
 from harness.benchmarks.extraction import last_boxed, strip_text_wrappers
 from harness.benchmarks.grading import parse_number
-from harness.errors import MarsError
 from mas.base import Task
 
 _SPACES = re.compile(r"\s+")

@@ -36,8 +36,8 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
-from harness.endpoint import GenerationConfig, Message
-from harness.errors import EndpointError
+from core.endpoint import GenerationConfig, Message
+from core.errors import EndpointError
 from mas.base import Conversation
 
 MODEL_INFO: ModelInfo = {

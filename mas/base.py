@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
-from harness.errors import MarsError
+from core.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
+from core.errors import MarsError
 
 
 class Task(BaseModel):

@@ -26,7 +26,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from harness.endpoint import Message
+from core.endpoint import Message
 from mas import maslab, prompts
 from mas.answers import answer_key, extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas

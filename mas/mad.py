@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.endpoint import Message
+from core.endpoint import Message
 from mas import maslab, prompts
 from mas.answers import answer_key, extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from harness.endpoint import Message
+from core.endpoint import Message
 from mas import prompts
 from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 
 def int_option(config: dict[str, Any], key: str, default: int, *, minimum: int = 1) -> int:

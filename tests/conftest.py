@@ -34,7 +34,7 @@ def run_mars(
     *args: str, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "mars", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

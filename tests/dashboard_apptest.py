@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
+from core.stats import wilson_ci
 from dashboard.paths import RUNS_ROOT_ENV
-from harness.stats import wilson_ci
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 PAGE_SLUGS = {

@@ -1,6 +1,6 @@
 """Run directories for the dashboard tests, made by the real commands.
 
-`build_runs(root)` runs, as subprocesses of `python -m harness`:
+`build_runs(root)` runs, as subprocesses of `python -m mars`:
 - `mars eval` twice (a "base" and a "trained" run of the `debate` MAS, 2 agents answering and then
   revising once, on gsm8k and aqua) against a `ScriptedServer` whose answer key decides which
   samples are right, wrong, unreadable (extraction failure) or refused (HTTP 400: an error);

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.testing.scripted_server import SeenRequest
 from mas import prompts
 from mas.base import Models

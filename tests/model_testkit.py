@@ -13,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from harness.errors import MarsError
-from harness.tiny_model import ensure_tiny_model, read_build_info
+from core.errors import MarsError
+from core.tiny_model import ensure_tiny_model, read_build_info
 from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
 
 # Kuhn poker's format only, half the examples in each prompt style (the verl CPU training test

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.advantage import ESTIMATORS, compute_advantages
 
 K, L = "kuhn_poker", "leduc_poker"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import run_mars
 
+from core.errors import MarsError
 from games.players.llm import ModelSpec, named_models, parse_model_spec
 from games.prompts import legal_actions_in
-from harness.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 

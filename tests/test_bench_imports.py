@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-OURS = ("harness", "mas", "games", "train_backend", "dashboard", "bench")
+OURS = ("core", "harness", "mars", "mas", "games", "train_backend", "dashboard", "bench")
 BENCHES = sorted((REPO / "bench").glob("*.py"))
 
 

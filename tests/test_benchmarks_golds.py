@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.files import jsonl_slots
 from harness.benchmarks import LoadResult, get_suite, list_suites
 from harness.benchmarks.grading import math_verify_equal
 from harness.benchmarks.sources import (
@@ -17,7 +18,6 @@ from harness.benchmarks.sources import (
     read_csv_line_by_line,
     read_local_with_datasets,
 )
-from harness.files import jsonl_slots
 
 EXPECTED_COUNTS = {
     "gsm8k": 1319,

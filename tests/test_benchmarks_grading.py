@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
+from core.errors import MarsError
 from harness.benchmarks import Sample, Verdict, get_suite
 from harness.benchmarks.extraction import extract_choice_letter, last_answer_statement, last_boxed
 from harness.benchmarks.grading import parse_number
-from harness.errors import MarsError
 
 AQUA_CHOICES = ["5(√3 + 1)", "6(√3 + √2)", "7(√3 – 1)", "8(√3 – 2)", "None of these"]
 

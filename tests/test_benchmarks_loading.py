@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from core.errors import MarsError
 from harness.benchmarks import get_suite, list_suites, sources
 from harness.benchmarks.choice_suites import shuffled_order
-from harness.errors import MarsError
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from core.errors import MarsError
 from dashboard.boards import COLORS, board_html, positions_for
 from games.arena import ArenaConfig, run_arena
 from games.engine import EpisodeOptions
@@ -22,7 +23,6 @@ from games.positions import replay_positions
 from games.rules import PlayRules
 from games.spec import get_game
 from games.testing import first_legal, scripted_player
-from harness.errors import MarsError
 
 RANK_TRIPLES = PlayRules(leduc_deals="rank_triples")  # the MARSHAL code's Leduc deals
 

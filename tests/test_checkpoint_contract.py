@@ -1,4 +1,4 @@
-"""harness.checkpoints: a folder is a checkpoint when it is `step_N/` with checkpoint.json."""
+"""core.checkpoints: a folder is a checkpoint when it is `step_N/` with checkpoint.json."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.checkpoints import (
+from core.checkpoints import (
     CHECKPOINT_FILE,
     complete_checkpoints,
     read_checkpoint,
     step_dir_name,
     step_of,
 )
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.loop import checkpoints_folder
 from train_backend.loop import complete_checkpoints as loop_checkpoints

@@ -31,7 +31,7 @@ HEAVY = (
 
 PROBE = """
 import json, sys
-from harness.cli import main
+from mars import main
 main._register_commands()  # what `mars --help` imports: every command module
 print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
 """
@@ -53,7 +53,7 @@ def test_mars_help_lists_the_commands_without_importing_them_heavily() -> None:
         "import atexit, sys, runpy; sys.argv = ['mars', '--help']\n"
         f"heavy = {HEAVY!r}\n"
         "atexit.register(lambda: print('HEAVY', sorted(n for n in heavy if n in sys.modules)))\n"
-        "runpy.run_module('harness', run_name='__main__')\n"
+        "runpy.run_module('mars', run_name='__main__')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -82,7 +82,7 @@ def record():
         json.dump(sorted(name for name in HEAVY if name in sys.modules), handle)
 atexit.register(record)
 sys.argv = ["mars", *{args!r}]
-runpy.run_module("harness", run_name="__main__")
+runpy.run_module("mars", run_name="__main__")
 """
 
 

@@ -1,5 +1,5 @@
 """Every dashboard page through Streamlit's AppTest, on a temp runs root of synthetic run dirs
-written with harness.runstore.RunDir: exact numbers on hand-made cases, formats the commands do
+written with core.runstore.RunDir: exact numbers on hand-made cases, formats the commands do
 not write yet (loop curves, older metric layouts), and empty states. The same pages on run dirs
 made by the real commands: test_dashboard_real_runs.py."""
 

@@ -1,6 +1,6 @@
 """A real browser against `mars dashboard`: headless Chromium renders each page of the served app.
 
-The app is started with the real command (`python -m harness dashboard --runs ROOT --port N`, on
+The app is started with the real command (`python -m mars dashboard --runs ROOT --port N`, on
 127.0.0.1) over the run directories of dashboard_runs.py (made by `mars eval`, `mars failures`,
 `mars arena`, `mars train`). Each page is opened by URL (`?page=<slug>`) with one Chromium call that
 both dumps the DOM and takes a screenshot, with the flags of facts.md
@@ -115,7 +115,7 @@ def _stop_group(process: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def _dashboard(root: Path, port: int, log: Path) -> Iterator[str]:
-    command = [sys.executable, "-m", "harness", "dashboard", "--runs", str(root)]
+    command = [sys.executable, "-m", "mars", "dashboard", "--runs", str(root)]
     with log.open("w") as out:
         process = subprocess.Popen(
             [*command, "--port", str(port)],

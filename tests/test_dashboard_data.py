@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from core.errors import MarsError
 from dashboard import cache, data, synthetic
 from dashboard.paths import PathRefused, inside_root, runs_root
-from harness.errors import MarsError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -213,7 +213,7 @@ def test_dashboard_imports_only_harness() -> None:
 
 
 def test_mars_dashboard_command_line_checks(tmp_path: Path) -> None:
-    from harness.cli.dashboard import check_port, dashboard_command, streamlit_command
+    from mars.dashboard import check_port, dashboard_command, streamlit_command
 
     command = streamlit_command(tmp_path, 8765)
     assert command[1:4] == ["-m", "dashboard.serve", "run"]

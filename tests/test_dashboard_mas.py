@@ -19,8 +19,8 @@ from dashboard_apptest import OpenPage, metric, page_opener, row_where, table_wi
 from streamlit.testing.v1 import AppTest
 from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
+from core.runstore import RunDir
 from dashboard import data, mas_data, synthetic
-from harness.runstore import RunDir
 
 MAS_RUN = "mas-per-role"
 GAME_RUN = "train-game"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint import Endpoint, EndpointConfig, EndpointError, GenerationConfig
+from core.endpoint import Endpoint, EndpointConfig, EndpointError, GenerationConfig
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 

@@ -157,7 +157,7 @@ def test_sigkill_then_resume_gives_one_record_per_key_and_the_same_scores(tmp_pa
     with ScriptedServer(lambda req: Reply(text=key.reply_for(req), delay_s=0.3)) as server:
         args = _eval_args(server, tmp_path / "killed", "--concurrency", "2")
         process = subprocess.Popen(
-            [sys.executable, "-m", "harness", *args],
+            [sys.executable, "-m", "mars", *args],
             cwd=REPO, env=mars_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         records_file = tmp_path / "killed" / "records.jsonl"
@@ -231,7 +231,7 @@ def test_report_compares_two_runs_with_a_paired_difference(tmp_path: Path) -> No
         (["--suite", "gsm8k", "--limit", "0"], "--limit"),
         (["--suite", "gsm8k", "--data-dir", "/nonexistent/bench"], "/nonexistent/bench"),
         (["--suite", "gsm8k", "--mas", "nope"], "unknown MAS"),
-        # Without --model the name is asked of the server (harness.model_access): unreachable.
+        # Without --model the name is asked of the server (core.model_access): unreachable.
         (["--suite", "gsm8k", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach"),
         (["--suite", "gsm8k", "--role", "judge"], "ROLE=URL/NAME"),
     ],

@@ -14,10 +14,10 @@ from conftest import DATA_DIR, run_mars
 from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import ContentReasoning
 
+from core.errors import MarsError
+from core.runstore import RunDir
 from harness.benchmarks import get_suite
-from harness.errors import MarsError
 from harness.export_inspect import SCORER, export_inspect
-from harness.runstore import RunDir
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from core.stats import wilson_ci
 from dashboard import synthetic
 from harness.failures import (
     FAILURES_FILE,
@@ -25,7 +26,6 @@ from harness.failures import (
     summarize_failures,
 )
 from harness.mast import CATEGORIES, FAILURE_MODES, normalize_mode_id, taxonomy_text
-from harness.stats import wilson_ci
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 # ---------------------------------------------------------------- taxonomy
@@ -237,8 +237,8 @@ def _judge_script(request: dict[str, Any]) -> Reply:
 
 @pytest.fixture
 def cli() -> Any:
-    import harness.cli.failures  # noqa: F401  registers the command
-    from harness.cli.main import _register_commands, app
+    import mars.failures  # noqa: F401  registers the command
+    from mars.main import _register_commands, app
 
     _register_commands()
     runner = CliRunner()
@@ -355,7 +355,7 @@ def test_failed_judge_calls_are_recorded_and_redone(tmp_path: Path, cli: Any) ->
 
 
 def test_a_different_judge_needs_fresh(tmp_path: Path, cli: Any) -> None:
-    from harness.errors import MarsError
+    from core.errors import MarsError
 
     run = _eval_run(tmp_path / "eval-judges", n=9)
     with ScriptedServer(_judge_script, model="judge") as server:
@@ -398,7 +398,7 @@ def test_mars_failures_compare(tmp_path: Path, cli: Any) -> None:
 
 
 def test_user_errors_are_one_line_mars_errors(tmp_path: Path, cli: Any) -> None:
-    from harness.errors import MarsError
+    from core.errors import MarsError
 
     with pytest.raises(MarsError, match="not a run directory"):
         cli(str(tmp_path / "nowhere"))

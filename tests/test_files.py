@@ -1,4 +1,4 @@
-"""harness.files: the one tolerant JSONL reader and the one atomic writer."""
+"""core.files: the one tolerant JSONL reader and the one atomic writer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.files import (
+from core.files import (
     jsonl_slots,
     read_jsonl,
     write_atomic,

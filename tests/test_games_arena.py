@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from core.endpoint import Completion, EndpointError, Usage
+from core.runstore import RunDir
 from games.arena import ArenaConfig, record_key, run_arena, summarize
 from games.engine import EpisodeOptions
 from games.players import PlayerContext, make_player
@@ -18,8 +20,6 @@ from games.records import RecordWriter
 from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, turn_table
 from games.spec import get_game
 from games.testing import first_legal, scripted_player
-from harness.endpoint import Completion, EndpointError, Usage
-from harness.runstore import RunDir
 from train_backend.advantage import compute_advantages
 
 

@@ -10,11 +10,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import harness.cli.arena  # noqa: F401  (registers the commands on the app)
+import mars.arena
+from core.errors import MarsError
 from games.prompts import legal_actions_in
-from harness.cli.main import app
-from harness.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
+from mars.main import app
 
 
 @pytest.fixture(scope="module")

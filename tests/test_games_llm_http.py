@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from games.arena import ArenaConfig, run_arena
 from games.engine import EpisodeOptions
 from games.players import PlayerContext, make_player
 from games.prompts import legal_actions_in
 from games.spec import get_game
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 LONG_FILLER = "lorem ipsum " * 8_500  # ~100 KB, 17,000 "tokens" (the server counts words)

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from core.errors import MarsError
 from games.engine import play_episode
 from games.players import PlayerContext, make_player
 from games.players.minimax import best_actions
 from games.spec import get_game
-from harness.errors import MarsError
 
 
 def _outcomes(first: str, second: str, episodes: int) -> list[list[str]]:

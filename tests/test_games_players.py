@@ -9,11 +9,11 @@ from pathlib import Path
 import pyspiel
 import pytest
 
+from core.errors import MarsError
 from games.arena import ArenaConfig, run_arena
 from games.engine import play_episode
 from games.players import PlayerContext, make_player, solvers
 from games.spec import get_game
-from harness.errors import MarsError
 
 
 def arena(game: str, player: str, opponent: str, episodes: int, cache: Path | None = None) -> dict:
@@ -150,8 +150,8 @@ def test_unknown_game_is_a_clear_error() -> None:
 def test_an_empty_mars_cache_dir_means_the_default_for_every_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from harness.files import mars_cache_dir
-    from harness.tiny_model import default_tiny_model_dir
+    from core.files import mars_cache_dir
+    from core.tiny_model import default_tiny_model_dir
 
     monkeypatch.setenv("MARS_CACHE_DIR", "")
     default = Path.home() / ".cache" / "mars"

@@ -8,13 +8,13 @@ import re
 
 import pytest
 
+from core.errors import MarsError
 from games.chance import ChanceSampler
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult, conversation
 from games.players.base import Player
 from games.spec import GameSpec, get_game
 from games.testing import scripted_player
-from harness.errors import MarsError
 
 
 def moves_player(moves_by_seat: dict[int, list[str]]) -> Player:

@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import harness.cli.grade  # noqa: F401  (registers the command on the app)
-from harness.cli.main import app
-from harness.errors import MarsError
+import mars.grade
+from core.errors import MarsError
+from mars.main import app
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.runstore import RunDir
 from harness.benchmarks import Sample, get_suite
 from harness.benchmarks.grading_worker import (
     INLINE_LIMIT_CHARS,
@@ -17,9 +19,7 @@ from harness.benchmarks.grading_worker import (
     grade_inline,
     grade_off_loop,
 )
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from harness.evaluation import SolvedSample, WorkItem, run_items
-from harness.runstore import RunDir
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 # sympy computes this tower in C while holding the GIL: on a thread it freezes the event loop.

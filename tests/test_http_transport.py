@@ -8,7 +8,7 @@ import json
 import httpx2
 import pytest
 
-from harness.http_transport import LeanHTTPTransport
+from core.http_transport import LeanHTTPTransport
 
 BODY = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from conftest import DATA_DIR, run_mars
 
+from core.errors import MarsError
 from harness.benchmarks import get_suite
 from harness.benchmarks.judge import JUDGE_SYSTEM, agreement, parse_answer_verdict
-from harness.errors import MarsError
 from harness.graders import GradingPlan, parse_grader
 from harness.testing.scripted_server import Reply, ScriptedServer
 
@@ -126,7 +126,7 @@ def test_a_bad_grader_or_role_is_one_line(tmp_path: Path) -> None:
 
 
 def test_role_keeps_the_url_whole() -> None:
-    from harness.cli.options import parse_role_mapping
+    from mars.options import parse_role_mapping
 
     assert parse_role_mapping(["judge=Qwen3-4B@https://host/v1"]) == {
         "judge": ("https://host/v1", "Qwen3-4B")

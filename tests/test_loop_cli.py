@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import harness.cli.loop  # noqa: F401  (registers the command on the app)
-from harness.cli.main import _register_commands, app
-from harness.runstore import RunDir
+import mars.loop  # noqa: F401  (registers the command on the app)
+from core.runstore import RunDir
+from mars.main import _register_commands, app
 
 _register_commands()  # with one command only, typer would make `loop` the whole app
 
@@ -51,7 +51,7 @@ def _loop(watch: Path, run_dir: Path) -> list[dict]:
 def test_each_complete_checkpoint_is_evaluated_once_and_broken_ones_give_error_rows(
     tmp_path: Path,
 ) -> None:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     tiny = ensure_tiny_model()
     watch, run_dir = tmp_path / "checkpoints", tmp_path / "loop"
@@ -102,7 +102,7 @@ def test_each_complete_checkpoint_is_evaluated_once_and_broken_ones_give_error_r
 def test_a_baseline_is_evaluated_once_as_step_0_with_the_first_checkpoints_settings(
     tmp_path: Path,
 ) -> None:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     tiny = ensure_tiny_model()
     watch, run_dir = tmp_path / "checkpoints", tmp_path / "loop"
@@ -130,7 +130,7 @@ def test_a_baseline_is_evaluated_once_as_step_0_with_the_first_checkpoints_setti
 
 
 def test_loop_rejects_bad_input_before_serving(tmp_path: Path) -> None:
-    from harness.errors import MarsError
+    from core.errors import MarsError
 
     runner = CliRunner()
     missing = runner.invoke(
@@ -151,7 +151,7 @@ def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path
     train_dir, loop_dir = tmp_path / "train", tmp_path / "loop"
     trainer = subprocess.Popen(
         [
-            sys.executable, "-m", "harness", "train", "--trainer", "local",
+            sys.executable, "-m", "mars", "train", "--trainer", "local",
             "--games", "tic_tac_toe", "--steps", "2", "--games-per-step", "2",
             "--max-new-tokens", "16", "--eval-every", "0", "--save-every", "1",
             "--threads", "1", "--run-dir", str(train_dir),
@@ -161,7 +161,7 @@ def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path
     try:
         loop = subprocess.run(
             [
-                sys.executable, "-m", "harness", "loop", "--watch", str(train_dir),
+                sys.executable, "-m", "mars", "loop", "--watch", str(train_dir),
                 "--eval", SPEC, "--poll", "1", "--timeout", "600", "--run-dir", str(loop_dir),
             ],
             cwd=REPO, env=mars_env(), capture_output=True, text=True, timeout=900,

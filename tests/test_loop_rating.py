@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import run_mars
 
+from core.errors import MarsError
+from core.runstore import RunDir
 from games.ratings import collect_matches, rate_game
-from harness.errors import MarsError
-from harness.runstore import RunDir
 from train_backend.loop import (
     Checkpoint,
     RatingItem,
@@ -70,7 +70,7 @@ def test_a_rating_item_plays_its_bots_then_the_latest_earlier_checkpoints(tmp_pa
 
 @pytest.mark.slow
 def test_two_tiny_checkpoints_play_each_other_in_the_loop(tmp_path: Path) -> None:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     tiny = ensure_tiny_model()
     watch, loop = tmp_path / "checkpoints", tmp_path / "loop"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import MarsError
-from harness.runstore import RunDir
+from core.errors import MarsError
+from core.runstore import RunDir
 from train_backend.loop import (
     ArenaItem,
     Checkpoint,
@@ -188,7 +188,7 @@ def test_the_curve_keeps_the_last_row_per_step_sorted_and_flat(tmp_path: Path) -
 
 
 def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
-    from harness.cli.loop import _describe
+    from mars.loop import _describe
 
     seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
     row = {

@@ -15,9 +15,9 @@ from agent_framework import ChatResponse, Content, Message
 from conftest import DATA_DIR, run_mars
 from mas_testkit import close, endpoint, models_for, role_of, server_usage_by_role
 
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.errors import EndpointError, MarsError
 from harness.benchmarks import get_suite
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
-from harness.errors import EndpointError, MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.agent_framework_client import EndpointAgentClient, to_chat_messages
 from mas.base import Conversation, Models, Task, Transcript, get_mas, list_mas

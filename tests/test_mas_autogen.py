@@ -10,8 +10,8 @@ import pytest
 from autogen_core.models import AssistantMessage, CreateResult, SystemMessage, UserMessage
 from mas_testkit import close, endpoint, models_for, role_of, server_usage_by_role
 
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
-from harness.errors import EndpointError
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.errors import EndpointError
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.autogen_client import EndpointChatClient, to_chat_messages
 from mas.base import Conversation, Models, Task, Transcript, get_mas

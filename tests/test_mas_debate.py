@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mas_testkit import close, models_for, role_of, server_usage_by_role
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.base import Task, Transcript, get_mas
 from mas.debate import majority_vote

@@ -11,8 +11,8 @@ import pytest
 from conftest import DATA_DIR, run_mars
 from workflow_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
 
-from harness.errors import MarsError
-from harness.servers import model_fingerprint
+from core.errors import MarsError
+from core.servers import model_fingerprint
 from train_backend.local.policy import resolve_model_path
 from train_backend.mas.trained import trained_mas
 

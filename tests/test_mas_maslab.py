@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mas_testkit import close, models_for
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.base import Task, get_mas
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from core.errors import MarsError
 from harness.benchmarks import list_suites, sources
-from harness.errors import MarsError
 from train_backend.mas import data
 from train_backend.mas.data import (
     arithmetic_problems,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.endpoint import Message
+from core.endpoint import Message
 from mas.base import Task
 from train_backend.advantage import compute_advantages
 from train_backend.mas.data import Problem

@@ -13,7 +13,7 @@ import pytest
 import torch
 from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.local.policy import load_policy, resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
@@ -89,7 +89,7 @@ def test_a_role_the_workflow_lacks_or_a_missing_role_is_refused() -> None:
 
 def _mars(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "mars", *args], capture_output=True, text=True, check=False
     )
 
 

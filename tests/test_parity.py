@@ -22,13 +22,13 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from test_games_rewards import play, rewards
 
+from core.errors import MarsError
 from games.chance import ChanceSampler, deal_table, leduc_rank_triples
 from games.parsing import parse_move
 from games.rewards import length_penalty, pay_step
 from games.rules import PlayRules
 from games.spec import get_game
-from harness.cli.main import _register_commands, app
-from harness.errors import MarsError
+from mars.main import _register_commands, app
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig, load_train_config
 from train_backend.local.ppo import ppo_loss

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 from conftest import run_mars
 
+from core.errors import MarsError
 from games.parsing import parse_move
 from games.spec import get_game
-from harness.errors import MarsError
 from train_backend.format_data import build_teachers, game_examples, teachers_for
 from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
 
 
 @pytest.fixture(scope="module")
 def tiny_model_dir() -> Path:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model()
 

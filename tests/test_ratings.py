@@ -13,9 +13,9 @@ import pytest
 from conftest import run_mars
 from scipy.optimize import minimize
 
+from core.errors import MarsError
+from core.runstore import RunDir
 from games.ratings import POINTS_PER_LOGIT, Collected, Match, collect_matches, rate, rate_game
-from harness.errors import MarsError
-from harness.runstore import RunDir
 
 TRUE = {"A": 1300.0, "B": 1100.0, "C": 900.0, "D": 700.0}  # mean 1000
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA_DIR, run_mars
 from typer.testing import CliRunner
 
+from core.runstore import RUN_FILE, RunDir, identity_changes
 from dashboard import synthetic
-from harness.runstore import RUN_FILE, RunDir, identity_changes
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found")
@@ -83,7 +83,7 @@ def test_an_eval_rerun_with_other_settings_is_refused_and_touches_nothing(tmp_pa
 
 @pytest.fixture
 def cli() -> Any:
-    from harness.cli.main import _register_commands, app
+    from mars.main import _register_commands, app
 
     _register_commands()
     runner = CliRunner()

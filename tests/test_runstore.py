@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import MarsError
-from harness.runstore import RunDir, list_runs
-from harness.stats import bootstrap_mean_ci, paired_bootstrap_diff, pass_at_k, wilson_ci
+from core.errors import MarsError
+from core.runstore import RunDir, list_runs
+from core.stats import bootstrap_mean_ci, paired_bootstrap_diff, pass_at_k, wilson_ci
 
 
 def _key(record: dict) -> tuple:
@@ -135,7 +135,7 @@ def test_a_records_file_removed_or_rotated_mid_run_is_recreated_not_written_blin
 
 
 def test_a_run_status_is_written_and_compared_as_its_plain_string(tmp_path: Path) -> None:
-    from harness.runstore import FINISHED_STATUSES, RunStatus
+    from core.runstore import FINISHED_STATUSES, RunStatus
 
     run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="eval", slug="x")
     run.start(command=["mars"], config={})

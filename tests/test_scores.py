@@ -12,14 +12,14 @@ import pytest
 from conftest import DATA_DIR, run_mars
 from typer.testing import CliRunner
 
+from core.runstore import RUN_FILE, RunDir
+from core.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k, wilson_ci
+from core.usage import add_usage
 from dashboard import data, synthetic
 from harness.evaluation import summarize
 from harness.report import build_report, parse_metric, to_csv, to_markdown
-from harness.runstore import RUN_FILE, RunDir
-from harness.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k, wilson_ci
 from harness.testing.scripted_server import Reply, ScriptedServer
 from harness.unscored import NO_SCORE_EXIT_CODE
-from harness.usage import add_usage
 
 NOT_FOUND = "The model `scriptd` does not exist"
 
@@ -201,7 +201,7 @@ def test_report_compares_runs_on_each_metric_paired_over_questions(tmp_path: Pat
     too_many = build_report([base], "pass@4")["cells"]["base"]["gsm8k"]
     assert too_many["value"] is None and too_many["left_out"] == 6
 
-    from harness.cli.main import _register_commands, app
+    from mars.main import _register_commands, app
 
     _register_commands()
     args = ["report", str(base), str(trained), "--metric", "maj@k", "--save", str(tmp_path)]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, mars_env, run_mars
 
-from harness.errors import MarsError
-from harness.servers import ModelServer, looks_like_hub_id, model_fingerprint
+from core.errors import MarsError
+from core.servers import ModelServer, looks_like_hub_id, model_fingerprint
 
 FAKE_VLLM = """#!{python}
 # A stand-in for `vllm`: records its argv, then serves /v1/models with the scripted server.
@@ -109,7 +109,7 @@ def test_mars_serve_prints_the_url_and_stops_on_sigterm(
     fake_vllm: Path, model_dir: Path, tmp_path: Path
 ) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness", "serve", str(model_dir), "--backend", "vllm",
+        [sys.executable, "-m", "mars", "serve", str(model_dir), "--backend", "vllm",
          "--log-dir", str(tmp_path)],
         stdout=subprocess.PIPE, text=True, cwd=REPO, env=mars_env(PATH=os.environ["PATH"]),
     )  # fmt: skip

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import tiny_model
-from harness.errors import MarsError
-from harness.tiny_corpus import render_chat, synthetic_conversations
+from core import tiny_model
+from core.errors import MarsError
+from core.tiny_corpus import render_chat, synthetic_conversations
 
 ACTION_STRINGS = [
     "<X(0,0)>",
@@ -191,8 +191,8 @@ def test_ensure_refuses_a_foreign_folder_in_the_cache(
 
 
 def test_cli_build_prints_folder_and_parameters(tmp_path: Path) -> None:
-    import harness.cli.tiny_model  # noqa: F401  (registers the sub-app on the main app)
-    from harness.cli.main import app
+    import mars.tiny_model  # noqa: F401  (registers the sub-app on the main app)
+    from mars.main import app
 
     runner = CliRunner()
     target = tmp_path / "cli-model"

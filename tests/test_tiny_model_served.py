@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from conftest import DATA_DIR, run_mars
 
-from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
-from harness.servers import ModelServer
+from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
+from core.servers import ModelServer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model()
 
@@ -70,7 +70,7 @@ async def test_endpoint_against_transformers_serve(
 
 
 def test_a_wrong_model_name_fails_at_once_with_the_servers_reason(tiny_server: ModelServer) -> None:
-    from harness.errors import EndpointError
+    from core.errors import EndpointError
 
     async def ask() -> None:
         endpoint = Endpoint(EndpointConfig(base_url=tiny_server.base_url, model="not-this-one"))
@@ -87,7 +87,7 @@ def test_a_wrong_model_name_fails_at_once_with_the_servers_reason(tiny_server: M
 def test_models_lists_the_accepted_name_and_batching_pins_sampling(
     tiny_server: ModelServer,
 ) -> None:
-    from harness.model_access import listed_models
+    from core.model_access import listed_models
 
     assert listed_models(tiny_server.base_url) == [tiny_server.served_name]
     # Every earlier request in this session was greedy, so warming up greedy changes nothing.
@@ -199,7 +199,7 @@ def test_sigterm_during_eval_stops_its_server_and_marks_the_run(
 
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness", "eval", "--suite", "gsm8k", "--limit", "200",
+        [sys.executable, "-m", "mars", "eval", "--suite", "gsm8k", "--limit", "200",
          "--model", str(tiny_model_dir), "--max-tokens", "64", "--concurrency", "2",
          "--data-dir", str(DATA_DIR), "--run-dir", str(run_dir), "--quiet"],
         cwd=REPO, env=mars_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

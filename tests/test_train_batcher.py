@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions
 from games.spec import get_game
-from harness.reasoning import split_reasoning
 from train_backend.local.batcher import (
     GREEDY,
     Generated,

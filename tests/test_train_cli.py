@@ -14,10 +14,10 @@ import torch
 from conftest import REPO, mars_env
 from typer.testing import CliRunner
 
-from harness.checkpoints import CHECKPOINT_FILE
-from harness.cli.main import _register_commands, app
-from harness.errors import MarsError
-from harness.runstore import RunDir
+from core.checkpoints import CHECKPOINT_FILE
+from core.errors import MarsError
+from core.runstore import RunDir
+from mars.main import _register_commands, app
 from train_backend.config import TrainConfig
 from train_backend.local import trainer as trainer_module
 from train_backend.local.checkpoint import list_checkpoints
@@ -224,7 +224,7 @@ def test_folder_that_is_not_a_causal_lm(tmp_path: Path) -> None:
 
 def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "harness", "train", "--estimator", "nope", "--out", str(tmp_path)],
+        [sys.executable, "-m", "mars", "train", "--estimator", "nope", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         env=mars_env(),
@@ -327,7 +327,7 @@ def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: s
 def test_backend_still_picks_the_trainer_with_a_deprecation_warning(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.cli.options import trainer_choice
+    from mars.options import trainer_choice
 
     assert trainer_choice(None, None) == "local"
     assert trainer_choice("verl", None) == "verl"

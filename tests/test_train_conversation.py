@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.runstore import RunDir
+from core.runstore import RunDir
 from train_backend.config import TrainConfig
 from train_backend.local.ppo import pack, token_log_probs
 from train_backend.local.trainer import LocalTrainer

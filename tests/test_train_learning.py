@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.runstore import RunDir
+from core.runstore import RunDir
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.local.batcher import Request, Sampling, generate_batch

@@ -10,9 +10,9 @@ import torch
 from conftest import run_mars
 from typer.testing import CliRunner
 
+from core.tiny_model import ensure_tiny_model
 from games.spec import get_game
-from harness.cli.main import _register_commands, app
-from harness.tiny_model import ensure_tiny_model
+from mars.main import _register_commands, app
 from train_backend.local.opponents import policy_seat
 
 _register_commands()

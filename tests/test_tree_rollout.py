@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.tiny_model import ensure_tiny_model
 from games.engine import EpisodeOptions
 from games.prompts import legal_actions_in
 from games.spec import get_game
-from harness.tiny_model import ensure_tiny_model
 from train_backend.advantage import compute_advantages
 from train_backend.local.batcher import Generated, MicroBatcher, Request
 from train_backend.local.policy import Policy, load_policy
@@ -292,7 +292,7 @@ def test_the_cpu_trainer_scales_tree_groups_by_their_state(tmp_path) -> None:
     and the advantages of each information state (rows sharing a prompt) have spread 1."""
     import torch
 
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
     from train_backend.config import TrainConfig
     from train_backend.local.trainer import LocalTrainer
 

@@ -24,13 +24,13 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 from model_testkit import kuhn_model
 from verl_testkit import Generation, ModelServer, loop_config, make_loop
 
+from core.endpoint import Completion
+from core.reasoning import split_reasoning
+from core.tiny_model import ensure_tiny_model
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.llm import FunctionPlayer
 from games.spec import get_game
-from harness.endpoint import Completion
-from harness.reasoning import split_reasoning
-from harness.tiny_model import ensure_tiny_model
 from train_backend.verl import names
 
 RESPONSE_LENGTH = 40  # the server may generate more; the loop keeps this many tokens

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, mars_env, run_mars
 from typer.testing import CliRunner
 
-from harness.cli.main import _register_commands, app
+from mars.main import _register_commands, app
 from train_backend.verl.overrides import RunPaths
 
 _register_commands()
@@ -227,7 +227,7 @@ def test_without_verl_the_error_names_the_install(tmp_path):
     # `import verl` fails in this process as it does where verl was never installed.
     script = (
         "import sys; sys.modules['verl'] = None; sys.argv[0] = 'mars'; "
-        "from harness.cli.main import run; run()"
+        "from mars.main import run; run()"
     )
     args = ["train", "--trainer", "verl", "--model", "m", "--dry-run", "--out", str(tmp_path)]
     result = subprocess.run(
@@ -278,7 +278,7 @@ def test_a_dry_run_refuses_a_token_budget_shorter_than_a_sample(tmp_path):
     from train_backend.verl.compose import compose_verl_config
 
     _, overrides = dry_run(tmp_path / "ok", "--model", "Qwen/Qwen3-4B")
-    from harness.errors import MarsError
+    from core.errors import MarsError
 
     with pytest.raises(MarsError, match=r"ppo_max_token_len_per_gpu \(4096\) is shorter"):
         compose_verl_config([*overrides, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096"])

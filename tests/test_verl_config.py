@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig, VerlSettings
 from train_backend.verl import names

@@ -31,7 +31,7 @@ from verl_testkit import (
 )
 
 import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.verl import names

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.errors import MarsError
-from harness.runstore import RunDir
+from core.errors import MarsError
+from core.runstore import RunDir
 from train_backend.config import TrainConfig, VerlSettings
 from train_backend.verl import launch, names
 from train_backend.verl.checkpoints import (
@@ -408,7 +408,7 @@ def test_verls_real_merger_turns_verls_own_fsdp_checkpoint_into_a_hugging_face_m
     import torch
     from transformers import AutoModelForCausalLM
 
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     source = ensure_tiny_model()
     paths = RunPaths(tmp_path)

@@ -28,7 +28,7 @@ from conftest import REPO, mars_env, run_mars
 from model_testkit import mas_model
 from verl_testkit import TAG, step_turns, tagged_processes
 
-from harness.servers import model_fingerprint
+from core.servers import model_fingerprint
 from train_backend.advantage import compute_advantages
 from train_backend.mas.trained import trained_mas
 from train_backend.verl.tree_loop import group_key
@@ -166,7 +166,7 @@ def test_a_multi_policy_rerun_resumes_each_policy_from_its_own_verl_checkpoint(p
     coder_step_1 = step_turns(coder, 1)
     tag = uuid.uuid4().hex
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness", *train_args(run, config, 2), *POLICIES],
+        [sys.executable, "-m", "mars", *train_args(run, config, 2), *POLICIES],
         cwd=REPO,
         env=mars_env(**{TAG: tag}),
         stdout=subprocess.DEVNULL,

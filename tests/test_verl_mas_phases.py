@@ -7,9 +7,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.checkpoints import CHECKPOINT_FILE
-from harness.endpoint import EndpointConfig
-from harness.runstore import RunDir
+from core.checkpoints import CHECKPOINT_FILE
+from core.endpoint import EndpointConfig
+from core.runstore import RunDir
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl.mas_phases import Phase, phase_plan, train_phases
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, mars_env, run_mars
 
-from harness.errors import MarsError
-from harness.runstore import RunDir
+from core.errors import MarsError
+from core.runstore import RunDir
 from train_backend.config import TrainConfig, VerlSettings
 from train_backend.verl import launch
 from train_backend.verl.checkpoints import LATEST_FILE
@@ -353,7 +353,7 @@ def test_a_refusal_through_the_cli_is_one_line_and_makes_no_run_directory(tmp_pa
 def test_the_readmes_cluster_dry_run_prints_the_preflight_table(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from harness.cli.main import _register_commands, app
+    from mars.main import _register_commands, app
 
     _register_commands()
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

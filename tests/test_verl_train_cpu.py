@@ -137,7 +137,7 @@ def test_the_loop_evaluates_while_a_rerun_resumes_and_sigterm_leaves_no_process(
     before = {step: step_turns(run, step) for step in (1, 2, 3)}
     tag = uuid.uuid4().hex
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness", *train_args(run, config, 5, "marshal_reference")],
+        [sys.executable, "-m", "mars", *train_args(run, config, 5, "marshal_reference")],
         cwd=REPO,
         env=mars_env(**{TAG: tag}),
         stdout=subprocess.DEVNULL,

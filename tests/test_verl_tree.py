@@ -36,11 +36,11 @@ from verl_testkit import (
 from verl_testkit import tiny_tokenizer as tokenizer_of_tests
 
 import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
+from core.errors import MarsError
 from games.engine import EpisodeOptions, play_episode
 from games.players import PlayerContext, make_player
 from games.spec import get_game
 from games.testing import scripted_player
-from harness.errors import MarsError
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.local.opponents import policy_seat

@@ -39,7 +39,7 @@ _SEAT = re.compile(r"\(player (\d+) of 2\)")
 def tiny_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     return AutoTokenizer.from_pretrained(ensure_tiny_model())
 

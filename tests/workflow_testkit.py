@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.runstore import RunDir
+from core.runstore import RunDir
 from train_backend.mas.config import WorkflowTrainConfig
 
 PER_ROLE = {"tool": "coder", "reasoner": "thinker"}

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.group_ops import (
     SCALES,
     normalise_in_groups,

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from core.settings_files import read_yaml_mapping, settings_error
 from games.rules import (
     InvalidOutcome,
     LeducDeals,
@@ -27,7 +28,6 @@ from games.rules import (
     PlayRules,
     TurnRewards,
 )
-from harness.settings_files import read_yaml_mapping, settings_error
 
 
 class VerlSettings(BaseModel):
@@ -173,9 +173,9 @@ class TrainConfig(BaseModel):
     @field_validator("eval_exploitability")
     @classmethod
     def _exact_best_response_games(cls, games: dict[str, int] | None) -> dict[str, int] | None:
+        from core.errors import MarsError
         from games.infostates import check_exact_best_response
         from games.spec import get_game
-        from harness.errors import MarsError
 
         for name, samples in (games or {}).items():
             if samples < 1:

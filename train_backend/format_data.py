@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import pyspiel
 
+from core.errors import MarsError
 from games.actions import vocabulary
 from games.chance import ChanceSampler
 from games.players import PlayerContext, make_player
@@ -39,7 +40,6 @@ from games.players.base import BotAgent, Player
 from games.prompts import PROMPT_STYLES, SeatPrompter
 from games.spec import GameSpec
 from harness.benchmarks.prompts import choice_prompt, math_prompt
-from harness.errors import MarsError
 
 Message = dict[str, str]
 # Bump when the text of positions or replies changes (cached pre-trained models are rebuilt).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 MARSHAL_PRESET: dict[str, Any] = {
     # estimator and loss

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.errors import MarsError
+from core.settings_files import read_yaml_mapping, settings_error
+from core.tiny_model import move_into_place, pad_reply_batch
 from games.spec import GameSpec, get_game
-from harness.errors import MarsError
-from harness.settings_files import read_yaml_mapping, settings_error
-from harness.tiny_model import move_into_place, pad_reply_batch
 from train_backend.format_data import (
     FORMAT_DATA_VERSION,
     Example,
@@ -449,7 +449,7 @@ def pretrain_tiny_model(
     """
     started = time.perf_counter()
     if base_dir is None:
-        from harness.tiny_model import ensure_tiny_model
+        from core.tiny_model import ensure_tiny_model
 
         base_dir = ensure_tiny_model()
     base_dir = Path(base_dir).expanduser().resolve()
@@ -567,7 +567,7 @@ def read_report(folder: Path) -> dict[str, Any]:
 
 def default_pretrained_dir(name: str = "") -> Path:
     """Beside the tiny model: `$MARS_CACHE_DIR/tiny-model-v1-format[-NAME]` (else ~/.cache/mars)."""
-    from harness.tiny_model import default_tiny_model_dir
+    from core.tiny_model import default_tiny_model_dir
 
     tiny = default_tiny_model_dir()
     return tiny.with_name(f"{tiny.name}-format" + (f"-{name}" if name else ""))
@@ -575,7 +575,7 @@ def default_pretrained_dir(name: str = "") -> Path:
 
 def _base_recipe(base_dir: Path) -> dict[str, Any] | None:
     """The embedded tiny model's build recipe, when the base is one (else None)."""
-    from harness.tiny_model import read_build_info
+    from core.tiny_model import read_build_info
 
     try:
         return read_build_info(base_dir).get("recipe")
@@ -594,7 +594,7 @@ def ensure_pretrained_tiny_model(
     `ensure_tiny_model`: into a temporary sibling renamed into place, so concurrent callers see
     the whole folder or nothing, and whichever build lands first is kept.
     """
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     if settings is not None and not name:
         raise MarsError("a pre-training recipe other than the default needs a cache name")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 REQUIRED_COLUMNS = ("episode", "game", "seat", "turn", "reward")
 

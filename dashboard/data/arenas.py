@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from core.stats import wilson_ci
 from dashboard.data.files import SEATS
 from dashboard.data.values import as_float, as_text
-from harness.stats import wilson_ci
 
 
 def arena_summaries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.stats import clustered_wilson_ci
 from dashboard.data.values import as_float, as_int, as_text
-from harness.stats import clustered_wilson_ci
 
 
 def _message_tokens(message: dict[str, Any]) -> tuple[int, int]:
@@ -83,7 +83,7 @@ def eval_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 def accuracy_rows(frame: pd.DataFrame, *, run: str, mas: str, model: str) -> list[dict[str, Any]]:
     """Per suite of one run: accuracy over graded attempts with its 95% interval (Wilson, clustered
-    by question when questions have several epochs: `harness.stats.clustered_wilson_ci`).
+    by question when questions have several epochs: `core.stats.clustered_wilson_ci`).
 
     Errored attempts are counted apart and not scored as wrong, as in `mars eval`'s summary; a
     suite without a graded attempt has no score (accuracy and interval None, never 0).

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import files
-from harness.files import JsonlData
+from core import files
+from core.files import JsonlData
 
 METRICS_FILE = "metrics.jsonl"
 # `mars loop` writes both; its CSV is the curated table (figures per evaluation and seat), its

@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from core.runstore import RECORDS_FILE
+from core.runstore import scan_runs as runstore_scan
 from dashboard.data.files import CURVE_FILES, METRICS_FILE
 from dashboard.paths import PathRefused, inside_root, relative_name
 from harness.failures import FAILURES_FILE
-from harness.runstore import RECORDS_FILE
-from harness.runstore import scan_runs as runstore_scan
 
 
 @dataclass
@@ -66,7 +66,7 @@ class RunScan:
 
 
 def scan_runs(root: Path) -> RunScan:
-    """Every run directory under the root (`harness.runstore.scan_runs`), newest first, and the
+    """Every run directory under the root (`core.runstore.scan_runs`), newest first, and the
     ones that could not be read (a broken run.json, a path that leaves the root), with why.
     """
     root = Path(root).resolve()

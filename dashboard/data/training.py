@@ -8,10 +8,10 @@ from typing import Any
 
 import pandas as pd
 
+from core.files import JsonlData
+from core.runstore import SUMMARY_FILE
 from dashboard.data.files import read_csv_rows, read_json, read_jsonl
 from dashboard.data.values import as_float, ci_bounds
-from harness.files import JsonlData
-from harness.runstore import SUMMARY_FILE
 
 
 def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
     ci_text,
@@ -19,7 +20,6 @@ from dashboard.views.common import (
 )
 from harness.failures import FAILURES_FILE, compare_failures, summarize_failures
 from harness.mast import CATEGORIES, FAILURE_MODES
-from harness.runstore import RECORDS_FILE
 
 MAX_SHOWN = 50  # transcripts listed behind one bar
 

@@ -9,10 +9,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.runstore import RECORDS_FILE
 from dashboard import boards, cache, data
 from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run
 from dashboard.views.runs import ARENA_KINDS
-from harness.runstore import RECORDS_FILE
 
 MAX_OPTIONS = 1000
 OPEN_REASONING_CHARS = 2000  # a longer chain of thought starts collapsed

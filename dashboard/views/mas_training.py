@@ -11,9 +11,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.runstore import RECORDS_FILE
 from dashboard import cache, data, mas_data
 from dashboard.views.common import empty_state, fmt, malformed_note
-from harness.runstore import RECORDS_FILE
 
 STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
 STAT_TITLES = {"loss": "loss", "kl": "KL to the reference", "grad_norm": "gradient norm"}

@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
     ci_text,
@@ -18,7 +19,6 @@ from dashboard.views.common import (
     round_or_none,
     score_pct,
 )
-from harness.runstore import RECORDS_FILE
 from harness.unscored import NO_SCORE
 
 ARENA_KINDS = ("arena", "selfplay")

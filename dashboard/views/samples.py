@@ -6,10 +6,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import empty_state, malformed_note, pick_run, transcript
 from harness.failures import FAILURES_FILE
-from harness.runstore import RECORDS_FILE
 
 MAX_OPTIONS = 1000  # samples offered in the picker; the table above shows every match
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import pyspiel
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 if TYPE_CHECKING:
+    from core.endpoint import Completion, Endpoint, GenerationConfig
     from games.spec import GameSpec
-    from harness.endpoint import Completion, Endpoint, GenerationConfig
 
 
 class BotAgent(ABC):

@@ -6,6 +6,7 @@ import random
 
 import pyspiel
 
+from core.errors import MarsError
 from games.players.base import (
     BotAgent,
     Player,
@@ -13,7 +14,6 @@ from games.players.base import (
     positive_int_argument,
     register_player,
 )
-from harness.errors import MarsError
 
 MCTS_UCT_C = 2.0
 MCTS_ROLLOUTS = 10

@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.errors import MarsError
 from games.episode import SEAT_NAMES
 from games.players.base import ModelAgent, Player, PlayerContext, register_player
-from harness.errors import MarsError
 
 if TYPE_CHECKING:  # the openai client loads only when a model player is built
-    from harness.endpoint import Completion, Endpoint, GenerationConfig
+    from core.endpoint import Completion, Endpoint, GenerationConfig
 
 
 class EndpointAgent(ModelAgent):
@@ -108,7 +108,7 @@ class ModelSpec:
         (the same for every spelling of the path) or the hub id."""
         if self.base_url:
             return self.model
-        from harness.servers import model_argument
+        from core.servers import model_argument
 
         return model_argument(self.model)
 
@@ -145,7 +145,7 @@ def _llm_from_context(name: str, argument: str | None, context: PlayerContext) -
         raise MarsError(f"player {name!r} takes no argument (got '{name}:{argument}')")
     if context.endpoint is None:
         raise MarsError(f"player {name!r} needs a model: give --model (and --base-url)")
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
 
     gen = context.gen or GenerationConfig()
     return LLMPlayer(context.endpoint, gen, name=name, label=context.model_label)
@@ -162,7 +162,7 @@ def _llm(argument: str | None, context: PlayerContext) -> Player:
     parse_model_spec(argument)  # a malformed spec is reported as such
     if argument not in context.named_models:
         raise MarsError(f"player 'llm:{argument}' has no endpoint set up for its model")
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
 
     endpoint, label = context.named_models[argument]
     gen = context.gen or GenerationConfig()

@@ -18,6 +18,8 @@ from typing import Literal
 
 import pyspiel
 
+from core.errors import MarsError
+from core.files import mars_cache_dir, write_atomic
 from games.players.base import (
     BotAgent,
     Player,
@@ -26,8 +28,6 @@ from games.players.base import (
     register_player,
 )
 from games.spec import GameSpec
-from harness.errors import MarsError
-from harness.files import mars_cache_dir, write_atomic
 
 Method = Literal["cfr", "cfr+"]
 DEFAULT_CFR_ITERATIONS = 1000

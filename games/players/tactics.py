@@ -22,9 +22,9 @@ import random
 
 import pyspiel
 
+from core.errors import MarsError
 from games.players.base import BotAgent, Player, PlayerContext, register_player
 from games.players.tie_break import parse_tie_break, pick, player_name
-from harness.errors import MarsError
 
 
 def _wins_for_mover(state: pyspiel.State, action: int, mover: int) -> bool:

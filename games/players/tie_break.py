@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 TIE_BREAKS = ("random", "first", "last")
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
+from core.errors import MarsError
 from harness.benchmarks import grading
 from harness.benchmarks.extraction import extract_choice_letter, extract_math_answer
 from harness.benchmarks.prompts import LETTERS, choice_prompt, math_prompt
 from harness.benchmarks.sources import HubSource, LocalSource, Row, fetch_rows
 from harness.benchmarks.types import LoadResult, Sample, Verdict
-from harness.errors import MarsError
 
 # Modules whose import registers the built-in suites.
 _BUILTIN_MODULES = ("harness.benchmarks.math_suites", "harness.benchmarks.choice_suites")

@@ -21,8 +21,8 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 import harness
-from harness.errors import MarsError
-from harness.files import jsonl_slots
+from core.errors import MarsError
+from core.files import jsonl_slots
 
 DATA_DIR_ENV = "MARS_DATA_DIR"
 HUB_CHECK_TIMEOUT_S = 2.0

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import EndpointError
+from core.errors import EndpointError
 from harness.failures.store import SCHEMA_VERSION
 from harness.failures.transcript import TruncationLimits, clip, failure_judge_messages, record_key
 from harness.failures.verdict import parse_failure_verdict
@@ -16,13 +16,13 @@ from harness.mast import (
 )
 
 if TYPE_CHECKING:  # the dashboard reads verdicts without loading the endpoint layer (openai)
-    from harness.endpoint import Completion, Endpoint, GenerationConfig
+    from core.endpoint import Completion, Endpoint, GenerationConfig
 
 _RAW_REPLY_CHARS = 4000
 
 
 def _judge_generation() -> GenerationConfig:
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
 
     return GenerationConfig(temperature=0.0, max_tokens=1024)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from core.stats import paired_bootstrap_diff, wilson_ci
 from harness.failures.store import FAILURES_FILE, SCHEMA_VERSION, FailuresFile, has_key
 from harness.failures.transcript import Key, record_key
 from harness.mast import (
@@ -16,7 +17,6 @@ from harness.mast import (
     FAILURE_MODES,
     MODES_BY_ID,
 )
-from harness.stats import paired_bootstrap_diff, wilson_ci
 
 
 def _rate(count: int, n: int) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
+from core.files import read_jsonl, write_json_atomic, write_jsonl_atomic
+from core.runstore import canonical, refuse_changed_identity
 from harness.failures.transcript import Key, record_key
-from harness.files import read_jsonl, write_json_atomic, write_jsonl_atomic
-from harness.runstore import canonical, refuse_changed_identity
 
 if TYPE_CHECKING:
     from harness.failures.judge import FailureJudgeSettings

@@ -12,7 +12,7 @@ from harness.mast import (
 )
 
 if TYPE_CHECKING:  # the dashboard reads verdicts without loading the endpoint layer (openai)
-    from harness.endpoint import Message
+    from core.endpoint import Message
 
 Key = tuple[str, str, int]  # (suite, sample id, epoch)
 

@@ -4,7 +4,7 @@ It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) to serve `GET
 `POST /v1/chat/completions`, and lets a script decide every reply: its text, a delay, an HTTP
 status, or a fault (a hang, a dropped connection, a malformed JSON body). It runs on 127.0.0.1,
 either in a background thread of the test process (`ScriptedServer`) or as its own process
-(`python -m harness.testing.scripted_server`, for benchmarks that measure the client's CPU).
+(`python -m mars.testing.scripted_server`, for benchmarks that measure the client's CPU).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoints of the CPU trainer, in the folder contract of `harness.checkpoints`.
+"""Checkpoints of the CPU trainer, in the folder contract of `core.checkpoints`.
 
     RUN/checkpoints/step_N/            N = the number of updates made, no padding
         config.json, model.safetensors, generation_config.json   the Hugging Face model
@@ -19,13 +19,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.checkpoints import (
+from core.checkpoints import (
     CHECKPOINT_FILE,
     CHECKPOINTS_DIR,
     complete_checkpoints,
     step_dir_name,
 )
-from harness.errors import MarsError
+from core.errors import MarsError
 
 if TYPE_CHECKING:
     from train_backend.local.policy import Policy

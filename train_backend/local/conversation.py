@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 if TYPE_CHECKING:
     from train_backend.local.policy import Message, Policy

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.stats import wilson_ci
 from games.arena import ArenaConfig, run_arena
 from games.engine import EpisodeOptions
 from games.players import PlayerContext, make_player, needs_model
 from games.players.base import Player
 from games.spec import GameSpec
-from harness.stats import wilson_ci
 from train_backend.local.exploitability import (
     ExploitabilityEval,
     evaluate_exploitability,

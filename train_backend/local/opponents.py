@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.errors import MarsError
 from games.players import PlayerContext, make_player, needs_model
 from games.players.base import Player
 from games.spec import GameSpec
-from harness.errors import MarsError
 
 if TYPE_CHECKING:
     from train_backend.local.policy import Policy

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -43,7 +43,7 @@ class Policy:
 def resolve_model_path(model: str | None) -> str:
     """`model` as given, or the embedded tiny model (built on first use) when None."""
     if model is None:
-        from harness.tiny_model import ensure_tiny_model
+        from core.tiny_model import ensure_tiny_model
 
         return str(ensure_tiny_model())
     return str(model)

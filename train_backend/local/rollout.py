@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.reasoning import split_reasoning
 from games.arena import run_episodes
 from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.players.llm import FunctionPlayer
 from games.selfplay import selfplay_record, turn_table
 from games.spec import GameSpec, get_game
-from harness.reasoning import split_reasoning
 from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
 from train_backend.local.conversation import ChatContinuation, SeatConversation
 from train_backend.local.opponents import policy_seat
@@ -30,7 +30,7 @@ from train_backend.local.opponents import policy_seat
 if TYPE_CHECKING:
     import torch
 
-    from harness.endpoint import Completion
+    from core.endpoint import Completion
     from train_backend.local.policy import Message, Policy
 
 # Episode seeds: step s of a run with seed S plays seeds S * SEED_STRIDE + (s - 1) * games_per_step
@@ -92,7 +92,7 @@ class PolicyResponder:
     async def _respond(
         self, game: str, messages: list[Message], seat: int, seed: int
     ) -> Completion:
-        from harness.endpoint import Completion, Usage
+        from core.endpoint import Completion, Usage
 
         started = time.perf_counter()
         key = (game, seed, seat)

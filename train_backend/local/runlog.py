@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.files import read_jsonl, write_jsonl_atomic
+from core.files import read_jsonl, write_jsonl_atomic
 
 if TYPE_CHECKING:
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
 
 METRICS_FILE = "metrics.jsonl"
 EVALS_DIR = "evals"
@@ -77,7 +77,7 @@ def train_recorded(
     seed: int,
 ) -> dict[str, Any]:
     """Mark `run` started, run `train`, then mark it completed (or interrupted on Ctrl-C)."""
-    from harness.runstore import RunStatus
+    from core.runstore import RunStatus
 
     run.start(command=command, config=config, model=model, seeds={"seed": seed})
     try:

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.checkpoints import read_checkpoint
+from core.errors import MarsError
+from core.runstore import RunDir
 from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
-from harness.checkpoints import read_checkpoint
-from harness.errors import MarsError
-from harness.runstore import RunDir
 from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
 from train_backend.config import TrainConfig
 from train_backend.local import checkpoint, runlog

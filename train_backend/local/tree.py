@@ -64,6 +64,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from core.reasoning import split_reasoning
 from games.arena import run_episodes
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
@@ -73,7 +74,6 @@ from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
 from games.selfplay import selfplay_record
 from games.spec import GameSpec, get_game
-from harness.reasoning import split_reasoning
 from train_backend.local.opponents import policy_seat
 from train_backend.local.rollout import (
     PolicyResponder,
@@ -92,7 +92,7 @@ from train_backend.local.tree_nodes import (
 )
 
 if TYPE_CHECKING:
-    from harness.endpoint import Completion
+    from core.endpoint import Completion
     from train_backend.local.policy import Message
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from games.spec import GameSpec
 
 if TYPE_CHECKING:
-    from harness.endpoint import Completion
+    from core.endpoint import Completion
 
 Continuation = Literal["auto", "random", "greedy"]
 
@@ -44,7 +44,7 @@ class Reply:
     forced: bool = False  # an all-actions branch: a sampled reply with its answer rewritten
 
     def completion(self, prompt_tokens: int) -> Completion:
-        from harness.endpoint import Completion, Usage
+        from core.endpoint import Completion, Usage
 
         return Completion(
             text=self.text,

@@ -2,14 +2,14 @@
 
 Contract with the trainers (the CPU trainer and the verl adapter both write it):
 
-    CHECKPOINT_DIR/step_N/            N an integer (the number of updates made; harness.checkpoints)
+    CHECKPOINT_DIR/step_N/            N an integer (the number of updates made; core.checkpoints)
         config.json, model.safetensors, tokenizer files ...   a Hugging Face model folder
         checkpoint.json               written last: the folder is complete once it exists
 
 For each complete checkpoint not yet evaluated, `run_loop` serves the folder once
-(`harness.model_access.model_endpoint`: `transformers serve` on a CPU, vLLM on a GPU), runs every
+(`core.model_access.model_endpoint`: `transformers serve` on a CPU, vLLM on a GPU), runs every
 evaluation of the spec as the real command in a subprocess against that server
-(`python -m harness arena|eval|exploitability ... --base-url URL --model NAME --run-dir ...`, so
+(`python -m mars arena|eval|exploitability ... --base-url URL --model NAME --run-dir ...`, so
 each sub-run is
 an ordinary run directory), stops the server, and appends one row to the loop's run directory.
 A checkpoint that cannot be served gives an error row; the loop goes on.

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import checkpoints as contract
-from harness.errors import MarsError
-from harness.runstore import FINISHED_STATUSES, RUN_FILE
+from core import checkpoints as contract
+from core.errors import MarsError
+from core.runstore import FINISHED_STATUSES, RUN_FILE
 from train_backend.loop.spec import LoopSpec, SuiteItem
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"

@@ -78,7 +78,7 @@ def sub_command(
         repr(settings.top_p),
         "--quiet",
     ]
-    mars = [sys.executable, "-m", "harness"]
+    mars = [sys.executable, "-m", "mars"]
     prompt_style = getattr(item, "prompt_style", None) or settings.prompt_style
     if isinstance(item, ArenaItem | RatingItem):
         argv = [

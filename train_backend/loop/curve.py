@@ -7,8 +7,8 @@ import io
 import json
 from typing import Any
 
-from harness.files import write_atomic
-from harness.runstore import RunDir
+from core.files import write_atomic
+from core.runstore import RunDir
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 

@@ -69,8 +69,8 @@ def rating_opponents(item: RatingItem, earlier: list[Checkpoint]) -> list[tuple[
 
 def loop_matches(loop_dir: Path, game: str) -> Any:
     """Every rated game of `game` in the loop's arena sub-runs (`games.ratings.Collected`)."""
+    from core.runstore import list_runs
     from games.ratings import Collected, collect_matches
-    from harness.runstore import list_runs
 
     collected = Collected()
     for sub_run in list_runs(loop_dir):

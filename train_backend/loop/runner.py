@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MarsError
-from harness.runstore import FINISHED_STATUSES, RUN_FILE, RunDir, RunStatus
+from core.errors import MarsError
+from core.runstore import FINISHED_STATUSES, RUN_FILE, RunDir, RunStatus
 from train_backend.loop.checkpoints import (
     Checkpoint,
     check_mas_spec,
@@ -144,8 +144,8 @@ def evaluate_checkpoint(
     reply length (a baseline model has none of its own). `earlier`: the checkpoints evaluated
     before, by step (rating items play the latest of them).
     """
-    from harness.endpoint import GenerationConfig
-    from harness.model_access import model_endpoint
+    from core.endpoint import GenerationConfig
+    from core.model_access import model_endpoint
 
     started = time.perf_counter()
     settings = resolve_settings(spec, defaults_from or checkpoint)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 

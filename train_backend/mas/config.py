@@ -55,7 +55,7 @@ class WorkflowTrainConfig(TrainConfig):
 
     def role_policies(self, roles: tuple[str, ...]) -> dict[str, str]:
         """Every role of the workflow -> its policy name (the shared policy when none is set)."""
-        from harness.errors import MarsError
+        from core.errors import MarsError
 
         unknown = sorted(set(self.policies) - set(roles))
         if unknown:

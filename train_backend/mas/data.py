@@ -23,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from core.errors import MarsError
+from core.files import jsonl_slots
 from harness.benchmarks.extraction import last_boxed
 from harness.benchmarks.math_suites import gsm8k_final_answer
 from harness.benchmarks.registry import MalformedRow, get_suite, list_suites, required_text
@@ -33,8 +35,6 @@ from harness.benchmarks.sources import (
     candidate_roots,
     fetch_rows,
 )
-from harness.errors import MarsError
-from harness.files import jsonl_slots
 
 AnswerRule = Literal["number", "expression", "integer"]  # as in MathSuite.answers_are
 ArithmeticSplit = Literal["train", "heldout"]

@@ -122,7 +122,7 @@ def ensure_workflow_start(
 ) -> Path:
     """The MAS miniature's starting model, built on first use (a few minutes on a CPU); `name`
     picks its cache folder (tests build smaller recipes beside the miniature's)."""
-    from harness.tiny_model import ensure_tiny_model, move_into_place
+    from core.tiny_model import ensure_tiny_model, move_into_place
     from train_backend.pretrain import PretrainSettings, default_pretrained_dir, train_on_replies
 
     settings = settings or WorkflowPretrainSettings()

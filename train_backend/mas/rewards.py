@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from mas.answers import answer_key, extract_answer
 from mas.base import Task, Transcript
 

@@ -26,8 +26,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from harness.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
-from harness.errors import MarsError
+from core.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
+from core.errors import MarsError
 from harness.sandbox import SandboxLimits, SandboxResult, run_python_async
 from mas.answers import extract_answer
 from mas.base import MASFunction, Models, Task, Transcript, get_mas

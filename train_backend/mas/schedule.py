@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.local import checkpoint
 from train_backend.mas.config import SHARED_POLICY
 from train_backend.mas.rewards import ROLES

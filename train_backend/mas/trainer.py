@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import MarsError
-from harness.runstore import RunDir
-from harness.stats import wilson_ci
+from core.errors import MarsError
+from core.runstore import RunDir
+from core.stats import wilson_ci
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.local import checkpoint, runlog
 from train_backend.local.policy import Policy, load_policy, resolve_model_path

@@ -50,15 +50,15 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.utils.rollout_trace import rollout_trace_op
 
+from core.endpoint import Completion, Usage
+from core.errors import EndpointError, MarsError
+from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
 from games.players.base import Player
 from games.players.llm import FunctionPlayer
 from games.rules import CHOICES as RULE_CHOICES
 from games.rules import PlayRules
 from games.spec import GameSpec, get_game
-from harness.endpoint import Completion, Usage
-from harness.errors import EndpointError, MarsError
-from harness.reasoning import split_reasoning
 from train_backend.local.opponents import make_fixed_opponent, policy_seat
 from train_backend.local.tree import TreeOptions, state_key
 from train_backend.verl import names

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoints import CHECKPOINT_FILE, step_dir_name, step_of
-from harness.files import jsonl_slots, write_json_atomic
+from core.checkpoints import CHECKPOINT_FILE, step_dir_name, step_of
+from core.files import jsonl_slots, write_json_atomic
 
 CHECKPOINT_SCHEMA_VERSION = 1
 LATEST_FILE = "latest_checkpointed_iteration.txt"

@@ -13,7 +13,7 @@ import math
 import warnings
 from pathlib import Path
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 CONFIG_NAME = "ppo_trainer"
 

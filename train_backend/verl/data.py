@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.errors import MarsError
 from games.prompts import seat_description, system_prompt
 from games.spec import get_game
-from harness.errors import MarsError
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
 from train_backend.mas.config import WorkflowTrainConfig

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.verl import names
 from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV

@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import MarsError
-from harness.processes import log_tail, stop_process_group
-from harness.runstore import RunDir, RunStatus
+from core.errors import MarsError
+from core.processes import log_tail, stop_process_group
+from core.runstore import RunDir, RunStatus
 from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset

@@ -5,7 +5,7 @@ trains the policies in turn: a phase is one verl run of one policy, in its own f
 `RUN/policies/<name>/` (its verl checkpoints, its published `checkpoints/step_N/`), for
 `phase_steps` updates, resuming its own verl checkpoint from the phase before. Meanwhile every
 other policy's latest published checkpoint (its starting model before it has one) is served
-(`harness.model_access.model_endpoint`: vLLM on GPUs, `transformers serve` on a CPU) and answers
+(`core.model_access.model_endpoint`: vLLM on GPUs, `transformers serve` on a CPU) and answers
 for that policy's roles; only the trained policy's calls are branched and become samples
 (workflow_loop.py). Policies alternate until each has made `steps` updates; a rerun skips the
 phases whose checkpoints are already published.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.endpoint import GenerationConfig
-from harness.runstore import RunDir, RunStatus
+from core.endpoint import GenerationConfig
+from core.runstore import RunDir, RunStatus
 from train_backend.local import checkpoint
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.rewards import ROLES

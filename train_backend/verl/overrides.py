@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import MarsError
 from games.engine import retries_allowed
-from harness.errors import MarsError
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
 from train_backend.mas.config import WorkflowTrainConfig

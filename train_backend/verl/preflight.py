@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import LATEST_FILE
 from train_backend.verl.model_files import (

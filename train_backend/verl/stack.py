@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         print(flash_attn_requirement())
         return 0
     if command == "check":
-        from harness.errors import MarsError
+        from core.errors import MarsError
         from train_backend.verl.preflight import check_installed_stack
 
         try:

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
-from harness.reasoning import split_reasoning
 from train_backend.local.policy import Message, Policy
 from train_backend.local.tree import Node, Reply, TreeOptions, TreeRollout, state_key
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import MarsError
+from core.errors import MarsError
 from train_backend.advantage import compute_advantages
 from train_backend.verl import names
 

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 from pydantic import BaseModel, Field
 
-from harness.errors import EndpointError
-from harness.http_transport import JSONPoster, LeanHTTPTransport, lean_async_client
-from harness.reasoning import split_reasoning
-from harness.response_cache import ResponseCache, cache_key
-from harness.usage import UsageLedger
+from core.errors import EndpointError
+from core.http_transport import JSONPoster, LeanHTTPTransport, lean_async_client
+from core.reasoning import split_reasoning
+from core.response_cache import ResponseCache, cache_key
+from core.usage import UsageLedger
 
 if TYPE_CHECKING:
     import openai

@@ -1,7 +1,7 @@
 """The embedded tiny model: a ~1M-parameter Qwen3 checkpoint the project builds itself.
 
 No download: the byte-level BPE tokenizer is trained with `tokenizers` on synthetic text from
-`harness.tiny_corpus`, the weights are initialised from the seed and then pre-trained for a few
+`core.tiny_corpus`, the weights are initialised from the seed and then pre-trained for a few
 seconds on the same kind of text so the model already replies in the expected layout
 (`<answer>...</answer>`, `\\boxed{N}`). The result is an ordinary Hugging Face folder that
 `transformers serve` and `AutoModelForCausalLM.from_pretrained` load as is.
@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import MarsError
-from harness.files import mars_cache_dir
-from harness.tiny_corpus import (
+from core.errors import MarsError
+from core.files import mars_cache_dir
+from core.tiny_corpus import (
     CORPUS_VERSION,
     END_OF_TEXT,
     IM_END,

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_FILE = "checkpoint.json"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.main import app
+from mars.main import app
 
 METRIC_HELP = (
     "accuracy (clustered by question over epochs), maj@k (majority vote over each question's "

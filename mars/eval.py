@@ -11,10 +11,10 @@ from typing import Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.cli.options import parse_role_mapping
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars import options
+from mars.main import app
+from mars.options import parse_role_mapping
 
 
 def parse_mas_options(values: list[str]) -> dict[str, Any]:
@@ -75,11 +75,11 @@ def eval_command(
     """Run reasoning suites through a MAS and grade every answer."""
     import asyncio
 
+    from core.endpoint import GenerationConfig
+    from core.runstore import RunDir, RunStatus, model_identity
+    from core.servers import model_fingerprint
     from harness.benchmarks import get_suite
-    from harness.endpoint import GenerationConfig
     from harness.evaluation import WorkItem, eval_identity, record_key
-    from harness.runstore import RunDir, RunStatus, model_identity
-    from harness.servers import model_fingerprint
     from mas.base import check_options, get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
@@ -138,7 +138,7 @@ def eval_command(
 
     from contextlib import ExitStack
 
-    from harness.model_access import model_endpoint
+    from core.model_access import model_endpoint
 
     serve = functools.partial(
         model_endpoint,
@@ -223,9 +223,9 @@ async def _evaluate(
     quiet: bool,
     grading: Any,
 ) -> None:
-    from harness.endpoint import Endpoint
+    from core.endpoint import Endpoint
+    from core.usage import accumulate_usage_file
     from harness.evaluation import SolvedSample, WorkItem, run_items
-    from harness.usage import accumulate_usage_file
     from mas.base import Models, Task
 
     default = Endpoint(endpoint_config)
@@ -294,9 +294,9 @@ def _trained_models(
 
 
 def _finish_eval(run: Any, wall: float, cpu: float) -> None:
+    from core.runstore import RunStatus
     from harness.evaluation import summarize
     from harness.report import print_summary_table
-    from harness.runstore import RunStatus
     from harness.unscored import exit_if_unscored, unscored_suites
 
     records = run.records()

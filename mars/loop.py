@@ -12,9 +12,9 @@ from typing import Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars import options
+from mars.main import app
 
 EVAL_HELP = (
     "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
@@ -96,7 +96,7 @@ def loop_command(
     run_dir: Path = options.RUN_DIR,
 ) -> None:
     """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
-    from harness.runstore import RunDir, RunStatus
+    from core.runstore import RunDir, RunStatus
     from train_backend.loop import check_spec, parse_spec, run_loop, write_curve
 
     spec = parse_spec(

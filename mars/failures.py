@@ -8,10 +8,10 @@ from typing import Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.errors import MarsError
-from harness.files import write_json_atomic
+from core.errors import MarsError
+from core.files import write_json_atomic
+from mars import options
+from mars.main import app
 
 
 @app.command("failures")
@@ -84,7 +84,7 @@ def failures_command(
 
 
 def _open_eval_run(path: Path) -> Any:
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
 
     run = RunDir.open(path)
     if run.kind != "eval":
@@ -96,7 +96,9 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     import asyncio
     import dataclasses
 
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
+    from core.model_access import model_endpoint
+    from core.runstore import model_identity
     from harness.failures import (
         FAILURES_FILE,
         FAILURES_RUN_FILE,
@@ -112,8 +114,6 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         summarize_failures,
         write_failures_identity,
     )
-    from harness.model_access import model_endpoint
-    from harness.runstore import model_identity
 
     run = _open_eval_run(run_path)
     records = run.records()
@@ -184,7 +184,7 @@ async def _judge(
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from harness.endpoint import Endpoint
+    from core.endpoint import Endpoint
     from harness.failures import judge_records
 
     endpoint = Endpoint(endpoint_config)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars.main import app
 
 FORMATS = ("inspect",)
 

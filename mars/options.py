@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 MODEL = typer.Option(
     None,
@@ -91,7 +91,7 @@ def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
     `/v1`, the name may hold slashes). Anything else (a URL with no model, or no `/v1/` to tell
     the base URL from the name) is refused in one line.
     """
-    from harness.errors import MarsError
+    from core.errors import MarsError
 
     mapping: dict[str, tuple[str, str]] = {}
     for value in values:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from harness.errors import MarsError
+from core.errors import MarsError
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:

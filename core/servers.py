@@ -18,7 +18,7 @@ request arrives, so it reproduces a reply only when requests run one at a time (
 continuous batching too). `warm_up` therefore sends the run's own settings first and records them
 as `pinned_sampling`; with `continuous_batching=False` every request's settings are applied
 (sequential generation, slower). Each server started here also leaves a small state file
-(`harness.server_state`), so a client given only the URL finds the model name and the pinned
+(`core.server_state`), so a client given only the URL finds the model name and the pinned
 settings.
 """
 
@@ -41,10 +41,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import MarsError
-from harness.files import mars_cache_dir
-from harness.processes import log_tail, stop_process_group
-from harness.server_state import write_server_state
+from core.errors import MarsError
+from core.files import mars_cache_dir
+from core.processes import log_tail, stop_process_group
+from core.server_state import write_server_state
 
 BACKENDS = ("auto", "vllm", "transformers")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")

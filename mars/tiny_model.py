@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from harness import tiny_model  # light: torch and transformers load inside its functions
-from harness.cli.main import app
+from core import tiny_model  # light: torch and transformers load inside its functions
+from mars.main import app
 
 tiny_app = typer.Typer(
     help="The embedded tiny Qwen3 model (~1M parameters), built locally for demos and tests.",

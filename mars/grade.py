@@ -18,8 +18,8 @@ from typing import Any
 
 import typer
 
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars.main import app
 
 
 @app.command("grade")

@@ -8,7 +8,7 @@ when omitted) is served for the length of the command and stopped afterwards; th
 is then a fingerprint of the checkpoint, not its name.
 
 Sampling: a `transformers serve --continuous-batching` server applies the temperature and top_p of
-its first request to every request (see `harness.servers`). A server `mars` starts is warmed up
+its first request to every request (see `core.servers`). A server `mars` starts is warmed up
 with the run's settings, or started without continuous batching when the command samples at more
 than one setting (`extra_sampling`); a `mars`-started server at `--base-url` whose pinned
 settings differ from the run's is refused in one line, and `Endpoint` refuses any request whose
@@ -24,14 +24,14 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.endpoint import EndpointConfig, GenerationConfig
-from harness.errors import MarsError
-from harness.server_state import server_state
-from harness.servers import ModelServer, check_model
+from core.endpoint import EndpointConfig, GenerationConfig
+from core.errors import MarsError
+from core.server_state import server_state
+from core.servers import ModelServer, check_model
 
 
 def default_model() -> str:
-    from harness.tiny_model import ensure_tiny_model
+    from core.tiny_model import ensure_tiny_model
 
     return str(ensure_tiny_model())
 

@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.files import write_json_atomic
+from core.files import write_json_atomic
 
 if TYPE_CHECKING:
-    from harness.endpoint import Completion
+    from core.endpoint import Completion
 
 
 @dataclass

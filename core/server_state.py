@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.files import mars_cache_dir, write_json_atomic
+from core.files import mars_cache_dir, write_json_atomic
 
 
 def _state_file(base_url: str) -> Path:

@@ -30,8 +30,8 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
-from harness.errors import MarsError
-from harness.files import read_jsonl, write_json_atomic, write_jsonl_atomic
+from core.errors import MarsError
+from core.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 
 SCHEMA_VERSION = 1
 RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
@@ -199,8 +199,8 @@ def model_identity(model: str | None, base_url: str | None) -> str | None:
     """
     if base_url:
         return model
-    from harness.model_access import default_model
-    from harness.servers import model_fingerprint
+    from core.model_access import default_model
+    from core.servers import model_fingerprint
 
     return model_fingerprint(model or default_model())
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars import options
+from mars.main import app
 
 
 def parse_role_map(text: str | None, flag: str) -> dict[str, str]:
@@ -59,7 +59,7 @@ def train_mas_command(
     ),
 ) -> None:
     """AT-GRPO inside a MAS workflow (Stronger-MAS), on the embedded CPU trainer or verl."""
-    from harness.settings_files import read_yaml_mapping
+    from core.settings_files import read_yaml_mapping
 
     trainer = options.trainer_choice(trainer, backend)
 
@@ -90,7 +90,7 @@ def train_mas_command(
         return
     import torch
 
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
     from train_backend.mas.trainer import train_workflow
 
     torch.set_num_threads(threads)
@@ -103,7 +103,7 @@ def train_mas_command(
 def _validated(data: dict[str, Any], *, cpu_sized: bool = True) -> Any:
     from pydantic import ValidationError
 
-    from harness.settings_files import settings_error
+    from core.settings_files import settings_error
     from train_backend.mas.config import WorkflowTrainConfig
 
     try:
@@ -121,7 +121,7 @@ def _train_verl(
     one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
     import sys
 
-    from harness.cli.train import launch_verl_run
+    from mars.train import launch_verl_run
     from train_backend.mas.rewards import ROLES
 
     if config.model is None:
@@ -142,7 +142,7 @@ def _train_verl(
 
     def launch(config: Any, run: Any, *, dry_run: bool) -> None:
         if config.multi_policy:  # one verl run per phase, the other policies served
-            from harness.model_access import model_endpoint
+            from core.model_access import model_endpoint
             from train_backend.verl.mas_phases import train_phases
 
             train_phases(config, run, dry_run=dry_run, run_verl=run_verl, serve=model_endpoint)

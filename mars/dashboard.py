@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars.main import app
 
 ADDRESS = "127.0.0.1"
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars import options
+from mars.main import app
 
 if TYPE_CHECKING:
-    from harness.endpoint import EndpointConfig, GenerationConfig
+    from core.endpoint import EndpointConfig, GenerationConfig
 
 SEATS_HELP = "Seats the player takes: both | first | second."
 INVALID_HELP = "Invalid replies: penalty (the game ends, the paper's rule) | retry:K (K re-asks)."
@@ -39,13 +39,13 @@ def _maybe_endpoint(
 ) -> Iterator[EndpointConfig | None]:
     """The model endpoint when a model player is in the game, else nothing (no server started).
 
-    Without --base-url, `harness.model_access.model_endpoint` serves --model (the embedded tiny
+    Without --base-url, `core.model_access.model_endpoint` serves --model (the embedded tiny
     model by default) for the length of the command.
     """
     if not wanted:
         yield None
         return
-    from harness.model_access import model_endpoint
+    from core.model_access import model_endpoint
 
     with model_endpoint(model=model, base_url=base_url, **settings) as config:
         yield config
@@ -60,7 +60,7 @@ def _named_endpoints(
     if not named:
         yield {}
         return
-    from harness.model_access import model_endpoint
+    from core.model_access import model_endpoint
 
     with contextlib.ExitStack() as stack:
         yield {
@@ -75,8 +75,8 @@ def _main_label(model: str | None, base_url: str | None) -> str:
     """Who --model is in records: the name sent to --base-url, else the served folder's path."""
     if base_url:
         return str(model)
-    from harness.model_access import default_model
-    from harness.servers import model_argument
+    from core.model_access import default_model
+    from core.servers import model_argument
 
     return model_argument(model or default_model())
 
@@ -138,7 +138,7 @@ def _progress(total: int, quiet: bool, label: str) -> Iterator[Callable[[dict[st
 
 
 def _generation(temperature: float, top_p: float, max_tokens: int, seed: int) -> GenerationConfig:
-    from harness.endpoint import GenerationConfig
+    from core.endpoint import GenerationConfig
 
     return GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
 
@@ -180,15 +180,15 @@ def arena_command(
     """Play PLAYER against OPPONENT, N episodes per seat, and score each seat."""
     import asyncio
 
+    from core.runstore import RunDir, RunStatus, identity_of, model_identity
+    from core.usage import add_usage
     from games.arena import ArenaConfig, record_key, run_arena, summarize
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player, needs_model
     from games.players.llm import named_models
     from games.rules import named_rules
     from games.spec import get_game
-    from harness.runstore import RunDir, RunStatus, identity_of, model_identity
     from harness.unscored import exit_if_unscored, unscored_seats
-    from harness.usage import add_usage
 
     spec = get_game(game)
     rules = named_rules(rules_name, parse_mode=parse_mode)
@@ -275,8 +275,8 @@ def arena_command(
 
         async def play() -> None:
             nonlocal usage
+            from core.endpoint import Endpoint
             from games.records import RecordWriter
-            from harness.endpoint import Endpoint
 
             endpoint = Endpoint(endpoint_config) if endpoint_config else None
             others = {spec_text: Endpoint(cfg) for spec_text, cfg in named_configs.items()}
@@ -374,12 +374,12 @@ def selfplay_command(
     """One model in both seats: per-turn trajectories (prompt, reply, reward, tokens) per game."""
     import asyncio
 
+    from core.runstore import RunDir, RunStatus, identity_of, model_identity
+    from core.usage import add_usage
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
     from games.spec import get_game
-    from harness.runstore import RunDir, RunStatus, identity_of, model_identity
-    from harness.usage import add_usage
 
     names = [name.strip() for name in games.split(",") if name.strip()]
     if not names:
@@ -444,8 +444,8 @@ def selfplay_command(
 
         async def play() -> None:
             nonlocal usage
+            from core.endpoint import Endpoint
             from games.records import RecordWriter
-            from harness.endpoint import Endpoint
 
             endpoint = Endpoint(endpoint_config)
             model_player = make_player(

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness.cli import options
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars import options
+from mars.main import app
 
 if TYPE_CHECKING:
     from train_backend.config import TrainConfig
@@ -34,7 +34,7 @@ def _stored_config(run_path: Path | None) -> dict[str, Any]:
     """The config a training run directory was started with ({} for a new directory)."""
     if run_path is None or not (run_path / "run.json").is_file():
         return {}
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
 
     info = RunDir.read_info(run_path)
     if info.kind != "train":
@@ -212,7 +212,7 @@ def _train_local(
 ) -> None:
     import torch
 
-    from harness.runstore import RunDir
+    from core.runstore import RunDir
     from train_backend.local.checkpoint import latest_checkpoint
     from train_backend.local.evaluate import eval_pairs
     from train_backend.local.policy import load_policy, resolve_model_path
@@ -288,7 +288,7 @@ def launch_verl_run(
 ) -> None:
     """The preflight (before any run directory is made), then `launch(config, run, dry_run=)`
     inside the run directory's lifecycle."""
-    from harness.runstore import RunDir, RunStatus
+    from core.runstore import RunDir, RunStatus
 
     preflight(config, dry_run=dry_run)
     run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=slug)

@@ -9,7 +9,7 @@ from types import FrameType
 
 import typer
 
-from harness.cli.main import app
+from mars.main import app
 
 
 @app.command("serve")
@@ -36,8 +36,8 @@ def serve(
     ),
 ) -> None:
     """Serve MODEL; print the model name to send and the base URL; stop on Ctrl-C / SIGTERM."""
-    from harness.model_access import default_model
-    from harness.servers import ModelServer
+    from core.model_access import default_model
+    from core.servers import ModelServer
 
     server = ModelServer(
         model=model or default_model(),
@@ -56,7 +56,7 @@ def serve(
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         server.start()
-        # Fixes the sampling of a batching transformers server for its life (harness.servers).
+        # Fixes the sampling of a batching transformers server for its life (core.servers).
         server.warm_up(temperature=temperature, top_p=top_p)
         print(f"serving {server.model} with {server.resolved_backend}", flush=True)
         if server.pinned_sampling:

@@ -18,7 +18,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from harness.errors import EndpointError, MarsError
+from core.errors import EndpointError, MarsError
 
 app = typer.Typer(
     name="mars",
@@ -36,7 +36,7 @@ def _register_commands() -> None:
     import importlib
 
     for module in _COMMAND_MODULES:
-        importlib.import_module(f"harness.cli.{module}")
+        importlib.import_module(f"mars.{module}")
 
 
 _COMMAND_MODULES: tuple[str, ...] = (

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars.main import app
 
 console = Console()
 
@@ -34,7 +34,7 @@ DEMO_PROMPTS = (
 def _mars(*args: str) -> None:
     """Run one `mars` command as its own process, as a user would; stop the demo if it fails."""
     console.print(f"[dim]$ mars {' '.join(args)}[/dim]")
-    result = subprocess.run([sys.executable, "-m", "harness", *args], check=False)
+    result = subprocess.run([sys.executable, "-m", "mars", *args], check=False)
     if result.returncode != 0:
         raise MarsError(f"demo step failed: mars {args[0]} exited with {result.returncode}")
 
@@ -46,7 +46,7 @@ def _step(title: str) -> None:
 async def _chat_through_endpoint(base_url: str, model: str, identity: str) -> None:
     import asyncio
 
-    from harness.endpoint import Endpoint, EndpointConfig, GenerationConfig
+    from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 
     endpoint = Endpoint(
         EndpointConfig(base_url=base_url, model=model, model_identity=identity, concurrency=4)
@@ -111,8 +111,8 @@ def demo(
     """The paper in miniature on CPU: serve, evaluate, pre-train, self-play train, re-evaluate."""
     import asyncio
 
-    from harness.servers import ModelServer
-    from harness.tiny_model import ensure_tiny_model
+    from core.servers import ModelServer
+    from core.tiny_model import ensure_tiny_model
 
     out = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     _step("1. the embedded tiny model")
@@ -237,7 +237,7 @@ def card_use_rows(curve: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def _print_before_after(loop_dir: Path) -> None:
-    from harness.files import read_jsonl
+    from core.files import read_jsonl
     from train_backend.loop import CURVE_JSONL
 
     curve = read_jsonl(loop_dir / CURVE_JSONL).rows

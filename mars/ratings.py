@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-from harness.cli.main import app
-from harness.errors import MarsError
+from core.errors import MarsError
+from mars.main import app
 
 RUNS_HELP = (
     "Arena run directories, or folders holding them (a loop's run directory, runs/): every "
@@ -20,7 +20,7 @@ RUNS_HELP = (
 
 def arena_runs(paths: list[Path]) -> list[Any]:
     """The arena runs named by `paths` (each a run directory or a folder of runs), each once."""
-    from harness.runstore import RUN_FILE, RunDir, list_runs
+    from core.runstore import RUN_FILE, RunDir, list_runs
 
     found: dict[Path, RunDir] = {}
     for path in paths:
