@@ -13,138 +13,58 @@ uses whole prompts, as a server would receive them.
 
 Training runs on one thread with seeded RNGs, so the same seed gives the same weights. torch and
 transformers are imported inside the functions (the CLI stays fast to start).
+
+Beside this module (which loads, evaluates, saves and caches): the recipe (`pretrain_recipe`), its
+example sets (`pretrain_examples`) and the loop that trains on the replies (`reply_training`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from core.errors import MarsError
-from core.settings_files import read_yaml_mapping, settings_error
-from core.tiny_model import move_into_place, pad_reply_batch
-from games.spec import GameSpec, get_game
-from train_backend.format_data import (
-    FORMAT_DATA_VERSION,
-    Example,
-    arithmetic_examples,
-    build_teachers,
-    game_examples,
-    reply_teacher_for,
-    teachers_for,
-)
-from train_backend.format_eval import prompt_ids, prompt_key, reply_rates
+from core.tiny_model import move_into_place
+from train_backend.format_data import Example
+from train_backend.format_eval import prompt_key, reply_rates
 from train_backend.local.checkpoint import keep_tokenizer_class
+from train_backend.pretrain_examples import check_games, held_out_examples, training_examples
+from train_backend.pretrain_recipe import (
+    PRETRAIN_VERSION,
+    SELFPLAY_START,
+    SELFPLAY_START_NAME,
+    PretrainSettings,
+    load_recipe,
+)
+from train_backend.reply_training import encode_examples, train_on_replies
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-PRETRAIN_VERSION = 1
+# The command line, the tests and the benches import the recipe's names from here too.
+__all__ = [
+    "REPORT_FILE",
+    "SELFPLAY_START",
+    "SELFPLAY_START_NAME",
+    "PretrainSettings",
+    "default_pretrained_dir",
+    "ensure_pretrained_tiny_model",
+    "is_current_build",
+    "load_recipe",
+    "pretrain_tiny_model",
+    "read_report",
+    "training_examples",
+]
+
 REPORT_FILE = "pretrain.json"
-DEFAULT_GAMES: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
-# Held-out positions come from games seeded far away from every training game.
-EVAL_SEED_OFFSET = 1_000_000_007
-ARITHMETIC_SEED_OFFSET = 7_919
-
-
-class PretrainSettings(BaseModel):
-    """What decides the result (besides the base model): the recipe of a format pre-training."""
-
-    model_config = ConfigDict(extra="forbid")  # a misspelt setting in a recipe file is an error
-
-    games: list[str] = Field(default_factory=lambda: list(DEFAULT_GAMES))
-    examples: int = Field(6000, ge=1)  # training examples in all (games and arithmetic)
-    steps: int = Field(300, ge=0)  # optimizer steps
-    batch_size: int = Field(16, ge=1)
-    learning_rate: float = Field(2e-3, gt=0)
-    warmup_steps: int = Field(10, ge=0)
-    decay_share: float = Field(0.2, ge=0, le=1)  # the last steps, where the rate falls to 5%
-    weight_decay: float = Field(0.01, ge=0)
-    full_share: float = Field(0.04, ge=0, le=1)  # share of game examples in the `full` style
-    full_seat_turns: int = Field(1, ge=1)  # full-style examples: each seat's first turns only
-    full_prompt_tokens: int = Field(800, ge=16)  # ...and only prompts up to this length
-    arithmetic_share: float = Field(0.05, ge=0, lt=1)  # `\boxed{}` answers to small sums
-    per_episode: int = Field(4, ge=1)  # positions kept per teacher game (spread over many games)
-    # Perfect-information games this player can play (`minimax:last` solves Tic-Tac-Toe): the
-    # replies name its moves, and it joins the bots whose games make the positions. In the
-    # others the replies name the last legal action listed with probability
-    # `last_listed_share`, else the teacher's move (see train_backend.format_data for why).
-    reply_teacher: str | None = None
-    last_listed_share: float = Field(1.0, ge=0, le=1)
-    # Bots whose games make the positions (and, in poker and Hanabi, whose moves the replies
-    # name), per game; games not named use `random` plus a strong bot where one exists.
-    # `{kuhn_poker: [random]}` teaches the format with no strategy at all.
-    teachers: dict[str, list[str]] = Field(default_factory=dict)
-    # The reply: `choose` = "I choose X." then the answer tag; `restate` = in the hidden-information
-    # games, the seat's compact view of the state on one line, then the answer tag (see
-    # train_backend.format_data.game_reply); perfect-information games keep `choose`.
-    reply_style: Literal["choose", "restate"] = "choose"
-    # Examples per game are split in proportion to these weights (1 for games not named): the
-    # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the
-    # information tokens; Kuhn's never changes (both its actions are always legal).
-    game_weights: dict[str, float] = Field(
-        default_factory=lambda: {
-            "tic_tac_toe": 4.0,
-            "connect_four": 4.0,
-            "mini_hanabi": 2.0,
-            "simple_hanabi": 2.0,
-        }
-    )
-    # Draw this many times the positions needed and keep them evenly over the move named.
-    balance: int = Field(3, ge=1)
-    eval_positions: int = Field(48, ge=0)  # held-out positions per game and style (0: no eval)
-    eval_full_positions: int = Field(8, ge=0)  # fewer for `full`: its prompts are long
-    seed: int = 0
-    threads: int = Field(1, ge=1)  # 1 = the same bytes on any machine
-
-    def recipe(self) -> dict[str, Any]:
-        return {
-            "version": PRETRAIN_VERSION,
-            "data_version": FORMAT_DATA_VERSION,
-            **self.model_dump(exclude={"eval_positions", "eval_full_positions", "threads"}),
-        }
-
-
-# The starting model of the self-play demo: the format only, no strategy. Its replies restate the
-# seat's view of the state, then name a uniformly random legal move, so self-play has a policy to
-# improve. Kuhn and Mini Hanabi only (Tic-Tac-Toe's last-listed copying needs most of a recipe's
-# steps); `bench/recipes/selfplay-generalist.yaml` adds it for the ablation.
-SELFPLAY_START = PretrainSettings(
-    games=["kuhn_poker", "mini_hanabi"],
-    teachers={"kuhn_poker": ["random"], "mini_hanabi": ["random"]},
-    reply_style="restate",
-    examples=2500,
-    steps=160,
-    full_share=0.0,
-    eval_full_positions=0,
-)
-SELFPLAY_START_NAME = "selfplay"
-
-
-def load_recipe(path: Path, **overrides: Any) -> PretrainSettings:
-    """Pre-training settings from a YAML mapping (any `PretrainSettings` field), then overrides."""
-    data = read_yaml_mapping(path, "recipe")
-    data.update(overrides)
-    try:
-        return PretrainSettings.model_validate(data)
-    except ValidationError as exc:
-        raise MarsError(f"recipe {path}: {settings_error(exc, 'pre-training')}") from exc
-
-
-def check_games(names: Sequence[str]) -> list[GameSpec]:
-    specs = [get_game(name) for name in names]  # MarsError for an unknown name
-    if not specs:
-        raise MarsError("give at least one game to pre-train on")
-    return specs
 
 
 def _check_base(base_dir: Path) -> None:
@@ -200,208 +120,6 @@ def _load(base_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     if tokenizer.eos_token is None:
         raise MarsError(f"{base_dir}: the tokenizer has no end-of-turn (eos) token")
     return model, tokenizer
-
-
-def _split(total: int, weights: Sequence[float]) -> list[int]:
-    """`total` cut into integer parts proportional to `weights` (largest remainders first)."""
-    exact = [total * w / sum(weights) for w in weights]
-    parts = [int(x) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: parts[i] - exact[i])
-    for i in by_remainder[: total - sum(parts)]:
-        parts[i] += 1
-    return parts
-
-
-def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:
-    """Game positions (both styles) plus a few arithmetic answers, shuffled with the seed."""
-    arithmetic = round(settings.examples * settings.arithmetic_share)
-    game_total = settings.examples - arithmetic
-    full_total = round(game_total * settings.full_share)
-    weights = [settings.game_weights.get(spec.name, 1.0) for spec in specs]
-    compact_counts = _split(game_total - full_total, weights)
-    full_counts = _split(full_total, weights)
-    examples: list[Example] = []
-    for index, spec in enumerate(specs):
-        teachers = build_teachers(spec, settings.teachers.get(spec.name) or teachers_for(spec))
-        reply_teacher = reply_teacher_for(spec, settings.reply_teacher)
-        if reply_teacher is not None:
-            teachers.append(reply_teacher)
-        last_listed = (
-            settings.last_listed_share
-            if spec.perfect_information and reply_teacher is None
-            else 0.0
-        )
-        for style, count, stream in (
-            ("compact", compact_counts[index], 0),
-            ("full", full_counts[index], 1),
-        ):
-            if count:
-                first_seed = (settings.seed * 4 + stream) * 10_000_000 + index * 1_000_000
-                examples += game_examples(
-                    spec,
-                    style,
-                    count=count,
-                    first_seed=first_seed,
-                    teachers=teachers,
-                    per_episode=settings.per_episode,
-                    last_listed_share=last_listed,
-                    reply_teacher=reply_teacher,
-                    balance=settings.balance if spec.perfect_information else 1,
-                    max_seat_turns=settings.full_seat_turns if style == "full" else None,
-                    restate=settings.reply_style == "restate" and not spec.perfect_information,
-                )
-    examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
-    random.Random(settings.seed).shuffle(examples)
-    return examples
-
-
-def held_out_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:
-    """Positions from random-vs-random games with seeds no training game uses."""
-    examples: list[Example] = []
-    for index, spec in enumerate(specs):
-        teachers = build_teachers(spec, ["random"])
-        for style, count in (
-            ("compact", settings.eval_positions),
-            ("full", settings.eval_full_positions),
-        ):
-            if count:
-                first_seed = EVAL_SEED_OFFSET + settings.seed * 100_000 + index * 10_000
-                examples += game_examples(
-                    spec,
-                    style,
-                    count=count,
-                    first_seed=first_seed,
-                    teachers=teachers,
-                    per_episode=2,
-                )
-    if settings.arithmetic_share > 0 and settings.eval_positions:
-        examples += arithmetic_examples(settings.eval_positions, EVAL_SEED_OFFSET + settings.seed)
-    return examples
-
-
-Row = tuple[list[int], int]  # token ids (prompt + reply), prompt length
-
-
-def encode_examples(
-    tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example], settings: PretrainSettings
-) -> list[Row]:
-    """Prompt ids by the chat template, then the reply and the end-of-turn token.
-
-    Full-style prompts longer than `full_prompt_tokens` are left out, not cut: a model trained on
-    windows cut from longer prompts learnt nothing that carried over to whole prompts (measured:
-    compact prompts cut to their last 72 tokens gave 2-35% legal moves on whole prompts).
-    """
-    rows: list[Row] = []
-    eos = tokenizer.eos_token
-    for example in examples:
-        prompt = prompt_ids(tokenizer, example.messages)
-        if example.style == "full" and len(prompt) > settings.full_prompt_tokens:
-            continue
-        reply = tokenizer(example.reply + eos, add_special_tokens=False)["input_ids"]
-        rows.append((prompt + list(reply), len(prompt)))
-    return rows
-
-
-def _batch_tensors(rows: Sequence[Row], pad_id: int) -> tuple[Any, Any, Any]:
-    """Right-padded ids, attention mask, and labels that are -100 outside the replies."""
-    input_ids, labels, attention = pad_reply_batch(list(rows), pad_id)
-    return input_ids, attention, labels
-
-
-def _reply_loss(model: PreTrainedModel, input_ids: Any, attention: Any, labels: Any) -> Any:
-    """Cross-entropy on the reply tokens only.
-
-    The output layer runs only where a reply token is predicted (a few percent of positions)
-    instead of over the whole padded batch: about a sixth less work per step for the tiny model.
-    """
-    import torch
-
-    body, head = getattr(model, "model", None), getattr(model, "lm_head", None)
-    if body is None or head is None:  # another architecture: the plain (dearer) path
-        return model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-    hidden = body(input_ids=input_ids, attention_mask=attention).last_hidden_state
-    targets = labels[:, 1:]
-    picked = targets != -100
-    logits = head(hidden[:, :-1][picked])
-    return torch.nn.functional.cross_entropy(logits.float(), targets[picked])
-
-
-LONG_ROW_TOKENS = 320
-
-
-def _batches(rows: Sequence[Row], batch_size: int, generator: Any) -> Iterator[list[int]]:
-    """Endless seeded shuffled passes over the rows, in batches.
-
-    Long rows (the full-style prompts) are batched among themselves, so that one of them does not
-    pad fifteen short rows to its width; short rows are batched at random (batches sorted by
-    length learnt the Tic-Tac-Toe lookup no faster in our runs, and a batch of alike positions
-    is a narrower sample).
-    """
-    import torch
-
-    while True:
-        order = torch.randperm(len(rows), generator=generator).tolist()
-        short = [i for i in order if len(rows[i][0]) <= LONG_ROW_TOKENS]
-        long = [i for i in order if len(rows[i][0]) > LONG_ROW_TOKENS]
-        batches = [
-            group[i : i + batch_size]
-            for group in (short, long)
-            for i in range(0, len(group), batch_size)
-        ]
-        for index in torch.randperm(len(batches), generator=generator).tolist():
-            yield batches[index]
-
-
-def train_on_replies(
-    model: PreTrainedModel,
-    rows: Sequence[Row],
-    settings: PretrainSettings,
-    pad_id: int,
-    on_step: Callable[[int, float], None] | None = None,
-) -> list[float]:
-    """AdamW, warm-up / constant / linear decay; batches drawn in seeded shuffled passes."""
-
-    import torch
-
-    if settings.steps == 0 or not rows:
-        return []
-    generator = torch.Generator().manual_seed(settings.seed)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay
-    )
-    steps, warmup = settings.steps, settings.warmup_steps
-
-    decay_from = steps - round(steps * settings.decay_share)
-
-    def factor(step: int) -> float:
-        # Warm-up, a long constant stretch, then a linear decay: copying a label out of the
-        # prompt is learnt late and suddenly, so the rate stays high until near the end.
-        if step < warmup:
-            return (step + 1) / warmup
-        if step < decay_from:
-            return 1.0
-        return max(0.05, (steps - step) / max(1, steps - decay_from))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-    batches = _batches(rows, settings.batch_size, generator)
-    losses: list[float] = []
-    model.train()
-    try:
-        for step in range(steps):
-            batch = next(batches)
-            input_ids, attention, labels = _batch_tensors([rows[i] for i in batch], pad_id)
-            loss = _reply_loss(model, input_ids, attention, labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
-            if on_step is not None:
-                on_step(step + 1, losses[-1])
-    finally:
-        model.eval()
-    return losses
 
 
 def _rates_table(rates: dict[str, dict[str, Any]]) -> dict[str, float]:

@@ -123,7 +123,9 @@ def ensure_workflow_start(
     """The MAS miniature's starting model, built on first use (a few minutes on a CPU); `name`
     picks its cache folder (tests build smaller recipes beside the miniature's)."""
     from core.tiny_model import ensure_tiny_model, move_into_place
-    from train_backend.pretrain import PretrainSettings, default_pretrained_dir, train_on_replies
+    from train_backend.pretrain import default_pretrained_dir
+    from train_backend.pretrain_recipe import PretrainSettings
+    from train_backend.reply_training import encode_examples, train_on_replies
 
     settings = settings or WorkflowPretrainSettings()
     base = ensure_tiny_model()
@@ -133,8 +135,6 @@ def ensure_workflow_start(
         return target
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from train_backend.pretrain import encode_examples
 
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)

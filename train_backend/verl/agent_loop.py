@@ -5,7 +5,7 @@ specs, prompt renderer, move parser, invalid-move rule and rewards as `mars aren
 a `FunctionPlayer` whose reply comes from verl's server manager, token-in/token-out; the decoded
 reply is split into reasoning and answer as the endpoint layer does.
 
-What a training sample is depends on the row's `sample_unit`:
+What a training sample is depends on the row's `sample_unit` (samples.py builds them):
 
 - `conversation` (the default, as in the MARSHAL code): one `AgentLoopOutput` per seat. The
   seat's chat is one growing token sequence: the first prompt (rendered with the model's chat
@@ -39,15 +39,10 @@ import functools
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import (
-    AgentLoopBase,
-    AgentLoopMetrics,
-    AgentLoopOutput,
-    register,
-)
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.utils.rollout_trace import rollout_trace_op
 
 from core.endpoint import Completion, Usage
@@ -60,49 +55,21 @@ from games.rules import CHOICES as RULE_CHOICES
 from games.rules import PlayRules
 from games.spec import GameSpec, get_game
 from train_backend.local.opponents import make_fixed_opponent, policy_seat
-from train_backend.local.tree import TreeOptions, state_key
+from train_backend.local.tree import TreeOptions
 from train_backend.verl import names
-from train_backend.verl.tree_loop import (
-    ServerTree,
-    TokenPolicy,
-    TreeGame,
-    branch_fields,
-    tree_options,
+from train_backend.verl.samples import (
+    Generation,
+    Message,
+    SeatChat,
+    conversation_outputs,
+    tree_outputs,
+    turn_outputs,
 )
+from train_backend.verl.tree_loop import ServerTree, TokenPolicy, TreeGame, tree_options
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_UNITS = ("conversation", "turn")
-Message = dict[str, str]
-
-
-@dataclass
-class _Generation:
-    """What one model call sent and got back, kept until the game's rewards are known."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    log_probs: list[float] | None
-    messages: int
-    seconds: float
-    num_preempted: int
-    server_fields: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _SeatChat:
-    """One seat's conversation as one token sequence (sample_unit: conversation)."""
-
-    prompt_ids: list[int]  # the first prompt
-    tokens: list[int]  # everything the model has seen and said so far
-    mask: list[int]  # per token after the first prompt: 1 on the seat's own replies
-    log_probs: list[float] | None
-    messages: list[Message]  # the chat the last call was given
-    spans: list[tuple[int, int]] = field(default_factory=list)
-
-    @property
-    def response_ids(self) -> list[int]:
-        return self.tokens[len(self.prompt_ids) :]
 
 
 @functools.cache
@@ -166,7 +133,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         if played is None:
             return []
         keep_log_probs = not (tree.all_actions or tree.counterfactual)
-        return self._tree_outputs(played, row.fields, keep_log_probs)
+        return tree_outputs(played, row.fields, keep_log_probs, self.response_length)
 
     def _read_row(self, sampling_params: dict[str, Any], kwargs: dict[str, Any]) -> _Row:
         game, seed = str(kwargs["game"]), int(kwargs["seed"])
@@ -205,8 +172,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
 
     async def _play_line(self, row: _Row) -> list[AgentLoopOutput]:
         """One game, each model call a sample (turn) or each seat's chat one (conversation)."""
-        generations: list[_Generation] = []
-        chats: dict[int, _SeatChat] = {}
+        generations: list[Generation] = []
+        chats: dict[int, SeatChat] = {}
         unit = row.unit
 
         async def respond(messages: list[Message], seat: int, _seed: int) -> Completion:
@@ -249,8 +216,8 @@ class SelfPlayAgentLoop(AgentLoopBase):
                 f"{len(model_turns)} model turns but {len(generations)} model calls in one episode"
             )
         if unit == "conversation":
-            return self._conversation_outputs(model_turns, generations, chats, row.fields)
-        return self._turn_outputs(model_turns, generations, row.fields)
+            return conversation_outputs(model_turns, generations, chats, row.fields)
+        return turn_outputs(model_turns, generations, row.fields)
 
     async def _play_tree(self, row: _Row, tree: TreeOptions) -> TreeGame | None:
         """One tree-sampled game (tree_loop.py); None when its main line failed."""
@@ -295,36 +262,6 @@ class SelfPlayAgentLoop(AgentLoopBase):
             return None
         return played
 
-    def _tree_outputs(
-        self, played: TreeGame, episode_fields: dict[str, Any], keep_log_probs: bool
-    ) -> list[AgentLoopOutput]:
-        """One turn sample per branch of every policy turn: the turn's prompt, the branch's reply,
-        its return as the reward. Forced branches (all_actions, counterfactual) were not sampled,
-        so with those options no sample carries rollout log-probs (verl needs all or none)."""
-        versions = _weight_versions(played.server_fields)
-        episode = str(episode_fields[names.EPISODE])
-        outputs = []
-        for node in played.nodes:
-            for branch, reply in enumerate(node.branches):
-                response = list(reply.completion_ids)[: self.response_length]
-                probs = getattr(reply, "log_probs", None)
-                fields = branch_fields(node, branch, episode)
-                outputs.append(
-                    AgentLoopOutput(
-                        prompt_ids=list(node.prompt_ids),
-                        response_ids=response,
-                        response_mask=[1] * len(response),
-                        response_logprobs=list(probs)[: len(response)]
-                        if keep_log_probs and probs is not None
-                        else None,
-                        reward_score=fields[names.REWARD],
-                        num_turns=2,
-                        metrics=AgentLoopMetrics(generate_sequences=0.0, num_preempted=-1),
-                        extra_fields={**versions, **episode_fields, **fields, **_VERL_KEYS},
-                    )
-                )
-        return outputs
-
     async def _turn_prompt(self, messages: list[Message]) -> list[int]:
         # verl's token builder renders the chat with the model's template. Its own wrapper
         # (`ct_build_initial_tokens`) would cut an over-long chat from the left; a seat whose chat
@@ -335,13 +272,13 @@ class SelfPlayAgentLoop(AgentLoopBase):
         return self._within_budget(list(prompt_ids))
 
     async def _conversation_prompt(
-        self, chats: dict[int, _SeatChat], seat: int, messages: list[Message]
+        self, chats: dict[int, SeatChat], seat: int, messages: list[Message]
     ) -> list[int]:
         """The seat's whole chat as tokens: its last context and reply, then what came after."""
         chat = chats.get(seat)
         if chat is None:
             prompt_ids = await self._turn_prompt(messages)
-            chats[seat] = _SeatChat(prompt_ids, list(prompt_ids), [], None, list(messages))
+            chats[seat] = SeatChat(prompt_ids, list(prompt_ids), [], None, list(messages))
             return list(prompt_ids)
         # The engine put this seat's last reply (as its answer) after the messages it sent last;
         # the reply's own tokens are already in `chat.tokens`, so only what follows is rendered.
@@ -353,7 +290,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         chat.messages = list(messages)
         return self._within_budget(list(chat.tokens))
 
-    async def _append_reply(self, chat: _SeatChat, generation: _Generation) -> None:
+    async def _append_reply(self, chat: SeatChat, generation: Generation) -> None:
         if not chat.spans and generation.log_probs is not None:
             chat.log_probs = []  # the server reports log-probs: keep them aligned from here
         if chat.log_probs is not None and generation.log_probs is None:
@@ -386,7 +323,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         *,
         request_id: str,
         priority: int,
-    ) -> _Generation:
+    ) -> Generation:
         started = time.perf_counter()
         output = await self.server_manager.generate(
             request_id=request_id,
@@ -400,7 +337,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         if not response_ids:
             raise EndpointError("the rollout server returned no tokens", retries=0)
         log_probs = list(output.log_probs[: len(response_ids)]) if output.log_probs else None
-        return _Generation(
+        return Generation(
             prompt_ids=list(prompt_ids),
             response_ids=response_ids,
             log_probs=log_probs,
@@ -409,108 +346,3 @@ class SelfPlayAgentLoop(AgentLoopBase):
             num_preempted=output.num_preempted if output.num_preempted is not None else -1,
             server_fields=dict(output.extra_fields),
         )
-
-    def _turn_outputs(
-        self,
-        turns: list[dict[str, Any]],
-        generations: list[_Generation],
-        episode_fields: dict[str, Any],
-    ) -> list[AgentLoopOutput]:
-        weight_versions = _weight_versions([g.server_fields for g in generations])
-        outputs = []
-        for turn, generation in zip(turns, generations, strict=True):
-            extra = {
-                **generation.server_fields,
-                **weight_versions,
-                **episode_fields,
-                names.SEAT: turn["seat"],
-                names.TURN: turn["turn"],
-                names.REWARD: turn["reward"],
-                names.LEGAL: turn["legal"],
-                names.ACTION: turn["action"],
-                names.STATE: state_key(generation.prompt_ids),
-                **_VERL_KEYS,
-            }
-            outputs.append(
-                AgentLoopOutput(
-                    prompt_ids=generation.prompt_ids,
-                    response_ids=generation.response_ids,
-                    response_mask=[1] * len(generation.response_ids),
-                    response_logprobs=generation.log_probs,
-                    # verl's v1 worker copies the last output's score onto all earlier ones; the
-                    # mars trainer restores each turn's own reward from `names.REWARD`.
-                    reward_score=turn["reward"],
-                    num_turns=generation.messages + 1,
-                    metrics=AgentLoopMetrics(
-                        generate_sequences=generation.seconds,
-                        num_preempted=generation.num_preempted,
-                    ),
-                    extra_fields=extra,
-                )
-            )
-        return outputs
-
-    def _conversation_outputs(
-        self,
-        model_turns: list[dict[str, Any]],
-        generations: list[_Generation],
-        chats: dict[int, _SeatChat],
-        episode_fields: dict[str, Any],
-    ) -> list[AgentLoopOutput]:
-        weight_versions = _weight_versions([g.server_fields for g in generations])
-        outputs = []
-        for seat in sorted(chats):
-            chat = chats[seat]
-            turns = [turn for turn in model_turns if turn["seat"] == seat]
-            calls = [
-                g for turn, g in zip(model_turns, generations, strict=True) if turn["seat"] == seat
-            ]
-            if len(turns) != len(chat.spans):
-                raise RuntimeError(f"seat {seat}: {len(turns)} turns but {len(chat.spans)} replies")
-            extra = {
-                **weight_versions,
-                **episode_fields,
-                names.SEAT: seat,
-                names.TURN: [turn["turn"] for turn in turns],
-                names.REWARD: [turn["reward"] for turn in turns],
-                names.LEGAL: [turn["legal"] for turn in turns],
-                names.ACTION: [turn["action"] for turn in turns],
-                names.SPANS: [list(span) for span in chat.spans],
-                # what the seat saw before each reply: its whole chat up to that call
-                names.STATE: [state_key(g.prompt_ids) for g in calls],
-                **_VERL_KEYS,
-            }
-            outputs.append(
-                AgentLoopOutput(
-                    prompt_ids=chat.prompt_ids,
-                    response_ids=chat.response_ids,
-                    response_mask=chat.mask,
-                    response_logprobs=chat.log_probs,
-                    # The mars trainer puts each turn's reward on its reply's last token.
-                    reward_score=sum(turn["reward"] for turn in turns),
-                    num_turns=len(chat.messages) + 1,
-                    metrics=AgentLoopMetrics(
-                        generate_sequences=sum(g.seconds for g in calls),
-                        num_preempted=sum(max(g.num_preempted, 0) for g in calls),
-                    ),
-                    extra_fields=extra,
-                )
-            )
-        return outputs
-
-
-# The keys verl's own loops always fill, so batches from any loop concatenate.
-_VERL_KEYS: dict[str, Any] = {"turn_scores": [], "tool_rewards": [], "reward_extra_info": {}}
-
-
-def _weight_versions(server_fields: list[dict[str, Any]]) -> dict[str, int]:
-    """The oldest and newest policy versions the game was played with (verl's staleness tags),
-    from the extra fields the server returned with each generation."""
-    starts = [f.get("min_global_steps", f.get("global_steps")) for f in server_fields]
-    ends = [f.get("max_global_steps", f.get("global_steps")) for f in server_fields]
-    versions: dict[str, int] = {}
-    if any(v is not None for v in starts):
-        versions["min_global_steps"] = min(v for v in starts if v is not None)
-    if any(v is not None for v in ends):
-        versions["max_global_steps"] = max(v for v in ends if v is not None)
-    return versions

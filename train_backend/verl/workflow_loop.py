@@ -46,7 +46,8 @@ from train_backend.mas.rollout import (
     tree_sample,
 )
 from train_backend.verl import names
-from train_backend.verl.agent_loop import _VERL_KEYS, SelfPlayAgentLoop, _weight_versions
+from train_backend.verl.agent_loop import SelfPlayAgentLoop
+from train_backend.verl.samples import VERL_KEYS, weight_versions
 from train_backend.verl.tree_loop import group_key
 
 logger = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
             names.EPISODE: episode,
             names.GROUP: episode,
         }
-        return self._branch_outputs(found, workflow, fields, _weight_versions(server_fields))
+        return self._branch_outputs(found, workflow, fields, weight_versions(server_fields))
 
     def _role_model(
         self,
@@ -179,7 +180,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
                     reward_score=float(branch.ret),
                     num_turns=2,
                     metrics=AgentLoopMetrics(generate_sequences=0.0, num_preempted=-1),
-                    extra_fields={**versions, **episode_fields, **fields, **_VERL_KEYS},
+                    extra_fields={**versions, **episode_fields, **fields, **VERL_KEYS},
                 )
             )
         return outputs
