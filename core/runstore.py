@@ -160,7 +160,12 @@ def identity_changes(
 
 
 def refuse_changed_identity(
-    where: Path, stored: dict[str, Any] | None, current: dict[str, Any], *, complete: bool = True
+    where: Path,
+    stored: dict[str, Any] | None,
+    current: dict[str, Any],
+    *,
+    complete: bool = True,
+    way_out: str = "give a new --run-dir",
 ) -> str | None:
     """Raise a one-line MarsError naming every changed setting; return a note (or None).
 
@@ -176,7 +181,7 @@ def refuse_changed_identity(
     if changes:
         raise MarsError(
             f"{where} was run with other settings ({'; '.join(changes)}); rerun with the same "
-            "settings to resume it, or give a new --run-dir"
+            f"settings to resume it, or {way_out}"
         )
     return None
 

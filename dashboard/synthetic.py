@@ -218,7 +218,7 @@ def write_failures(
 
 
 def verdict(record: dict[str, Any], modes: Sequence[str], *, parsed: bool = True) -> dict[str, Any]:
-    from harness.mast import MODES_BY_ID
+    from harness.failures.taxonomy import MODES_BY_ID
 
     return {
         "schema_version": 1,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from core.errors import ExitCode
+
 NO_SCORE = "no score"
-NO_SCORE_EXIT_CODE = 4
+NO_SCORE_EXIT_CODE = ExitCode.NO_SCORE
 _ERROR_CHARS = 300
 
 

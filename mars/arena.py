@@ -5,86 +5,85 @@ seats, writing the per-turn trajectories the trainers read). Both write a resuma
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from core.errors import MarsError
+from core.model_options import ModelOptions, SamplingOptions
 from mars import options
+from mars.game_commands import (
+    INVALID_HELP,
+    LABEL_HELP,
+    PLAYER_HELP,
+    SEATS_HELP,
+    STYLE_HELP,
+    check_model_flags,
+    progress_ticker,
+)
 from mars.main import app
+from mars.model_options import model_options
 
 if TYPE_CHECKING:
     from core.endpoint import EndpointConfig, GenerationConfig
-
-SEATS_HELP = "Seats the player takes: both | first | second."
-INVALID_HELP = "Invalid replies: penalty (the game ends, the paper's rule) | retry:K (K re-asks)."
-STYLE_HELP = "Prompts: full (rules, one growing chat per seat) | compact (short, for tiny models)."
-PLAYER_HELP = (
-    "llm (--model), llm:PATH (a checkpoint served for the run), llm:NAME@URL (a model at a URL), "
-    "random, mcts:SIMS, cfr:ITERS, nash."
-)
-LABEL_HELP = (
-    "Who --model is in records and ratings (default: its folder's absolute path, or the name "
-    "given with --base-url)."
-)
+    from core.runstore import RunDir
 
 
 @contextlib.contextmanager
 def _maybe_endpoint(
-    wanted: bool, *, model: str | None, base_url: str | None, **settings: Any
+    wanted: bool, model_options: ModelOptions, run: RunDir, gen: GenerationConfig
 ) -> Iterator[EndpointConfig | None]:
     """The model endpoint when a model player is in the game, else nothing (no server started).
 
-    Without --base-url, `core.model_access.model_endpoint` serves --model (the embedded tiny
-    model by default) for the length of the command.
+    Without --base-url, --model (the embedded tiny model by default) is served for the length
+    of the command.
     """
     if not wanted:
         yield None
         return
-    from core.model_access import model_endpoint
+    from core.model_options import open_endpoint
 
-    with model_endpoint(model=model, base_url=base_url, **settings) as config:
+    with open_endpoint(model_options, run, gen) as config:
         yield config
 
 
 @contextlib.contextmanager
 def _named_endpoints(
-    named: dict[str, Any], settings: dict[str, Any]
+    named: dict[str, Any], model_options: ModelOptions, run: RunDir, gen: GenerationConfig
 ) -> Iterator[dict[str, EndpointConfig]]:
     """An endpoint per `llm:SPEC` model (SPEC -> config): the URL given, or the folder served
     for the length of the command, like --model."""
     if not named:
         yield {}
         return
-    from core.model_access import model_endpoint
+    import dataclasses
+
+    from core.model_options import open_endpoint
 
     with contextlib.ExitStack() as stack:
         yield {
             text: stack.enter_context(
-                model_endpoint(model=spec.model, base_url=spec.base_url, **settings)
+                open_endpoint(
+                    dataclasses.replace(model_options, model=spec.model, base_url=spec.base_url),
+                    run,
+                    gen,
+                )
             )
             for text, spec in named.items()
         }
 
 
-def _main_label(model: str | None, base_url: str | None) -> str:
+def _main_label(model_options: ModelOptions) -> str:
     """Who --model is in records: the name sent to --base-url, else the served folder's path."""
-    if base_url:
-        return str(model)
+    if model_options.base_url:
+        return str(model_options.model)
     from core.model_access import default_model
     from core.servers import model_argument
 
-    return model_argument(model or default_model())
-
-
-def _check_model_flags(wanted: bool, model: str | None, base_url: str | None) -> None:
-    """Fail before any run directory or server exists."""
-    if wanted and base_url and not model:
-        raise MarsError("--base-url needs --model NAME (the model name the server expects)")
+    return model_argument(model_options.model or default_model())
 
 
 def _print_arena_table(summary: dict[str, Any]) -> None:
@@ -125,25 +124,8 @@ def _print_arena_table(summary: dict[str, Any]) -> None:
     Console().print(table)
 
 
-@contextlib.contextmanager
-def _progress(total: int, quiet: bool, label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
-    if quiet or total == 0:
-        yield lambda _record: None
-        return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as progress:
-        task = progress.add_task(label, total=total)
-        yield lambda _record: progress.advance(task)
-
-
-def _generation(temperature: float, top_p: float, max_tokens: int, seed: int) -> GenerationConfig:
-    from core.endpoint import GenerationConfig
-
-    return GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-
-
 @app.command("arena")
+@model_options(helps={"seed": "First episode seed (seeds seed..seed+N-1)."})
 def arena_command(
     game: str = typer.Option(..., "--game", help="tic_tac_toe, connect_four, kuhn_poker, ..."),
     player: str = typer.Option("llm", "--player", help=PLAYER_HELP),
@@ -160,18 +142,8 @@ def arena_command(
     parse_mode: str = typer.Option(
         None, "--parse-mode", help="lenient | strict (default: the --rules' choice)."
     ),
-    model: str = options.MODEL,
-    base_url: str = options.BASE_URL,
-    backend: str = options.BACKEND,
-    concurrency: int = options.CONCURRENCY,
-    timeout: float = options.TIMEOUT,
-    max_retries: int = options.MAX_RETRIES,
-    temperature: float = options.TEMPERATURE,
-    top_p: float = options.TOP_P,
-    max_tokens: int = options.MAX_TOKENS,
-    seed: int = typer.Option(0, "--seed", help="First episode seed (seeds seed..seed+N-1)."),
-    api_key_env: str = options.API_KEY_ENV,
-    cache: Path = options.CACHE,
+    model_options: ModelOptions = ModelOptions(),
+    sampling: SamplingOptions = SamplingOptions(),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -180,7 +152,8 @@ def arena_command(
     """Play PLAYER against OPPONENT, N episodes per seat, and score each seat."""
     import asyncio
 
-    from core.runstore import RunDir, RunStatus, identity_of, model_identity
+    from core.lifecycle import run_lifecycle
+    from core.runstore import RunStatus, identity_of, model_identity
     from core.usage import add_usage
     from games.arena import ArenaConfig, record_key, run_arena, summarize
     from games.engine import EpisodeOptions
@@ -197,6 +170,7 @@ def arena_command(
         invalid=invalid,
         rules=rules,
     )
+    seed, concurrency = sampling.seed, model_options.concurrency
     config = ArenaConfig(
         episodes=episodes,
         seats=seats,  # type: ignore[arg-type]
@@ -208,17 +182,14 @@ def arena_command(
     named = named_models([player, opponent])
     wants_main = any(needs_model(name) and ":" not in name for name in (player, opponent))
     wants_model = wants_main or bool(named)
-    _check_model_flags(wants_main, model, base_url)
+    check_model_flags(wants_main, model_options)
     # Bots are built (and policies solved) before any server starts, so bad input fails fast.
     bot_context = PlayerContext(spec=spec)
     bots = {
         name: make_player(name, bot_context) for name in (player, opponent) if not needs_model(name)
     }
 
-    run = RunDir.resolve(
-        out=out, run_dir=run_dir, kind="arena", slug=f"{spec.name}-{player}-vs-{opponent}"
-    )
-    gen = _generation(temperature, top_p, max_tokens, seed)
+    gen = sampling.generation()
     run_config = {
         "game": spec.describe(),
         "player": player,
@@ -236,110 +207,101 @@ def arena_command(
         "arena",
         run_config,
         resumable=("episodes_per_seat", "seats", "first_seed", "concurrency"),
-        model=model_identity(model, base_url) if wants_main else None,
+        model=model_identity(model_options.model, model_options.base_url) if wants_main else None,
     )
-    run.check_identity(identity)  # before anything in the run directory changes
-    done = run.prepare_resume(record_key)
-    total = len(config.seat_indices()) * episodes
-    todo = total - sum(1 for key in done if key[0] == spec.name)
-    if done:
-        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
-    endpoint_settings = {
-        "backend": backend,
-        "concurrency": concurrency,
-        "timeout_s": timeout,
-        "max_retries": max_retries,
-        "api_key_env": api_key_env,
-        "cache_path": cache,
-        "log_dir": run.path,
-        "gen": gen,  # a pinned server is checked against the sampling this run asks for
-    }
-    started = time.perf_counter()
-    usage: dict[str, Any] | None = None
-    usage_by_model: dict[str, Any] = {}  # the `llm:SPEC` models' own endpoints
-    identities = {"player": player, "opponent": opponent}
-    with (
-        _maybe_endpoint(
-            wants_main, model=model, base_url=base_url, **endpoint_settings
-        ) as endpoint_config,
-        _named_endpoints(named, endpoint_settings) as named_configs,
-    ):
-        run.start(
-            command=["mars", *sys.argv[1:]],
-            config=run_config,
-            model=endpoint_config.model if endpoint_config else None,
-            endpoint=endpoint_config.public() if endpoint_config else None,
-            seeds={"first_episode_seed": seed},
-            identity=identity,
-        )
-
-        async def play() -> None:
-            nonlocal usage
-            from core.endpoint import Endpoint
-            from games.records import RecordWriter
-
-            endpoint = Endpoint(endpoint_config) if endpoint_config else None
-            others = {spec_text: Endpoint(cfg) for spec_text, cfg in named_configs.items()}
-            label = model_label or (_main_label(model, base_url) if endpoint else None)
-            context = PlayerContext(
-                spec=spec,
-                endpoint=endpoint,
-                gen=gen,
-                model_label=label,
-                named_models={text: (others[text], named[text].label) for text in others},
+    slug = f"{spec.name}-{player}-vs-{opponent}"
+    # The identity is checked on entering, before anything in the run directory changes.
+    with run_lifecycle(
+        out=out, run_dir=run_dir, kind="arena", slug=slug, identity=identity
+    ) as life:
+        run = life.run
+        done = life.resume(record_key)
+        total = len(config.seat_indices()) * episodes
+        todo = total - sum(1 for key in done if key[0] == spec.name)
+        if done:
+            print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+        started = time.perf_counter()
+        usage: dict[str, Any] | None = None
+        usage_by_model: dict[str, Any] = {}  # the `llm:SPEC` models' own endpoints
+        identities = {"player": player, "opponent": opponent}
+        # A pinned server is checked against the sampling this run asks for (`gen`).
+        with (
+            _maybe_endpoint(wants_main, model_options, run, gen) as endpoint_config,
+            _named_endpoints(named, model_options, run, gen) as named_configs,
+        ):
+            life.start(
+                config=run_config,
+                model=endpoint_config.model if endpoint_config else None,
+                endpoint=endpoint_config.public() if endpoint_config else None,
+                seeds={"first_episode_seed": seed},
             )
-            built = {
-                name: bots.get(name) or make_player(name, context) for name in (player, opponent)
-            }
-            identities.update(player=built[player].identity, opponent=built[opponent].identity)
-            try:
-                with _progress(todo, quiet, f"{spec.name} episodes") as tick:
-                    await run_arena(
-                        spec,
-                        built[player],
-                        built[opponent],
-                        config,
-                        sink=RecordWriter(run.records_path),
-                        done=done,
-                        on_record=tick,
-                    )
-            finally:
-                if endpoint is not None:
-                    usage = {
-                        "by_role": endpoint.ledger.by_role(),
-                        "totals": endpoint.ledger.totals(),
-                    }
-                    await endpoint.aclose()
-                for text, other in others.items():
-                    usage_by_model[named[text].label] = {
-                        "by_role": other.ledger.by_role(),
-                        "totals": other.ledger.totals(),
-                    }
-                    await other.aclose()
 
-        try:
+            async def play() -> None:
+                nonlocal usage
+                from core.endpoint import Endpoint
+                from games.records import RecordWriter
+
+                endpoint = Endpoint(endpoint_config) if endpoint_config else None
+                others = {spec_text: Endpoint(cfg) for spec_text, cfg in named_configs.items()}
+                label = model_label or (_main_label(model_options) if endpoint else None)
+                context = PlayerContext(
+                    spec=spec,
+                    endpoint=endpoint,
+                    gen=gen,
+                    model_label=label,
+                    named_models={text: (others[text], named[text].label) for text in others},
+                )
+                built = {
+                    name: bots.get(name) or make_player(name, context)
+                    for name in (player, opponent)
+                }
+                identities.update(player=built[player].identity, opponent=built[opponent].identity)
+                try:
+                    with progress_ticker(todo, quiet, f"{spec.name} episodes") as tick:
+                        await run_arena(
+                            spec,
+                            built[player],
+                            built[opponent],
+                            config,
+                            sink=RecordWriter(run.records_path),
+                            done=done,
+                            on_record=tick,
+                        )
+                finally:
+                    if endpoint is not None:
+                        usage = {
+                            "by_role": endpoint.ledger.by_role(),
+                            "totals": endpoint.ledger.totals(),
+                        }
+                        await endpoint.aclose()
+                    for text, other in others.items():
+                        usage_by_model[named[text].label] = {
+                            "by_role": other.ledger.by_role(),
+                            "totals": other.ledger.totals(),
+                        }
+                        await other.aclose()
+
             asyncio.run(play())
-        except KeyboardInterrupt:
-            run.finish(RunStatus.INTERRUPTED)
-            raise
-    summary = summarize(spec, player, opponent, run.records())
-    summary["player_id"], summary["opponent_id"] = identities["player"], identities["opponent"]
-    summary["wall_s"] = round(time.perf_counter() - started, 3)
-    summary["rules"] = rules.describe()
-    if endpoint_config is not None:
-        summary["model"] = endpoint_config.model
-    earlier = run.summary() or {}  # usage is added up over the run's attempts, like eval's
-    if usage is not None:
-        summary["usage"] = add_usage(earlier.get("usage") or {}, usage)
-    if usage_by_model:
-        summary["usage_by_model"] = add_usage(earlier.get("usage_by_model") or {}, usage_by_model)
-    errors = sum(stats["errors"] for stats in summary["seats"].values())
-    unscored = unscored_seats(summary)
-    run.write_summary(summary)
-    if unscored and len(unscored) == len(summary["seats"]):
-        run.finish(RunStatus.FAILED)  # no seat was scored
-    else:
-        run.finish(RunStatus.after(errors))
+        summary = summarize(spec, player, opponent, run.records())
+        summary["player_id"], summary["opponent_id"] = identities["player"], identities["opponent"]
+        summary["wall_s"] = round(time.perf_counter() - started, 3)
+        summary["rules"] = rules.describe()
+        if endpoint_config is not None:
+            summary["model"] = endpoint_config.model
+        earlier = run.summary() or {}  # usage is added up over the run's attempts, like eval's
+        if usage is not None:
+            summary["usage"] = add_usage(earlier.get("usage") or {}, usage)
+        if usage_by_model:
+            summary["usage_by_model"] = add_usage(
+                earlier.get("usage_by_model") or {}, usage_by_model
+            )
+        errors = sum(stats["errors"] for stats in summary["seats"].values())
+        unscored = unscored_seats(summary)
+        run.write_summary(summary)
+        if unscored and len(unscored) == len(summary["seats"]):
+            life.finish(RunStatus.FAILED)  # no seat was scored
+        else:
+            life.finish(RunStatus.after(errors))
     _print_arena_table(summary)
     if errors:
         print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
@@ -348,6 +310,10 @@ def arena_command(
 
 
 @app.command("selfplay")
+@model_options(
+    defaults={"temperature": 0.6, "top_p": 0.99},
+    helps={"seed": "First episode seed (seeds seed..seed+N-1)."},
+)
 def selfplay_command(
     games: str = typer.Option(
         "tic_tac_toe,kuhn_poker,mini_hanabi", "--games", help="Comma-separated games."
@@ -355,18 +321,8 @@ def selfplay_command(
     episodes: int = typer.Option(16, "--episodes", min=1, help="Episodes per game."),
     invalid: str = typer.Option("penalty", "--invalid", help=INVALID_HELP),
     prompt_style: str = typer.Option("full", "--prompt-style", help=STYLE_HELP),
-    model: str = options.MODEL,
-    base_url: str = options.BASE_URL,
-    backend: str = options.BACKEND,
-    concurrency: int = options.CONCURRENCY,
-    timeout: float = options.TIMEOUT,
-    max_retries: int = options.MAX_RETRIES,
-    temperature: float = typer.Option(0.6, "--temperature", min=0.0),
-    top_p: float = typer.Option(0.99, "--top-p", min=0.0, max=1.0),
-    max_tokens: int = options.MAX_TOKENS,
-    seed: int = typer.Option(0, "--seed", help="First episode seed (seeds seed..seed+N-1)."),
-    api_key_env: str = options.API_KEY_ENV,
-    cache: Path = options.CACHE,
+    model_options: ModelOptions = ModelOptions(),
+    sampling: SamplingOptions = SamplingOptions(),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -374,112 +330,114 @@ def selfplay_command(
     """One model in both seats: per-turn trajectories (prompt, reply, reward, tokens) per game."""
     import asyncio
 
-    from core.runstore import RunDir, RunStatus, identity_of, model_identity
+    from core.lifecycle import run_lifecycle
+    from core.model_options import open_endpoint
+    from core.runstore import RunStatus, identity_of, model_identity
     from core.usage import add_usage
     from games.engine import EpisodeOptions
     from games.players import PlayerContext, make_player
     from games.selfplay import SelfPlayConfig, run_selfplay, selfplay_key, summarize_selfplay
     from games.spec import get_game
+    from harness.unscored import NO_SCORE, exit_if_unscored, no_score_line
 
     names = [name.strip() for name in games.split(",") if name.strip()]
     if not names:
         raise MarsError("--games needs at least one game name")
     specs = [get_game(name) for name in names]
-    _check_model_flags(True, model, base_url)
+    check_model_flags(True, model_options)
+    seed = sampling.seed
     config = SelfPlayConfig(
         episodes=episodes,
         first_seed=seed,
-        concurrency=concurrency,
+        concurrency=model_options.concurrency,
         options=EpisodeOptions(prompt_style=prompt_style, invalid=invalid),  # type: ignore[arg-type]
     )
-    run = RunDir.resolve(
-        out=out, run_dir=run_dir, kind="selfplay", slug="-".join(s.name for s in specs)
-    )
-    gen = _generation(temperature, top_p, max_tokens, seed)
+    gen = sampling.generation()
     run_config = {
         "games": [spec.describe() for spec in specs],
         "episodes_per_game": episodes,
         "first_seed": seed,
         "invalid": invalid,
         "prompt_style": prompt_style,
-        "concurrency": concurrency,
+        "concurrency": model_options.concurrency,
         "generation": gen.model_dump(),
     }
     identity = identity_of(
         "selfplay",
         run_config,
         resumable=("episodes_per_game", "concurrency"),
-        model=model_identity(model, base_url),
+        model=model_identity(model_options.model, model_options.base_url),
     )
-    run.check_identity(identity)  # before anything in the run directory changes
-    done = run.prepare_resume(selfplay_key)
-    wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}
-    todo = len(wanted - done)
-    if done:
-        print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
-    started = time.perf_counter()
-    usage: dict[str, Any] | None = None
-    with _maybe_endpoint(
-        True,
-        model=model,
-        base_url=base_url,
-        backend=backend,
-        concurrency=concurrency,
-        timeout_s=timeout,
-        max_retries=max_retries,
-        api_key_env=api_key_env,
-        cache_path=cache,
-        log_dir=run.path,
-        gen=gen,
-    ) as endpoint_config:
-        assert endpoint_config is not None
-        run.start(
-            command=["mars", *sys.argv[1:]],
-            config=run_config,
-            model=endpoint_config.model,
-            endpoint=endpoint_config.public(),
-            seeds={"first_episode_seed": seed},
-            identity=identity,
-        )
-
-        async def play() -> None:
-            nonlocal usage
-            from core.endpoint import Endpoint
-            from games.records import RecordWriter
-
-            endpoint = Endpoint(endpoint_config)
-            model_player = make_player(
-                "self", PlayerContext(spec=specs[0], endpoint=endpoint, gen=gen)
+    slug = "-".join(s.name for s in specs)
+    with (
+        run_lifecycle(
+            out=out, run_dir=run_dir, kind="selfplay", slug=slug, identity=identity
+        ) as life,
+    ):
+        run = life.run
+        done = life.resume(selfplay_key)
+        wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}
+        todo = len(wanted - done)
+        if done:
+            print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+        started = time.perf_counter()
+        usage: dict[str, Any] | None = None
+        with open_endpoint(model_options, run, gen) as endpoint_config:
+            life.start(
+                config=run_config,
+                model=endpoint_config.model,
+                endpoint=endpoint_config.public(),
+                seeds={"first_episode_seed": seed},
             )
-            try:
-                with _progress(todo, quiet, "self-play episodes") as tick:
-                    await run_selfplay(
-                        specs,
-                        model_player,
-                        config,
-                        sink=RecordWriter(run.records_path),
-                        done=done,
-                        on_record=tick,
-                    )
-            finally:
-                usage = {"by_role": endpoint.ledger.by_role(), "totals": endpoint.ledger.totals()}
-                await endpoint.aclose()
 
-        try:
+            async def play() -> None:
+                nonlocal usage
+                from core.endpoint import Endpoint
+                from games.records import RecordWriter
+
+                endpoint = Endpoint(endpoint_config)
+                model_player = make_player(
+                    "self", PlayerContext(spec=specs[0], endpoint=endpoint, gen=gen)
+                )
+                try:
+                    with progress_ticker(todo, quiet, "self-play episodes") as tick:
+                        await run_selfplay(
+                            specs,
+                            model_player,
+                            config,
+                            sink=RecordWriter(run.records_path),
+                            done=done,
+                            on_record=tick,
+                        )
+                finally:
+                    usage = {
+                        "by_role": endpoint.ledger.by_role(),
+                        "totals": endpoint.ledger.totals(),
+                    }
+                    await endpoint.aclose()
+
             asyncio.run(play())
-        except KeyboardInterrupt:
-            run.finish(RunStatus.INTERRUPTED)
-            raise
-    summary = summarize_selfplay(specs, run.records())
-    summary["model"] = endpoint_config.model
-    summary["wall_s"] = round(time.perf_counter() - started, 3)
-    if usage is not None:  # added up over the run's attempts, like eval's usage.json
-        summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
-    errors = sum(game["errors"] for game in summary["games"].values())
-    run.write_summary(summary)
-    run.finish(RunStatus.after(errors))
+        summary = summarize_selfplay(specs, run.records())
+        summary["model"] = endpoint_config.model
+        summary["wall_s"] = round(time.perf_counter() - started, 3)
+        if usage is not None:  # added up over the run's attempts, like eval's usage.json
+            summary["usage"] = add_usage((run.summary() or {}).get("usage") or {}, usage)
+        errors = sum(game["errors"] for game in summary["games"].values())
+        # A game whose every episode failed has no trajectories and no returns: no score.
+        unscored = [
+            no_score_line(name, stats["errors"], "episode", None)
+            for name, stats in summary["games"].items()
+            if not stats["episodes"]
+        ]
+        run.write_summary(summary)
+        if unscored and len(unscored) == len(summary["games"]):
+            life.finish(RunStatus.FAILED)
+        else:
+            life.finish(RunStatus.after(errors))
     for name, stats in summary["games"].items():
         returns = ", ".join(f"{value:+.3f}" for value in stats["mean_return"])
+        if not stats["episodes"]:
+            returns = NO_SCORE
         print(
             f"{name}: {stats['episodes']} episodes, mean return per seat [{returns}], "
             f"invalid {stats['invalid_episode_rate']:.3f}, {stats['turns']} turns"
@@ -487,3 +445,4 @@ def selfplay_command(
     if errors:
         print(f"{errors} episodes failed (model errors); rerun with --run-dir {run.path} to redo")
     print(f"run dir: {run.path}")
+    exit_if_unscored(unscored)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,10 @@ from typing import Any
 import typer
 
 from core.errors import MarsError
+from core.model_options import ModelOptions, SamplingOptions
 from mars import options
 from mars.main import app
+from mars.model_options import model_options
 from mars.options import parse_role_mapping
 
 
@@ -32,14 +33,12 @@ def parse_mas_options(values: list[str]) -> dict[str, Any]:
 
 
 @app.command("eval")
+@model_options()
 def eval_command(
     suite: str = typer.Option(..., "--suite", help="Comma-separated suites, e.g. gsm8k,math500."),
     mas_name: str | None = typer.Option(
         None, "--mas", help="Multi-agent system: single, mad, ... (default: single)"
     ),
-    model: str = options.MODEL,
-    base_url: str = options.BASE_URL,
-    backend: str = options.BACKEND,
     role: list[str] = options.ROLE,
     mas_option: list[str] = typer.Option(
         [], "--mas-option", help="A MAS setting KEY=VALUE, e.g. rounds=2 (repeatable)."
@@ -50,15 +49,8 @@ def eval_command(
     limit: int = typer.Option(None, "--limit", help="First N samples of each suite."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Attempts per sample."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files."),
-    concurrency: int = options.CONCURRENCY,
-    timeout: float = options.TIMEOUT,
-    max_retries: int = options.MAX_RETRIES,
-    temperature: float = options.TEMPERATURE,
-    top_p: float = options.TOP_P,
-    max_tokens: int = options.MAX_TOKENS,
-    seed: int = options.SEED,
-    api_key_env: str = options.API_KEY_ENV,
-    cache: Path = options.CACHE,
+    model_options: ModelOptions = ModelOptions(),
+    sampling: SamplingOptions = SamplingOptions(),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
@@ -75,11 +67,12 @@ def eval_command(
     """Run reasoning suites through a MAS and grade every answer."""
     import asyncio
 
-    from core.endpoint import GenerationConfig
-    from core.runstore import RunDir, RunStatus, model_identity
+    from core.lifecycle import run_lifecycle
+    from core.runstore import model_identity
     from core.servers import model_fingerprint
     from harness.benchmarks import get_suite
     from harness.evaluation import WorkItem, eval_identity, record_key
+    from harness.unscored import exit_if_unscored
     from mas.base import check_options, get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
@@ -94,8 +87,9 @@ def eval_command(
     trained_config: dict[str, Any] = {}
     if trained is not None:
         mas_name, model, role_models, mas_config, trained_config = _trained_models(
-            trained, trained_step, mas_name, model, base_url, role_targets, mas_config
+            trained, trained_step, mas_name, model_options, role_targets, mas_config
         )
+        model_options = dataclasses.replace(model_options, model=model)
     elif trained_step is not None:
         raise MarsError("--trained-step needs --trained RUN")
     mas_name = mas_name or "single"
@@ -113,13 +107,13 @@ def eval_command(
             print(f"{s.name}: skipped {result.skipped} malformed rows in {result.source}")
         loaded.append(result)
 
-    gen = GenerationConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    gen = sampling.generation()
     config: dict[str, Any] = {
         "suites": suite_names,
         "mas": mas_name,
         "limit": limit,
         "epochs": epochs,
-        "concurrency": concurrency,
+        "concurrency": model_options.concurrency,
         "generation": gen.model_dump(),
         "mas_config": mas_config,
         "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()}
@@ -131,32 +125,24 @@ def eval_command(
         "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
         **grading.config(),
     }
-    identity = eval_identity(config, model_identity(model, base_url))
-    run = RunDir.resolve(out=out, run_dir=run_dir, kind="eval", slug=f"{mas_name}-{suite}")
-    # Refused here, before a server starts or a file changes, when the settings differ.
-    run.check_identity(identity, complete="model" in identity)
-
+    identity = eval_identity(config, model_identity(model_options.model, model_options.base_url))
     from contextlib import ExitStack
 
-    from core.model_access import model_endpoint
+    from core.model_options import open_endpoint
 
-    serve = functools.partial(
-        model_endpoint,
-        backend=backend,
-        concurrency=concurrency,
-        timeout_s=timeout,
-        max_retries=max_retries,
-        api_key_env=api_key_env,
-        cache_path=cache,
-        gen=gen,
-    )
+    # Refused on entering, before a server starts or a file changes, when the settings differ.
     with (
+        run_lifecycle(
+            out=out,
+            run_dir=run_dir,
+            kind="eval",
+            slug=f"{mas_name}-{suite}",
+            identity=identity,
+            complete="model" in identity,
+        ) as life,
         ExitStack() as servers,
-        serve(
-            model=model,
-            base_url=base_url,
-            log_dir=run.path,
-            extra_sampling=grading.extra_sampling(role_targets),
+        open_endpoint(
+            model_options, life.run, gen, extra_sampling=grading.extra_sampling(role_targets)
         ) as endpoint_config,
     ):
         role_configs = {
@@ -166,13 +152,13 @@ def eval_command(
             for name, (url, model_name) in role_targets.items()
         }
         for name, path in role_models.items():  # a local checkpoint per role: its own server
+            role_options = dataclasses.replace(model_options, model=path, base_url=None)
             role_configs[name] = servers.enter_context(
-                serve(model=path, base_url=None, log_dir=run.path / f"role-{name}")
+                open_endpoint(role_options, life.path / f"role-{name}", gen)
             )
         if "model" not in identity:  # the server named the model: check it too
-            identity["model"] = endpoint_config.model
-            run.check_identity(identity)
-        done = run.prepare_resume(record_key)
+            life.check({**identity, "model": endpoint_config.model})
+        done = life.resume(record_key)
         items = [
             WorkItem(suite=s, sample=sample, epoch=epoch)
             for s, result in zip(suites, loaded, strict=True)
@@ -181,35 +167,30 @@ def eval_command(
             if (s.name, sample.id, epoch) not in done
         ]
         if done:
-            print(f"resuming {run.path}: {len(done)} records kept, {len(items)} to run")
-        run.start(
-            command=["mars", *sys.argv[1:]],
+            print(f"resuming {life.path}: {len(done)} records kept, {len(items)} to run")
+        life.start(
             config=config,
             model=endpoint_config.model,
             endpoint=endpoint_config.public(),
-            seeds={"seed": seed},
-            identity=identity,
+            seeds={"seed": sampling.seed},
         )
         started, cpu_started = time.perf_counter(), time.process_time()
-        try:
-            asyncio.run(
-                _evaluate(
-                    items,
-                    mas_function,
-                    mas_config,
-                    endpoint_config,
-                    role_configs,
-                    gen,
-                    run,
-                    quiet,
-                    grading,
-                )
+        asyncio.run(
+            _evaluate(
+                items,
+                mas_function,
+                mas_config,
+                endpoint_config,
+                role_configs,
+                gen,
+                life.run,
+                quiet,
+                grading,
             )
-        except KeyboardInterrupt:
-            run.finish(RunStatus.INTERRUPTED)
-            raise
+        )
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    _finish_eval(run, wall, cpu)
+        unscored = _finish_eval(life, wall, cpu)
+    exit_if_unscored(unscored)
 
 
 async def _evaluate(
@@ -269,8 +250,7 @@ def _trained_models(
     run: Path,
     step: int | None,
     mas_name: str | None,
-    model: str | None,
-    base_url: str | None,
+    model_options: ModelOptions,
     role_targets: dict[str, tuple[str, str]],
     mas_config: dict[str, Any],
 ) -> tuple[str, str, dict[str, str], dict[str, Any], dict[str, Any]]:
@@ -278,7 +258,7 @@ def _trained_models(
     workflow options (the run's, under any --mas-option) and the run's config entry."""
     from train_backend.mas.trained import trained_mas
 
-    if model or base_url:
+    if model_options.model or model_options.base_url:
         raise MarsError("--trained picks every role's model: leave out --model and --base-url")
     found = trained_mas(run, step)
     if mas_name not in (None, found.workflow):
@@ -293,12 +273,14 @@ def _trained_models(
     return found.workflow, default, others, {**found.workflow_options, **mas_config}, entry
 
 
-def _finish_eval(run: Any, wall: float, cpu: float) -> None:
+def _finish_eval(life: Any, wall: float, cpu: float) -> list[str]:
+    """Write the summary and the final status; return a line per suite without a score."""
     from core.runstore import RunStatus
     from harness.evaluation import summarize
     from harness.report import print_summary_table
-    from harness.unscored import exit_if_unscored, unscored_suites
+    from harness.unscored import unscored_suites
 
+    run = life.run
     records = run.records()
     summary = summarize(records, wall_s=wall)
     summary["client_cpu_s"] = round(cpu, 3)
@@ -311,7 +293,7 @@ def _finish_eval(run: Any, wall: float, cpu: float) -> None:
         status = RunStatus.FAILED  # nothing was scored
     else:
         status = RunStatus.after(errors)
-    run.finish(status)
+    life.finish(status)
     print_summary_table({run.path.name: summary})
     print(f"run dir: {run.path}")
-    exit_if_unscored(unscored)
+    return unscored

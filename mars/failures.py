@@ -10,11 +10,19 @@ import typer
 
 from core.errors import MarsError
 from core.files import write_json_atomic
-from mars import options
+from core.model_options import ModelOptions
 from mars.main import app
+from mars.model_options import model_options
 
 
 @app.command("failures")
+@model_options(
+    flags={"model": "--judge-model"},
+    helps={
+        "model": "Judge model: a checkpoint to serve (default: the embedded tiny model), or with "
+        "--base-url the model name the server expects."
+    },
+)
 def failures_command(
     runs: list[Path] = typer.Argument(
         ..., help="An eval run directory; or `compare RUN_A RUN_B` (or --compare RUN_A RUN_B)."
@@ -25,17 +33,7 @@ def failures_command(
     include_all: bool = typer.Option(
         False, "--all", help="Judge every transcript, not only the failed ones."
     ),
-    judge_model: str = typer.Option(
-        None,
-        "--judge-model",
-        help="Judge model: a checkpoint to serve (default: the embedded tiny model), or with "
-        "--base-url the model name the server expects.",
-    ),
-    base_url: str = options.BASE_URL,
-    backend: str = options.BACKEND,
-    concurrency: int = options.CONCURRENCY,
-    timeout: float = options.TIMEOUT,
-    max_retries: int = options.MAX_RETRIES,
+    judge: ModelOptions = ModelOptions(),
     max_tokens: int = typer.Option(1024, "--max-tokens", min=16, help="Judge reply tokens."),
     transcript_chars: int = typer.Option(
         16000, "--max-transcript-chars", min=500, help="Transcript budget in the judge prompt."
@@ -47,8 +45,6 @@ def failures_command(
     fresh: bool = typer.Option(
         False, "--fresh", help="Discard the run's earlier failures.jsonl and start over."
     ),
-    api_key_env: str = options.API_KEY_ENV,
-    cache: Path = options.CACHE,
     n_boot: int = typer.Option(2000, "--n-boot", min=100, help="Bootstrap resamples (compare)."),
     as_json: bool = typer.Option(False, "--json", help="Compare: also print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -66,19 +62,12 @@ def failures_command(
     _analyse(
         runs[0],
         include_all=include_all,
-        judge_model=judge_model,
-        base_url=base_url,
-        backend=backend,
-        concurrency=concurrency,
-        timeout=timeout,
-        max_retries=max_retries,
+        judge=judge,
         max_tokens=max_tokens,
         transcript_chars=transcript_chars,
         limit=limit,
         retry_unparsed=retry_unparsed,
         fresh=fresh,
-        api_key_env=api_key_env,
-        cache=cache,
         quiet=quiet,
     )
 
@@ -97,7 +86,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     import dataclasses
 
     from core.endpoint import GenerationConfig
-    from core.model_access import model_endpoint
+    from core.model_options import open_endpoint
     from core.runstore import model_identity
     from harness.failures import (
         FAILURES_FILE,
@@ -126,7 +115,8 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
         gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
     )
-    identity = failures_identity(model_identity(kw["judge_model"], kw["base_url"]), settings)
+    judge: ModelOptions = kw["judge"]
+    identity = failures_identity(model_identity(judge.model, judge.base_url), settings)
     if kw["fresh"]:
         for stale in (out.path, run.path / FAILURES_RUN_FILE):
             stale.unlink(missing_ok=True)
@@ -141,18 +131,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     )
     judge_info: dict[str, Any] = {}
     if todo:
-        with model_endpoint(
-            model=kw["judge_model"],
-            base_url=kw["base_url"],
-            backend=kw["backend"],
-            concurrency=kw["concurrency"],
-            timeout_s=kw["timeout"],
-            max_retries=kw["max_retries"],
-            api_key_env=kw["api_key_env"],
-            cache_path=kw["cache"],
-            log_dir=run.path,
-            gen=settings.gen,
-        ) as endpoint_config:
+        with open_endpoint(judge, run, settings.gen) as endpoint_config:
             earlier = {str(v.get("judge_model")) for v in done.values()}
             if earlier and earlier != {endpoint_config.model}:
                 raise MarsError(
@@ -177,6 +156,12 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     write_json_atomic(summary_path, summary)
     _print_summary(summary)
     print(f"wrote {out.path} and {summary_path}")
+    failed = [v for v in verdicts if v.get("error")]
+    if verdicts and len(failed) == len(verdicts):  # no verdict at all: no rates
+        from harness.unscored import exit_if_unscored, no_score_line
+
+        first = failed[0].get("error")
+        exit_if_unscored([no_score_line("the failure analysis", len(failed), "transcript", first)])
 
 
 async def _judge(

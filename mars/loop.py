@@ -6,7 +6,6 @@ train_backend at module level). See docs/loop.md.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +90,15 @@ def loop_command(
     baseline: Path = typer.Option(
         None, "--baseline", help="Also evaluate this model folder as step 0 (where training began)."
     ),
-    backend: str = options.BACKEND,
+    backend: str = typer.Option(
+        "auto", "--backend", help="Server for each checkpoint: auto | vllm | transformers."
+    ),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
 ) -> None:
     """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
-    from core.runstore import RunDir, RunStatus
+    from core.lifecycle import run_lifecycle
+    from core.runstore import RunStatus, identity_of
     from train_backend.loop import check_spec, parse_spec, run_loop, write_curve
 
     spec = parse_spec(
@@ -116,49 +118,49 @@ def loop_command(
         baseline = baseline.expanduser().resolve()
         if not (baseline / "config.json").is_file():
             raise MarsError(f"--baseline {baseline} is not a model folder (no config.json)")
-    run = RunDir.resolve(out=out, run_dir=run_dir, kind="loop", slug=watch.name)
-    run.start(
-        command=["mars", *sys.argv[1:]],
-        config={
-            "watch": str(watch),
-            "spec": spec.model_dump(),
-            "once": once,
-            "poll_s": poll,
-            "timeout_s": timeout,
-            "backend": backend,
-            "baseline": str(baseline) if baseline is not None else None,
-        },
-    )
-    typer.echo(f"watching {watch}; learning curve in {run.path}")
-    try:
-        outcome = run_loop(
-            watch,
-            spec,
-            run,
-            once=once,
-            poll_s=poll,
-            timeout_s=timeout,
-            backend=backend,
-            baseline=baseline,
-            on_row=lambda row: typer.echo(_describe(row)),
-            on_wait=typer.echo,
+    config = {
+        "watch": str(watch),
+        "spec": spec.model_dump(),
+        "once": once,
+        "poll_s": poll,
+        "timeout_s": timeout,
+        "backend": backend,
+        "baseline": str(baseline) if baseline is not None else None,
+    }
+    # How long to watch and how often to look may change between attempts; what is evaluated not.
+    identity = identity_of("loop", config, resumable=("once", "poll_s", "timeout_s"))
+    with run_lifecycle(
+        out=out, run_dir=run_dir, kind="loop", slug=watch.name, identity=identity
+    ) as life:
+        run = life.run
+        life.start(config=config)
+        typer.echo(f"watching {watch}; learning curve in {run.path}")
+        try:
+            outcome = run_loop(
+                watch,
+                spec,
+                run,
+                once=once,
+                poll_s=poll,
+                timeout_s=timeout,
+                backend=backend,
+                baseline=baseline,
+                on_row=lambda row: typer.echo(_describe(row)),
+                on_wait=typer.echo,
+            )
+        finally:
+            rows = write_curve(run)  # the rows so far, also when interrupted
+        errors = sum(1 for row in rows if row.get("error"))
+        run.write_summary(
+            {
+                "steps": [row["step"] for row in rows],
+                "evaluated_now": outcome.evaluated,
+                "skipped": outcome.skipped,
+                "error_steps": [row["step"] for row in rows if row.get("error")],
+                "stop_reason": outcome.stop_reason,
+            }
         )
-    except KeyboardInterrupt:
-        write_curve(run)
-        run.finish(RunStatus.INTERRUPTED)
-        raise
-    rows = write_curve(run)
-    errors = sum(1 for row in rows if row.get("error"))
-    run.write_summary(
-        {
-            "steps": [row["step"] for row in rows],
-            "evaluated_now": outcome.evaluated,
-            "skipped": outcome.skipped,
-            "error_steps": [row["step"] for row in rows if row.get("error")],
-            "stop_reason": outcome.stop_reason,
-        }
-    )
-    run.finish(RunStatus.after(errors))
+        life.finish(RunStatus.after(errors))
     typer.echo(
         f"{len(outcome.evaluated)} checkpoints evaluated, {len(outcome.skipped)} already done, "
         f"{errors} with errors ({outcome.stop_reason})"

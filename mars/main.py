@@ -18,7 +18,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from core.errors import EndpointError, MarsError
+from core.errors import EndpointError, ExitCode, MarsError
 
 app = typer.Typer(
     name="mars",
@@ -90,7 +90,12 @@ def _leave(code: object) -> NoReturn:
 
 def _run() -> None:
     import click
+    import typer
 
+    # typer >= 0.29 carries its own copy of click: its exceptions are not click's.
+    exits = (click.exceptions.Exit, typer.Exit)
+    usage_errors = (click.ClickException, getattr(typer, "TyperException", click.ClickException))
+    aborts = (KeyboardInterrupt, click.exceptions.Abort, typer.Abort)
     _register_commands()
     # SIGTERM unwinds like Ctrl-C, so servers started for the command are stopped on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -100,16 +105,19 @@ def _run() -> None:
     except MarsError as exc:
         _fail(str(exc), exc.exit_code)
     except EndpointError as exc:
-        _fail(f"model request failed: {exc}", 3)
-    except click.exceptions.Exit as exc:
+        _fail(f"model request failed: {exc}", ExitCode.MODEL_FAILED)
+    except exits as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:  # usage errors: typer's own one-line message
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        _fail("interrupted", 130)
-    if code == 130:
-        _fail("interrupted", 130)
+    except usage_errors as exc:  # usage errors: typer's own one-line message
+        if hasattr(exc, "show"):
+            exc.show()
+        else:
+            print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(ExitCode.BAD_INPUT)
+    except aborts:
+        _fail("interrupted", ExitCode.INTERRUPTED)
+    if code == ExitCode.INTERRUPTED:
+        _fail("interrupted", ExitCode.INTERRUPTED)
     if isinstance(code, int) and code:
         sys.exit(code)
 

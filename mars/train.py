@@ -183,7 +183,7 @@ def train_command(
         config = config.model_copy(update={"verl": type(config.verl).model_validate(verl)})
     command = ["mars", *sys.argv[1:]]
     if trainer == "verl":
-        _train_verl(config, out=out, run_path=run_path, dry_run=dry_run, command=command)
+        _train_verl(config, out=out, run_path=run_path, dry_run=dry_run)
     else:
         _train_local(
             config,
@@ -212,10 +212,11 @@ def _train_local(
 ) -> None:
     import torch
 
-    from core.runstore import RunDir
+    from core.lifecycle import run_lifecycle
     from train_backend.local.checkpoint import latest_checkpoint
     from train_backend.local.evaluate import eval_pairs
     from train_backend.local.policy import load_policy, resolve_model_path
+    from train_backend.local.runlog import training_identity
     from train_backend.local.trainer import check_config, train_local
 
     torch.set_num_threads(threads)
@@ -231,10 +232,13 @@ def _train_local(
         where = f"resume {latest_checkpoint(run_path)[1]}" if resuming else "start at step 0"
         print(f"dry run: {config.steps} steps of {config.games_per_step} games; {where}")
         return
-    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=_slug(config))
     log = (lambda _line: None) if quiet else print
-    train_local(config, run, command=command, log=log, policy=policy)
-    print(f"run dir: {run.path}")
+    identity = training_identity(config.model_dump(mode="json"))
+    with run_lifecycle(
+        out=out, run_dir=run_path, kind="train", slug=_slug(config), identity=identity
+    ) as life:
+        train_local(config, life.run, command=command, log=log, policy=policy)
+    print(f"run dir: {life.path}")
 
 
 def _check_verl_opponent(config: TrainConfig) -> None:
@@ -251,9 +255,7 @@ def _check_verl_opponent(config: TrainConfig) -> None:
     )
 
 
-def _train_verl(
-    config: TrainConfig, *, out: Path, run_path: Path | None, dry_run: bool, command: list[str]
-) -> None:
+def _train_verl(config: TrainConfig, *, out: Path, run_path: Path | None, dry_run: bool) -> None:
     from train_backend.local.trainer import check_games_and_estimator
 
     check_games_and_estimator(config)
@@ -270,8 +272,8 @@ def _train_verl(
     except ModuleNotFoundError as exc:
         raise MarsError("verl backend not installed: make setup-verl") from exc
     launch_verl_run(
-        config, out=out, run_path=run_path, slug=_slug(config), command=command,
-        dry_run=dry_run, preflight=preflight, launch=run_verl,
+        config, out=out, run_path=run_path, slug=_slug(config), dry_run=dry_run,
+        preflight=preflight, launch=run_verl,
     )  # fmt: skip
 
 
@@ -281,28 +283,24 @@ def launch_verl_run(
     out: Path,
     run_path: Path | None,
     slug: str,
-    command: list[str],
     dry_run: bool,
     preflight: Any,
     launch: Any,
 ) -> None:
     """The preflight (before any run directory is made), then `launch(config, run, dry_run=)`
     inside the run directory's lifecycle."""
-    from core.runstore import RunDir, RunStatus
+    from core.lifecycle import run_lifecycle
+    from core.runstore import RunStatus
+    from train_backend.local.runlog import training_identity
 
     preflight(config, dry_run=dry_run)
-    run = RunDir.resolve(out=out, run_dir=run_path, kind="train", slug=slug)
-    run.start(
-        command=command,
-        config=config.model_dump(mode="json"),
-        model=config.model,
-        seeds={"seed": config.seed},
-    )
-    try:
-        launch(config, run, dry_run=dry_run)
-    except KeyboardInterrupt:
-        run.finish(RunStatus.INTERRUPTED)
-        raise
-    # A dry run trained nothing: a loop watching the directory must not read it as finished.
-    run.finish(RunStatus.DRY_RUN if dry_run else RunStatus.COMPLETED)
-    print(f"run dir: {run.path}")
+    settings = config.model_dump(mode="json")
+    identity = training_identity(settings)
+    with run_lifecycle(
+        out=out, run_dir=run_path, kind="train", slug=slug, identity=identity
+    ) as life:
+        life.start(config=settings, model=config.model, seeds={"seed": config.seed})
+        launch(config, life.run, dry_run=dry_run)
+        # A dry run trained nothing: a loop watching the directory must not read it as finished.
+        life.finish(RunStatus.DRY_RUN if dry_run else RunStatus.COMPLETED)
+    print(f"run dir: {life.path}")

@@ -9,6 +9,7 @@ docs/mas_training.md, docs/verl.md.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,19 @@ def train_mas_command(
         return
     import torch
 
-    from core.runstore import RunDir
+    from core.lifecycle import run_lifecycle
+    from train_backend.local.runlog import training_identity
     from train_backend.mas.trainer import train_workflow
 
     torch.set_num_threads(threads)
-    run = RunDir.resolve(out=out, run_dir=run_dir, kind="train", slug=f"mas-{config.workflow}")
     log = (lambda _line: None) if quiet else print
-    train_workflow(config, run, command=["mars", "train-mas"], log=log)
-    print(f"run dir: {run.path}")
+    identity = training_identity(config.model_dump(mode="json"))
+    slug = f"mas-{config.workflow}"
+    with run_lifecycle(
+        out=out, run_dir=run_dir, kind="train", slug=slug, identity=identity
+    ) as life:
+        train_workflow(config, life.run, command=["mars", *sys.argv[1:]], log=log)
+    print(f"run dir: {life.path}")
 
 
 def _validated(data: dict[str, Any], *, cpu_sized: bool = True) -> Any:
@@ -119,7 +125,6 @@ def _train_verl(
 ) -> None:
     """verl's agent loop (train_backend/verl/workflow_loop.py): one shared policy in one run, or
     one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
-    import sys
 
     from mars.train import launch_verl_run
     from train_backend.mas.rewards import ROLES
@@ -151,5 +156,5 @@ def _train_verl(
 
     launch_verl_run(
         config, out=out, run_path=run_path, slug=f"mas-{config.workflow}",
-        command=["mars", *sys.argv[1:]], dry_run=dry_run, preflight=preflight, launch=launch,
+        dry_run=dry_run, preflight=preflight, launch=launch,
     )  # fmt: skip

@@ -25,7 +25,7 @@ from harness.failures import (
     select_records,
     summarize_failures,
 )
-from harness.mast import CATEGORIES, FAILURE_MODES, normalize_mode_id, taxonomy_text
+from harness.failures.taxonomy import CATEGORIES, FAILURE_MODES, normalize_mode_id, taxonomy_text
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 # ---------------------------------------------------------------- taxonomy

@@ -1,11 +1,11 @@
 """verl's own trainer, for real, on this machine's CPU: `mars train --trainer verl --device cpu`.
 
 One run of three steps (tic-tac-toe and Kuhn poker, the KL reference, `marshal`), then the same
-run directory again with five steps and `marshal_reference`: it resumes at the saved step 3,
-trains step 4, and is stopped with SIGTERM during step 5. Real components throughout: verl's
-`main_ppo` with Ray, FSDP2 on gloo, the CPU rollout serving the agent loop, the merger, and the
-project's tiny model after a few seconds of format training on Kuhn (so Kuhn games reach real
-outcomes; the tic-tac-toe replies are mostly invalid and get re-asked once).
+run directory again with five steps (the one setting a resume may change): it resumes at the
+saved step 3, trains step 4, and is stopped with SIGTERM during step 5. Real components
+throughout: verl's `main_ppo` with Ray, FSDP2 on gloo, the CPU rollout serving the agent loop,
+the merger, and the project's tiny model after a few seconds of format training on Kuhn (so Kuhn
+games reach real outcomes; the tic-tac-toe replies are mostly invalid and get re-asked once).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_the_loop_evaluates_while_a_rerun_resumes_and_sigterm_leaves_no_process(
     before = {step: step_turns(run, step) for step in (1, 2, 3)}
     tag = uuid.uuid4().hex
     process = subprocess.Popen(
-        [sys.executable, "-m", "mars", *train_args(run, config, 5, "marshal_reference")],
+        [sys.executable, "-m", "mars", *train_args(run, config, 5, "marshal")],
         cwd=REPO,
         env=mars_env(**{TAG: tag}),
         stdout=subprocess.DEVNULL,
@@ -174,12 +174,12 @@ def test_the_loop_evaluates_while_a_rerun_resumes_and_sigterm_leaves_no_process(
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
 
     # It resumed from the checkpoint of step 3: steps 1-3 were not trained again, and step 4
-    # was played with the weights saved at step 3, scored by the estimator asked for now.
+    # was played with the weights saved at step 3, scored by the run's estimator.
     assert {step: step_turns(run, step) for step in (1, 2, 3)} == before
     assert "setting global step to 3" in (run / "logs/verl.log").read_text()
     turns = step_turns(run, 4)
     assert {turn["weights_step"] for turn in turns} == {3}
-    check_applied_advantages(turns, "marshal_reference")
+    check_applied_advantages(turns, "marshal")
     assert any(turn["advantage"] != 0 for turn in turns)
 
 

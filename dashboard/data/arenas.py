@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from core.stats import wilson_ci
+from core.summaries import SeatFigures, fields
 from dashboard.data.files import SEATS
 from dashboard.data.values import as_float, as_text
 
@@ -34,8 +35,10 @@ def arena_summaries(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
     return []
 
 
-SEAT_COLUMNS = ["run", "game", "player", "opponent", "seat", "n", "win", "draw", "loss"]
-SEAT_COLUMNS += ["mean_return", "normalized_return", "invalid_rate"]
+SEAT_FIGURES = fields(
+    SeatFigures, "n", "win", "draw", "loss", "mean_return", "normalized_return", "invalid_rate"
+)
+SEAT_COLUMNS = ["run", "game", "player", "opponent", "seat", *SEAT_FIGURES]
 
 
 def seat_table(summaries_by_run: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
@@ -52,7 +55,7 @@ def seat_table(summaries_by_run: dict[str, list[dict[str, Any]]]) -> pd.DataFram
                         "player": summary.get("player"),
                         "opponent": summary.get("opponent"),
                         "seat": seat,
-                        **{k: cell.get(k) for k in SEAT_COLUMNS[5:]},
+                        **{k: cell.get(k) for k in SEAT_FIGURES},
                     }
                 )
     return pd.DataFrame(rows, columns=SEAT_COLUMNS)

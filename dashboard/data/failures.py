@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from harness.failures import summarize_failures
-from harness.mast import CATEGORIES, FAILURE_MODES
+from harness.failures.taxonomy import CATEGORIES, FAILURE_MODES
 
 
 def failure_rates(verdicts_by_run: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:

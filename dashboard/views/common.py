@@ -164,7 +164,7 @@ def message_table(messages: Sequence[data.MessageView]) -> pd.DataFrame:
 
 
 def failure_verdict(verdict: dict[str, Any]) -> None:
-    from harness.mast import MODES_BY_ID
+    from harness.failures.taxonomy import MODES_BY_ID
 
     st.markdown("**MAST verdict**")
     if verdict.get("error"):

@@ -19,7 +19,7 @@ from dashboard.views.common import (
     transcript,
 )
 from harness.failures import FAILURES_FILE, compare_failures, summarize_failures
-from harness.mast import CATEGORIES, FAILURE_MODES
+from harness.failures.taxonomy import CATEGORIES, FAILURE_MODES
 
 MAX_SHOWN = 50  # transcripts listed behind one bar
 

@@ -2,7 +2,7 @@
 
 For each selected record of an eval run (by default the graded-wrong ones: `correct` false and no
 `error`) the judge reads the question, the gold and handed-in answers and the multi-agent
-transcript, and names the MAST failure modes present (`harness.mast`) with a short quote as
+transcript, and names the MAST failure modes present (`taxonomy`) with a short quote as
 evidence. One verdict per transcript is appended to `failures.jsonl` beside the run's records;
 `failures_summary.json` holds the per-category and per-mode rates with Wilson 95% intervals.
 
@@ -23,7 +23,7 @@ included, unless asked to retry them) and redoes only the ones whose judge call 
 
 Rooms: `transcript` (which records, and what the judge reads), `verdict` (the reply parsed),
 `store` (failures.jsonl and the analysis's identity), `judge` (the model calls), `rates`
-(summaries and the comparison of two runs). The taxonomy itself is `harness.mast`.
+(summaries and the comparison of two runs), `taxonomy` (the 14 MAST modes).
 """
 
 from harness.failures.judge import (

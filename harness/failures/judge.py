@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import EndpointError
 from harness.failures.store import SCHEMA_VERSION
-from harness.failures.transcript import TruncationLimits, clip, failure_judge_messages, record_key
-from harness.failures.verdict import parse_failure_verdict
-from harness.mast import (
+from harness.failures.taxonomy import (
     MODES_BY_ID,
 )
+from harness.failures.transcript import TruncationLimits, clip, failure_judge_messages, record_key
+from harness.failures.verdict import parse_failure_verdict
 
 if TYPE_CHECKING:  # the dashboard reads verdicts without loading the endpoint layer (openai)
     from core.endpoint import Completion, Endpoint, GenerationConfig

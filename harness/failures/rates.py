@@ -10,13 +10,13 @@ import numpy as np
 
 from core.stats import paired_bootstrap_diff, wilson_ci
 from harness.failures.store import FAILURES_FILE, SCHEMA_VERSION, FailuresFile, has_key
-from harness.failures.transcript import Key, record_key
-from harness.mast import (
+from harness.failures.taxonomy import (
     CATEGORIES,
     CATEGORIES_BY_KEY,
     FAILURE_MODES,
     MODES_BY_ID,
 )
+from harness.failures.transcript import Key, record_key
 
 
 def _rate(count: int, n: int) -> dict[str, Any]:

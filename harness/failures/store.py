@@ -84,7 +84,12 @@ def check_failures_identity(run_path: Path, identity: dict[str, Any]) -> None:
         stored = None  # verdicts without a stored identity: an older analysis
     else:
         return
-    note = refuse_changed_identity(Path(run_path) / FAILURES_FILE, stored, identity)
+    note = refuse_changed_identity(
+        Path(run_path) / FAILURES_FILE,
+        stored,
+        identity,
+        way_out="give --fresh to discard the analysis and start over",
+    )
     if note:
         print(note)
 

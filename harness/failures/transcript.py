@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.mast import (
+from harness.failures.taxonomy import (
     taxonomy_text,
 )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.mast import (
+from harness.failures.taxonomy import (
     normalize_mode_id,
 )
 

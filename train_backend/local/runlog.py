@@ -67,6 +67,14 @@ def truncate_after(run_path: Path, step: int, records_path: Path) -> None:
                 child.unlink()
 
 
+def training_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a training run may not change when it resumes: everything but how many steps it
+    runs and how often it saves."""
+    from core.runstore import identity_of
+
+    return identity_of("train", config, resumable=("steps", "save_every"))
+
+
 def train_recorded(
     run: RunDir,
     train: Callable[[], dict[str, Any]],
@@ -76,14 +84,24 @@ def train_recorded(
     model: str,
     seed: int,
 ) -> dict[str, Any]:
-    """Mark `run` started, run `train`, then mark it completed (or interrupted on Ctrl-C)."""
+    """Mark `run` started, run `train`, then mark it completed (interrupted on Ctrl-C, failed on
+    an error)."""
     from core.runstore import RunStatus
 
-    run.start(command=command, config=config, model=model, seeds={"seed": seed})
+    run.start(
+        command=command,
+        config=config,
+        model=model,
+        seeds={"seed": seed},
+        identity=training_identity(config),
+    )
     try:
         summary = train()
     except KeyboardInterrupt:
         run.finish(RunStatus.INTERRUPTED)
+        raise
+    except Exception:
+        run.finish(RunStatus.FAILED)
         raise
     run.finish(RunStatus.COMPLETED)
     return summary

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.model_options import ModelOptions, SamplingOptions, as_argv
 from train_backend.loop.checkpoints import Checkpoint, checkpoint_defaults
 from train_backend.loop.spec import ArenaItem, ExploitItem, Item, LoopSpec, RatingItem
 
@@ -61,23 +62,15 @@ def sub_command(
     """The `mars` command line of one evaluation against the served checkpoint (`opponent`: the
     one a rating item plays in this command; `trained`: a MAS training run and step, whose
     policies the eval serves itself, one per role)."""
-    served = ["--base-url", base_url, "--model", model]
+    endpoint = ModelOptions(model=model, base_url=base_url, concurrency=settings.concurrency)
+    sampling = SamplingOptions(
+        temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens
+    )
+    # `--trained`: the eval serves the run's policies itself, one per role.
+    served = as_argv(endpoint, skip=("model", "base_url") if trained else ())
     if trained is not None:
-        served = ["--trained", str(trained[0]), "--trained-step", str(trained[1])]
-    common = [
-        *served,
-        "--run-dir",
-        str(run_dir),
-        "--concurrency",
-        str(settings.concurrency),
-        "--max-tokens",
-        str(settings.max_tokens),
-        "--temperature",
-        repr(settings.temperature),
-        "--top-p",
-        repr(settings.top_p),
-        "--quiet",
-    ]
+        served += ["--trained", str(trained[0]), "--trained-step", str(trained[1])]
+    common = [*served, *as_argv(sampling), "--run-dir", str(run_dir), "--quiet"]
     mars = [sys.executable, "-m", "mars"]
     prompt_style = getattr(item, "prompt_style", None) or settings.prompt_style
     if isinstance(item, ArenaItem | RatingItem):

@@ -5,57 +5,50 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.summaries import (
+    ArenaSummary,
+    EvalSummary,
+    ExploitabilitySummary,
+    SeatFigures,
+    SuiteFigures,
+    fields,
+)
 from train_backend.loop.checkpoints import Checkpoint
 from train_backend.loop.spec import RatingItem, slug
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 
 
-def arena_figures(summary: dict[str, Any]) -> dict[str, Any]:
+SEAT_FIGURES = fields(
+    SeatFigures,
+    "n", "win", "draw", "loss", "normalized_return", "normalized_return_ci", "mean_return",
+    "invalid_rate", "errors",
+)  # fmt: skip
+SUITE_FIGURES = fields(
+    SuiteFigures, "n", "correct", "accuracy", "ci95", "extraction_failure_rate", "errors"
+)
+EXPLOIT_FIGURES = fields(
+    ExploitabilitySummary,
+    "exploitability", "ci95", "nash_conv", "nash_conv_ci95", "invalid_rate", "samples", "states",
+    "replies", "temperature", "action_shares",
+)  # fmt: skip
+
+
+def arena_figures(summary: ArenaSummary) -> dict[str, Any]:
     """Per seat: n, win/draw/loss, normalized return with its interval, invalid rate, errors."""
-    seats = {}
-    for seat, stats in summary.get("seats", {}).items():
-        seats[seat] = {
-            key: stats.get(key)
-            for key in (
-                "n",
-                "win",
-                "draw",
-                "loss",
-                "normalized_return",
-                "normalized_return_ci",
-                "mean_return",
-                "invalid_rate",
-                "errors",
-            )
-        }
-    return {"seats": seats}
+    seats = summary.get("seats", {})
+    return {
+        "seats": {seat: {k: stats.get(k) for k in SEAT_FIGURES} for seat, stats in seats.items()}
+    }
 
 
-def suite_figures(summary: dict[str, Any], suite: str) -> dict[str, Any]:
+def suite_figures(summary: EvalSummary, suite: str) -> dict[str, Any]:
     stats = summary.get("suites", {}).get(suite, {})
-    return {
-        key: stats.get(key)
-        for key in ("n", "correct", "accuracy", "ci95", "extraction_failure_rate", "errors")
-    }
+    return {key: stats.get(key) for key in SUITE_FIGURES}
 
 
-def exploit_figures(summary: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: summary.get(key)
-        for key in (
-            "exploitability",
-            "ci95",
-            "nash_conv",
-            "nash_conv_ci95",
-            "invalid_rate",
-            "samples",
-            "states",
-            "replies",
-            "temperature",
-            "action_shares",
-        )
-    }
+def exploit_figures(summary: ExploitabilitySummary) -> dict[str, Any]:
+    return {key: summary.get(key) for key in EXPLOIT_FIGURES}
 
 
 def rating_opponents(item: RatingItem, earlier: list[Checkpoint]) -> list[tuple[str, str]]:

@@ -1,0 +1,89 @@
+"""One run's life, the same for every command that writes a run directory.
+
+    with run_lifecycle(out=..., run_dir=..., kind=..., slug=..., identity=...) as life:
+        done = life.resume(record_key)      # the records kept from an earlier attempt
+        life.start(config=..., model=...)   # run.json: settings, versions, attempt
+        ...                                 # the work, appending records
+        life.finish(RunStatus.after(errors))
+
+Entering checks the identity: a run directory recorded with other settings is refused, in one
+line naming each change, before anything in it changes. Ctrl-C (or SIGTERM) after the start
+records `interrupted`, any other error `failed`; a directory this command created and left empty
+(it failed before recording anything) is removed. The exit codes are in docs/run-format.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from core.runstore import RunDir, RunStatus
+
+
+class RunLifecycle:
+    def __init__(self, run: RunDir, identity: dict[str, Any]) -> None:
+        self.run = run
+        self.identity = identity
+        self.started = False
+        self.finished = False
+
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    def check(self, identity: dict[str, Any]) -> None:
+        """Check again with a fuller identity (e.g. once a server has named its model)."""
+        self.identity = identity
+        self.run.check_identity(identity)
+
+    def resume(self, key: Callable[[dict[str, Any]], Hashable]) -> set[Hashable]:
+        """Keep one good record per key from earlier attempts; return their keys."""
+        return self.run.prepare_resume(key)
+
+    def start(self, **info: Any) -> None:
+        """Write run.json (`info`: config, model, endpoint, seeds) with the command line."""
+        self.run.start(command=["mars", *sys.argv[1:]], identity=self.identity, **info)
+        self.started = True
+
+    def finish(self, status: RunStatus) -> None:
+        self.run.finish(status)
+        self.finished = True
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+@contextmanager
+def run_lifecycle(
+    *,
+    out: Path | None,
+    run_dir: Path | None,
+    kind: str,
+    slug: str,
+    identity: dict[str, Any],
+    complete: bool = True,
+) -> Iterator[RunLifecycle]:
+    """`complete=False`: the identity is partial until `check` is called with the rest (keys it
+    lacks are not compared yet)."""
+    fresh = run_dir is None or not Path(run_dir).exists() or _is_empty_dir(Path(run_dir))
+    run = RunDir.resolve(out=out, run_dir=run_dir, kind=kind, slug=slug)
+    life = RunLifecycle(run, identity)
+    try:
+        run.check_identity(identity, complete=complete)
+        yield life
+    except KeyboardInterrupt:
+        if life.started and not life.finished:
+            life.finish(RunStatus.INTERRUPTED)
+        raise
+    except Exception:
+        if life.started and not life.finished:
+            life.finish(RunStatus.FAILED)
+        raise
+    finally:
+        run.close()
+        if fresh and _is_empty_dir(run.path):
+            run.path.rmdir()
