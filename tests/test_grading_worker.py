@@ -61,7 +61,6 @@ async def test_a_hanging_grade_times_out_in_its_worker_and_the_loop_keeps_servin
         run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="eval", slug="t")
         started = time.monotonic()
         written = await run_items(items, solve, run, workers=2, show_progress=False, grader=grade)
-        wall = time.monotonic() - started
         await endpoint.aclose()
         seen = [request.at - started for request in server.seen]
     pool.close()
@@ -74,10 +73,10 @@ async def test_a_hanging_grade_times_out_in_its_worker_and_the_loop_keeps_servin
     assert all(records[f"s{i}"]["correct"] and not records[f"s{i}"]["error"] for i in range(24))
     assert pool.killed == 1
     # One runner worker sat on the hanging grade for 1.5 s; the other kept sending requests
-    # (0.1 s each) all that time, so the run took about max(1.5, 24 x 0.1 / 1) s, not their sum.
+    # (0.1 s each) all that time: the hang and the requests overlap instead of adding up. (No
+    # bound on the wall time: on a loaded machine it says nothing about this; see bench/.)
     during_hang = [t for t in seen if 0.3 < t < 1.4]
     assert len(during_hang) >= 6, seen
-    assert wall < 4.0
 
 
 async def test_pool_results_and_failures() -> None:
