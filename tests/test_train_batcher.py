@@ -206,3 +206,22 @@ def test_lockstep_selfplay_step(policy: Policy) -> None:
         assert text == (turn["reply"], turn["reasoning"])
     again = step()
     assert again.records == rollout.records  # seeded: the same games, token for token
+
+
+def test_sampling_and_scoring_print_no_library_deprecation_warning(policy: Policy) -> None:
+    """`make demo` once printed transformers' `past_key_values` deprecation on every rollout:
+    the KV cache goes through the argument the installed version asks for."""
+    import warnings
+
+    prompts = _prompts(policy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        generated = generate_batch(policy, [Request(p, 6) for p in prompts], Sampling(1.0))
+        batch = pack(prompts, [g.completion_ids for g in generated], policy.pad_id)
+        token_log_probs(policy.model, batch)
+    noisy = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if issubclass(w.category, DeprecationWarning | FutureWarning)
+    ]
+    assert noisy == []
