@@ -80,7 +80,8 @@ def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
     """verl's CPU step: median seconds of each of its phase timers over the steps after the
     first, and each one's share of the whole step."""
     run_dir = train_mas(model, args, work, "--trainer", "verl", "--device", "cpu")
-    steps = jsonl(run_dir / "verl" / "metrics.jsonl")[1:]
+    # verl's file logger writes {"step": N, "data": {metric: value}} per step.
+    steps = [row.get("data", row) for row in jsonl(run_dir / "verl" / "metrics.jsonl")[1:]]
     timers = sorted({k for row in steps for k in row if k.startswith("timing_s/")})
     medians = {k: statistics.median(row[k] for row in steps if k in row) for k in timers}
     step = medians.get("timing_s/step")
