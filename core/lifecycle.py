@@ -69,7 +69,7 @@ def run_lifecycle(
 ) -> Iterator[RunLifecycle]:
     """`complete=False`: the identity is partial until `check` is called with the rest (keys it
     lacks are not compared yet)."""
-    fresh = run_dir is None or not Path(run_dir).exists() or _is_empty_dir(Path(run_dir))
+    created = run_dir is None or not Path(run_dir).exists()  # only what this command makes
     run = RunDir.resolve(out=out, run_dir=run_dir, kind=kind, slug=slug)
     life = RunLifecycle(run, identity)
     try:
@@ -85,5 +85,5 @@ def run_lifecycle(
         raise
     finally:
         run.close()
-        if fresh and _is_empty_dir(run.path):
+        if created and _is_empty_dir(run.path):
             run.path.rmdir()

@@ -158,3 +158,12 @@ def test_a_selfplay_or_a_failure_analysis_with_every_request_failed_has_no_score
         assert judged.returncode == ExitCode.NO_SCORE, judged.stdout + judged.stderr
         # (one of the two answers is right: only the failed transcript is judged)
         assert "the failure analysis has no score: all 1 transcript failed" in judged.stderr
+
+
+def test_an_empty_folder_the_user_made_is_kept_when_the_command_fails(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    model = ["--base-url", _closed_port_url(), "--model", "scripted"]
+    failed = run_mars("selfplay", "--games", "kuhn_poker", *model, "--run-dir", str(mine))
+    assert failed.returncode == ExitCode.BAD_INPUT
+    assert mine.is_dir()  # not this command's to remove
