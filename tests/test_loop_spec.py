@@ -209,3 +209,20 @@ def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
     line = _describe(row)
     assert "arena:mini_hanabi:self:2 [first score 1.80]" in line
     assert "arena:tic_tac_toe:random:2 [first W/D/L 0.00/0.00/1.00 norm 45.0]" in line
+
+
+def test_a_cooperative_arena_keeps_its_score_in_the_curve_csv_not_a_loss() -> None:
+    from train_backend.loop.curve import flatten_row
+
+    seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
+    row = {
+        "step": 3,
+        "evals": {
+            "hanabi": {"kind": "arena", "game": "mini_hanabi", "seats": {"first": seat}},
+            "ttt": {"kind": "arena", "game": "tic_tac_toe", "seats": {"first": seat}},
+        },
+    }
+    flat = flatten_row(row)
+    assert flat["hanabi/first/score"] == 1.8
+    assert "hanabi/first/loss" not in flat and "hanabi/first/win" not in flat
+    assert flat["ttt/first/loss"] == 1.0 and "ttt/first/score" not in flat

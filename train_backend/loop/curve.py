@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+from core.errors import MarsError
 from core.files import write_atomic
 from core.runstore import RunDir
 
@@ -38,9 +39,13 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
     for key, entry in (row.get("evals") or {}).items():
         if entry.get("kind") == "arena":
             seats = entry.get("seats")  # a failed item keeps its setting ("both") here
+            # A cooperative game has one shared score: win/draw/loss would call every game short
+            # of a perfect score a loss, so its columns are the score (the mean return).
+            outcomes = ("score",) if _cooperative(entry.get("game")) else ("win", "draw", "loss")
             for seat, stats in (seats if isinstance(seats, dict) else {}).items():
-                for field in ("win", "draw", "loss", "normalized_return", "invalid_rate", "n"):
-                    flat[f"{key}/{seat}/{field}"] = stats.get(field)
+                for field in (*outcomes, "normalized_return", "invalid_rate", "n"):
+                    value = stats.get("mean_return" if field == "score" else field)
+                    flat[f"{key}/{seat}/{field}"] = value
                 low, high = stats.get("normalized_return_ci") or (None, None)
                 flat[f"{key}/{seat}/normalized_return_ci_low"] = low
                 flat[f"{key}/{seat}/normalized_return_ci_high"] = high
@@ -75,6 +80,15 @@ def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
             if name.startswith(MAS_CURVE_METRICS) and isinstance(value, int | float):
                 flat[f"train/{name}"] = value
     return flat
+
+
+def _cooperative(game: Any) -> bool:
+    from games.spec import get_game
+
+    try:
+        return isinstance(game, str) and get_game(game).cooperative
+    except MarsError:  # a game this version does not know: its row keeps win/draw/loss
+        return False
 
 
 def write_curve(run: RunDir) -> list[dict[str, Any]]:
