@@ -7,9 +7,10 @@
         life.finish(RunStatus.after(errors))
 
 Entering checks the identity: a run directory recorded with other settings is refused, in one
-line naming each change, before anything in it changes. Ctrl-C (or SIGTERM) after the start
-records `interrupted`, any other error `failed`; a directory this command created and left empty
-(it failed before recording anything) is removed. The exit codes are in docs/run-format.md.
+line naming each change, before anything in it changes. Ctrl-C (or SIGTERM) after this attempt
+started records `interrupted`, any other error `failed`, unless the work already recorded how it
+ended (a trainer that marks its own run); a directory this command created and left empty (it
+failed before recording anything) is removed. The exit codes are in docs/run-format.md.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ class RunLifecycle:
     def __init__(self, run: RunDir, identity: dict[str, Any]) -> None:
         self.run = run
         self.identity = identity
-        self.started = False
-        self.finished = False
 
     @property
     def path(self) -> Path:
@@ -46,15 +45,23 @@ class RunLifecycle:
     def start(self, **info: Any) -> None:
         """Write run.json (`info`: config, model, endpoint, seeds) with the command line."""
         self.run.start(command=["mars", *sys.argv[1:]], identity=self.identity, **info)
-        self.started = True
 
     def finish(self, status: RunStatus) -> None:
         self.run.finish(status)
-        self.finished = True
 
 
 def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
+
+
+def _attempts(run: RunDir) -> int:
+    return run.info().attempts if run.info_path.is_file() else 0
+
+
+def _unfinished(run: RunDir, attempts_before: int) -> bool:
+    """Whether this attempt started the run (by `start`, or work that starts it itself, such as
+    a trainer) and nothing has recorded how it ended."""
+    return _attempts(run) > attempts_before and run.info().status == RunStatus.RUNNING
 
 
 @contextmanager
@@ -72,15 +79,16 @@ def run_lifecycle(
     created = run_dir is None or not Path(run_dir).exists()  # only what this command makes
     run = RunDir.resolve(out=out, run_dir=run_dir, kind=kind, slug=slug)
     life = RunLifecycle(run, identity)
+    attempts_before = _attempts(run)
     try:
         run.check_identity(identity, complete=complete)
         yield life
     except KeyboardInterrupt:
-        if life.started and not life.finished:
+        if _unfinished(run, attempts_before):
             life.finish(RunStatus.INTERRUPTED)
         raise
     except Exception:
-        if life.started and not life.finished:
+        if _unfinished(run, attempts_before):
             life.finish(RunStatus.FAILED)
         raise
     finally:

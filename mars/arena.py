@@ -369,11 +369,9 @@ def selfplay_command(
         model=model_identity(model_options.model, model_options.base_url),
     )
     slug = "-".join(s.name for s in specs)
-    with (
-        run_lifecycle(
-            out=out, run_dir=run_dir, kind="selfplay", slug=slug, identity=identity
-        ) as life,
-    ):
+    with run_lifecycle(
+        out=out, run_dir=run_dir, kind="selfplay", slug=slug, identity=identity
+    ) as life:
         run = life.run
         done = life.resume(selfplay_key)
         wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}

@@ -10,7 +10,10 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-import tomllib
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+; CI runs 3.11
+
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = ("core", "harness", "mas", "games", "train_backend", "dashboard", "mars")

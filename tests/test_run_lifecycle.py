@@ -8,6 +8,7 @@ Run as a user runs them: `python -m mars ...` in its own process, the model a sc
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from collections.abc import Iterator
@@ -167,3 +168,34 @@ def test_an_empty_folder_the_user_made_is_kept_when_the_command_fails(tmp_path: 
     failed = run_mars("selfplay", "--games", "kuhn_poker", *model, "--run-dir", str(mine))
     assert failed.returncode == ExitCode.BAD_INPUT
     assert mine.is_dir()  # not this command's to remove
+
+
+def _status(run: Path) -> str:
+    return json.loads((run / "run.json").read_text())["status"]
+
+
+def test_an_error_marks_only_an_attempt_that_started_and_did_not_say_how_it_ended(
+    tmp_path: Path,
+) -> None:
+    from core.lifecycle import run_lifecycle
+    from core.runstore import RunStatus
+
+    run, identity = tmp_path / "run", {"kind": "eval", "suites": ["gsm8k"]}
+    common = {"out": None, "run_dir": run, "kind": "eval", "slug": "s", "identity": identity}
+    with pytest.raises(RuntimeError), run_lifecycle(**common) as life:
+        life.start(config={})
+        raise RuntimeError("the work broke")
+    assert _status(run) == "failed"
+
+    # Work that records its own end (a trainer marking its run) keeps what it recorded.
+    with pytest.raises(KeyboardInterrupt), run_lifecycle(**common) as life:
+        life.start(config={})
+        life.run.finish(RunStatus.COMPLETED)  # then Ctrl-C while printing the summary
+        raise KeyboardInterrupt
+    assert _status(run) == "completed"
+
+    # An attempt that fails before it starts leaves the earlier attempt's status alone.
+    with pytest.raises(RuntimeError), run_lifecycle(**common):
+        raise RuntimeError("no server")
+    assert _status(run) == "completed"
+    assert json.loads((run / "run.json").read_text())["attempts"] == 2
