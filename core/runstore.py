@@ -342,9 +342,12 @@ class RunDir:
         handle.flush()
 
     def append_many(self, records: list[dict[str, Any]]) -> None:
-        if not records:
+        self.append_lines("".join(_encode_record(r) + "\n" for r in records))
+
+    def append_lines(self, lines: str) -> None:
+        """Write records already encoded (JSON lines, each ending in a newline), flushed."""
+        if not lines:
             return
-        lines = "".join(_encode_record(r) + "\n" for r in records)
         handle = self._append_handle()
         handle.write(lines)
         handle.flush()
@@ -364,7 +367,7 @@ class RunDir:
 
     def _still_records_file(self, handle: TextIO) -> bool:
         try:
-            on_disk = os.stat(self.records_path)
+            on_disk = os.stat(handle.name)  # the path it was opened with
         except FileNotFoundError:
             return False
         return on_disk.st_ino == os.fstat(handle.fileno()).st_ino

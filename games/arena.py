@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from core.errors import MarsError
 from core.stats import wilson_ci
-from games.engine import EpisodeOptions, bots_only, play_bot_episode, play_episode
+from games.chance import deal_table
+from games.engine import EpisodeOptions, play_bot_episode, play_episode, plays_synchronously
 from games.episode import SEAT_NAMES, EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
@@ -64,12 +65,14 @@ def arena_record(
 ) -> dict:
     """`ids`: who the player and the opponent are (`Player.identity`: the model behind `llm`),
     recorded as `player_id` / `opponent_id` so ratings can pool runs; default the strings."""
-    record = result.to_record()
-    record["seat"] = SEAT_NAMES[player_seat]
-    record["player"] = player
-    record["opponent"] = opponent
-    record["player_id"], record["opponent_id"] = ids or (player, opponent)
-    return record
+    player_id, opponent_id = ids or (player, opponent)
+    return result.to_record(
+        seat=SEAT_NAMES[player_seat],
+        player=player,
+        opponent=opponent,
+        player_id=player_id,
+        opponent_id=opponent_id,
+    )
 
 
 class _Batcher:
@@ -115,12 +118,17 @@ async def run_episodes(
     pending = iter(jobs)
     batcher = _Batcher(sink, flush_every, flush_seconds)
     played = 0
+    deals = deal_table(spec, options.rules.leduc_deals)
+    synchronous: dict[tuple[Player, ...], bool] = {}  # per seating: bots only, outcome rewards
 
     async def worker() -> None:
         nonlocal played
         for seed, seat_players, to_record in pending:
-            if bots_only(seat_players):  # synchronous: no coroutine per episode
-                result = play_bot_episode(spec, seat_players, seed)
+            bots = synchronous.get(seat_players)
+            if bots is None:
+                bots = synchronous[seat_players] = plays_synchronously(seat_players, options)
+            if bots:  # no coroutine per episode
+                result = play_bot_episode(spec, seat_players, seed, deals)
             else:
                 result = await play_episode(spec, seat_players, seed, options)
             record = to_record(result)

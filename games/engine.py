@@ -19,7 +19,7 @@ import pyspiel
 from core.errors import MarsError
 from games.actions import vocabulary
 from games.chance import ChanceSampler, DealTable, deal_table, stream
-from games.episode import EpisodeResult, Turn
+from games.episode import EpisodeResult, Turn, bot_move
 from games.parsing import parse_move
 from games.players.base import ModelAgent, Player
 from games.prompts import PROMPT_STYLES, PromptStyle, SeatPrompter
@@ -32,7 +32,7 @@ from games.rewards import (
     turn_reward,
 )
 from games.rules import DEFAULT_RULES, PlayRules
-from games.spec import GameSpec
+from games.spec import GameSpec, RewardRules
 
 
 def retries_allowed(invalid: str) -> int:
@@ -83,9 +83,9 @@ async def play_episode(
 ) -> EpisodeResult:
     rules = options.rules
     deals = deal_table(spec, rules.leduc_deals)
-    pay_steps = rules.turn_rewards == "step"
-    if bots_only(players) and not pay_steps:
+    if plays_synchronously(players, options):
         return play_bot_episode(spec, players, seed, deals)
+    pay_steps = rules.turn_rewards == "step"
     game = spec.game
     labels = vocabulary(spec).labels
     max_actions = spec.rewards.max_actions
@@ -167,12 +167,15 @@ def play_bot_episode(
 ) -> EpisodeResult:
     """One episode between classic bots only: synchronous, close to a bare OpenSpiel loop.
 
-    The same result as the general path, with each seat's reward summed as its moves are made
-    (in the same order, so the floats are identical) instead of in a second pass.
+    The same result as the general path. The turns are shared `BotMove`s (games.episode): a bot
+    arena repeats the same few hundred moves, so none is built or encoded twice.
     """
     rng = _player_stream(seed)  # shared by both seats, as in the general path
-    bots = [player.agent(seat=seat, rng=rng, seed=seed) for seat, player in enumerate(players)]
-    chooses = [bot.choose for bot in bots]  # type: ignore[union-attr]
+    chooses = [
+        player.agent(seat=seat, rng=rng, seed=seed).choose  # type: ignore[union-attr]
+        for seat, player in enumerate(players)
+    ]
+    moves = _moves_paying_bonus(spec)
     labels = vocabulary(spec).labels
     rules = spec.rewards
     bonus, max_actions = rules.format_bonus, rules.max_actions
@@ -181,8 +184,7 @@ def play_bot_episode(
     append = turns.append
     seats = len(players)
     counts = [0] * seats
-    sums = [0.0] * seats
-    last: list[Turn | None] = [None] * seats
+    last = [-1] * seats  # where each seat's latest move is in `turns`
     state = spec.game.new_initial_state()
     is_terminal, current_player, apply_action = (
         state.is_terminal,
@@ -205,33 +207,71 @@ def play_bot_episode(
         action = chooses[seat](state)
         count = counts[seat]
         counts[seat] = count + 1
-        sums[seat] += bonus
-        turn: Turn = {
-            "seat": seat,
-            "turn": count,
-            "action": labels[seat][action],
-            "legal": True,
-            "reward": bonus,
-        }
-        last[seat] = turn
+        last[seat] = steps
+        key = (seat, count, action)
+        turn = moves.get(key)
+        if turn is None:
+            turn = moves[key] = bot_move(seat, count, labels[seat][action], bonus)
         append(turn)
         apply_action(action)
         steps += 1
     result.num_actions = steps
     result.returns = returns = state.returns()
     result.outcomes = outcome_labels(spec, returns)
-    for seat, turn in enumerate(last):
-        if turn is not None:
-            extra = outcome_reward(rules, result, seat)
-            turn["reward"] += extra
-            sums[seat] += extra
-    result.rewards = sums
+    result.rewards = [
+        _pay_outcome(rules, result, seat, counts[seat], last[seat], moves) for seat in range(seats)
+    ]
     return result
 
 
+def _pay_outcome(
+    rules: RewardRules,
+    result: EpisodeResult,
+    seat: int,
+    count: int,
+    last: int,
+    moves: dict[tuple, Turn],
+) -> float:
+    """The seat's reward: its moves' bonuses, then its outcome, added in the general path's
+    order (so the float is the same); the outcome goes on its last move (another shared move)."""
+    total = 0.0
+    bonus = rules.format_bonus
+    for _ in range(count):
+        total += bonus
+    if last < 0:
+        return total
+    extra = outcome_reward(rules, result, seat)
+    turn = result.turns[last]
+    label = turn["action"]
+    reward = turn["reward"] + extra
+    # Keyed by value and type; a zero (0.0 or -0.0) takes bot_move's exact key instead.
+    key = (seat, count - 1, label, reward, type(reward))
+    final = moves.get(key) if reward else None
+    if final is None:
+        final = bot_move(seat, count - 1, label, reward)
+        if reward:
+            moves[key] = final
+    result.turns[last] = final
+    return total + extra
+
+
+@functools.cache
+def _moves_paying_bonus(spec: GameSpec) -> dict[tuple, Turn]:
+    """The spec's shared moves, filled as played: (seat, turn, action id) -> the move paying the
+    format bonus, and (seat, turn, label, reward, type) -> a last move paying its outcome too.
+    Bounded by the game: a seat's turns, times its actions, times the outcomes."""
+    return {}
+
+
 def bots_only(players: Sequence[Player]) -> bool:
-    """Whether no seat is a model (the episode can be played by `play_bot_episode`)."""
+    """Whether no seat is a model."""
     return all(not player.is_model for player in players)
+
+
+def plays_synchronously(players: Sequence[Player], options: EpisodeOptions) -> bool:
+    """Whether `play_bot_episode` plays this episode: bots only, paid on the outcome (a step
+    reward needs the general path's per-step pay)."""
+    return bots_only(players) and options.rules.turn_rewards != "step"
 
 
 class _SeededRandom(random.Random):

@@ -6,6 +6,7 @@ cost no conversion; model turns carry more keys than bot moves.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
@@ -44,6 +45,55 @@ class Turn(TypedDict, total=False):
     messages: list[Message]  # in memory only, not recorded: the whole chat that was sent
 
 
+class BotMove(dict):
+    """A classic bot's move as recorded: seat, turn, action, legal (True) and reward.
+
+    A bot arena plays millions of moves but only a few hundred distinct ones, so each distinct
+    move is made once (`bot_move`) and shared by every record that has it, with its JSON line
+    fragment made once too. Shared values must not change: every mutating method raises, and a
+    copy is an ordinary dict.
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, seat: int, turn: int, action: str, reward: float) -> None:
+        super().__init__(seat=seat, turn=turn, action=action, legal=True, reward=reward)
+        self.json = json.dumps(self, ensure_ascii=False)
+
+    def _immutable(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a bot move is shared between records and cannot change; copy it first")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _immutable
+    __ior__ = _immutable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (bot_move, (self["seat"], self["turn"], self["action"], self["reward"]))
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return dict(self)
+
+
+_BOT_MOVE_LIMIT = 100_000  # distinct moves kept (each a few hundred bytes)
+_bot_moves: dict[tuple[Any, ...], BotMove] = {}
+
+
+def bot_move(seat: int, turn: int, action: str, reward: float) -> Turn:
+    """The shared `BotMove` with these values. Equal keys must mean equal JSON, and 1 == 1.0
+    == True and 0.0 == -0.0 as keys, so the reward's type and sign are part of the key."""
+    key = (seat, turn, action, reward, type(reward), reward == 0 and str(reward))
+    move = _bot_moves.get(key)
+    if move is None:
+        if type(seat) is not int or type(turn) is not int or type(action) is not str:
+            raise TypeError(f"a bot move needs int seat and turn and a str action, not {key[:3]}")
+        if len(_bot_moves) >= _BOT_MOVE_LIMIT:
+            _bot_moves.clear()
+        move = _bot_moves[key] = BotMove(seat, turn, action, reward)
+    return move  # type: ignore[return-value]
+
+
 def is_model_turn(turn: Turn) -> bool:
     return "usage" in turn
 
@@ -80,7 +130,9 @@ class EpisodeResult:
     def seat_turns(self, seat: int) -> list[Turn]:
         return [t for t in self.turns if t["seat"] == seat]
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self, **extra: Any) -> dict[str, Any]:
+        """The record of this episode, with `extra` fields (the arena's seat and players) before
+        the turns."""
         return {
             "schema_version": RECORD_SCHEMA_VERSION,
             "game": self.game,
@@ -97,6 +149,7 @@ class EpisodeResult:
             "invalid_turns": self.invalid_turns,
             "completion_tokens": self.completion_tokens,
             "error": self.error,
+            **extra,
             "turns": [record_turn(t) for t in self.turns] if any(self.model_turns) else self.turns,
         }
 

@@ -18,8 +18,9 @@ import json
 import marshal
 from collections.abc import Callable
 from json import encoder as json_encoder
-from pathlib import Path
 from typing import Any
+
+from core.runstore import RunDir
 
 _BOT_TURN_KEYS = 5  # a bot's move has exactly: seat, turn, action, legal, reward
 _CACHE_LIMIT = 100_000  # cached move fragments (small strings)
@@ -72,8 +73,11 @@ def _exact_move(key: tuple[Any, ...]) -> bool:
 
 
 class RecordWriter:
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    """A sink for `run_arena`: encodes records and appends them to the run's records.jsonl
+    through the run's own append handle (kept open between batches)."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
         self._encode = _fast_encoder()
         self._fragments: dict[tuple[Any, ...], str] = {}
         self._heads: dict[tuple[tuple[str, ...], bytes], tuple[str, str]] = {}
@@ -86,9 +90,21 @@ class RecordWriter:
         head_fields = record.copy()
         del head_fields["turns"]
         head = self._encode_head(head_fields)
+        try:  # a bot episode's moves are shared `BotMove`s that carry their JSON
+            body = ", ".join([turn.json for turn in turns])  # type: ignore[attr-defined]
+        except AttributeError:
+            body = ", ".join(self._encode_turns(turns))
+        joiner = ', "turns": [' if head != "{}" else '"turns": ['
+        return head[:-1] + joiner + body + "]}"
+
+    def _encode_turns(self, turns: list[dict[str, Any]]) -> list[str]:
         parts = []
         fragments = self._fragments
         for turn in turns:
+            json_fragment = getattr(turn, "json", None)
+            if json_fragment is not None:
+                parts.append(json_fragment)
+                continue
             if len(turn) != _BOT_TURN_KEYS:
                 parts.append(self._encode(turn))
                 continue
@@ -102,8 +118,7 @@ class RecordWriter:
                     fragments.clear()
                 fragment = fragments[key] = self._encode(turn)
             parts.append(fragment)
-        joiner = ', "turns": [' if head != "{}" else '"turns": ['
-        return head[:-1] + joiner + ", ".join(parts) + "]}"
+        return parts
 
     def _encode_head(self, head: dict[str, Any]) -> str:
         """JSON of the header, through the memo when its values can be marshalled."""
@@ -137,7 +152,4 @@ class RecordWriter:
         if not records:
             return
         encode = self.encode
-        text = "".join([encode(record) + "\n" for record in records])
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
+        self.run.append_lines("".join([encode(record) + "\n" for record in records]))

@@ -41,9 +41,7 @@ def selfplay_key(record: dict[str, Any]) -> SelfPlayKey:
 
 
 def selfplay_record(result: EpisodeResult) -> dict[str, Any]:
-    record = result.to_record()
-    record["kind"] = "selfplay"
-    return record
+    return result.to_record(kind="selfplay")
 
 
 class _GameTally:

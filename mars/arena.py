@@ -263,7 +263,7 @@ def arena_command(
                             built[player],
                             built[opponent],
                             config,
-                            sink=RecordWriter(run.records_path),
+                            sink=RecordWriter(run),
                             done=done,
                             on_record=tick,
                         )
@@ -403,7 +403,7 @@ def selfplay_command(
                             specs,
                             model_player,
                             config,
-                            sink=RecordWriter(run.records_path),
+                            sink=RecordWriter(run),
                             done=done,
                             on_record=tick,
                         )

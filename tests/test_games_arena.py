@@ -98,7 +98,7 @@ def test_arena_resumes_from_a_run_directory(tmp_path: Path) -> None:
     run_dir.start(command=["test"], config={})
 
     # First attempt: the model's endpoint fails for good on seeds 2 and 4.
-    run(run_arena(spec, _flaky_model({2, 4}), bot, config, sink=RecordWriter(run_dir.records_path)))
+    run(run_arena(spec, _flaky_model({2, 4}), bot, config, sink=RecordWriter(run_dir)))
     records = run_dir.records()
     assert len(records) == 12
     errored = sorted(record_key(r) for r in records if r["error"])
@@ -123,7 +123,7 @@ def test_arena_resumes_from_a_run_directory(tmp_path: Path) -> None:
             _flaky_model(set()),
             bot,
             config,
-            sink=RecordWriter(run_dir.records_path),
+            sink=RecordWriter(run_dir),
             done=done,
             on_record=replayed.append,
         )
@@ -139,7 +139,7 @@ def test_model_turns_are_recorded_in_full(tmp_path: Path) -> None:
     spec = get_game("tic_tac_toe")
     model = scripted_player(first_legal, name="llm")
     bot = make_player("random", PlayerContext(spec=spec))
-    writer = RecordWriter(tmp_path / "records.jsonl")
+    writer = RecordWriter(RunDir(tmp_path, "arena"))
     run(run_arena(spec, model, bot, ArenaConfig(episodes=2, seats="second"), sink=writer))
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(lines) == 2
@@ -160,9 +160,9 @@ def test_record_writer_lines_equal_plain_json(tmp_path: Path) -> None:
     spec = get_game("leduc_poker")
     bot = make_player("random", PlayerContext(spec=spec))
     records: list[dict] = []
-    writer = RecordWriter(tmp_path / "r.jsonl")
+    writer = RecordWriter(RunDir(tmp_path, "arena"))
     run(run_arena(spec, bot, bot, ArenaConfig(episodes=50), sink=writer, on_record=records.append))
-    written = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    written = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert written == [json.loads(json.dumps(r)) for r in records]
 
 
@@ -229,7 +229,7 @@ def test_selfplay_writes_the_turn_table_the_trainer_reads(tmp_path: Path) -> Non
     ],
 )
 def test_record_writer_memos_never_mix_equal_values_of_other_types(record: dict) -> None:
-    writer = RecordWriter(Path("unused.jsonl"))
+    writer = RecordWriter(RunDir(Path("unused"), "arena"))
     # Warm the memos with values equal as dict keys (0 == False == 0.0 == -0.0) but not as JSON.
     for warm in ({"seed": 9, "a": 0, "turns": []}, {"seed": 9, "a": 0.0, "turns": []}):
         writer.encode(warm)
@@ -251,7 +251,57 @@ def test_bot_episodes_equal_the_general_path(monkeypatch: pytest.MonkeyPatch) ->
         bot = make_player("random", PlayerContext(spec=spec))
         fast = [engine.play_bot_episode(spec, (bot, bot), seed) for seed in range(30)]
         with monkeypatch.context() as patch:  # the general (async) loop, on the same bots
-            patch.setattr(engine, "bots_only", lambda players: False)
+            patch.setattr(engine, "plays_synchronously", lambda players, options: False)
             slow = [run(engine.play_episode(spec, (bot, bot), seed)) for seed in range(30)]
         for a, b in zip(fast, slow, strict=True):
             assert json.dumps(a.to_record()) == json.dumps(b.to_record())
+
+
+def test_a_bot_arena_plays_by_the_chosen_rules() -> None:
+    """Bots only, under the MARSHAL rules (step rewards, the code's 24 Leduc deals): the arena's
+    records are those the general engine makes under the same rules, not the default rules'."""
+    from games.engine import play_episode
+    from games.rules import REFERENCE_RULES
+
+    spec = get_game("leduc_poker")
+    bot = make_player("random", PlayerContext(spec=spec))
+    options = EpisodeOptions(rules=REFERENCE_RULES)
+    records: list[dict] = []
+    config = ArenaConfig(episodes=24, seats="first", options=options)
+    run(run_arena(spec, bot, bot, config, on_record=records.append))
+    default_rules: list[dict] = []
+    default_config = ArenaConfig(episodes=24, seats="first")
+    run(run_arena(spec, bot, bot, default_config, on_record=default_rules.append))
+    assert [r["turns"] for r in records] != [r["turns"] for r in default_rules]
+    for record in records:
+        expected = run(play_episode(spec, (bot, bot), record["seed"], options)).to_record()
+        assert record["turns"] == expected["turns"]
+        assert record["rewards"] == expected["rewards"]
+
+
+def test_bot_moves_are_shared_and_cannot_change() -> None:
+    import copy
+    import pickle
+
+    from games.engine import play_bot_episode
+
+    spec = get_game("tic_tac_toe")
+    bot = make_player("random", PlayerContext(spec=spec))
+    first, again = (play_bot_episode(spec, (bot, bot), seed=3) for _ in range(2))
+    assert first.turns == again.turns
+    assert all(a is b for a, b in zip(first.turns, again.turns, strict=True))
+    move = first.turns[0]
+    with pytest.raises(TypeError, match="shared"):
+        move["reward"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError, match="shared"):
+        move.update(reward=1.0)
+    mutable = copy.deepcopy(first.to_record())["turns"][0]
+    mutable["reward"] = 1.0  # a copy is an ordinary dict
+    assert move["reward"] != 1.0 and type(mutable) is dict
+    assert pickle.loads(pickle.dumps(move)) == move
+    # The last move of each seat carries the outcome; the others only the format bonus.
+    bonus = spec.rewards.format_bonus
+    for seat in (0, 1):
+        seat_turns = [t for t in first.turns if t["seat"] == seat]
+        assert all(t["reward"] == bonus for t in seat_turns[:-1])
+        assert seat_turns[-1]["reward"] == pytest.approx(bonus + first.returns[seat])
