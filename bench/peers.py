@@ -7,7 +7,7 @@ arrived and when its reply left. From that log and the process's own start and e
 - start-up: command start to the first request's arrival;
 - exit: the last reply's departure to the process's end (summary written);
 - request phase / ideal: first arrival to last reply, over ceil(N / c) x 100 ms;
-- whole run / ideal: command start to process end, over the same ideal;
+- whole run / ideal: command start to process end, over the same ideal (its target is at 64);
 - where the request phase goes: each wave's start drift past 100 ms and its arrival spread;
 - client CPU per request: the tool process's user + system CPU (with its children) over N;
   for mars also the run phase's alone (`client_cpu_s` of its summary: no start-up, no exit),
@@ -52,6 +52,7 @@ TARGETS = {
     "help_s": 0.3,
     "run_cpu_ms_per_request": 0.3,
 }
+WHOLE_RUN_AT = 64  # the concurrency the whole-run target is set at
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,11 @@ def main() -> None:
             print(json.dumps({"tool": tool, "concurrency": concurrency, **summary}))
     mars = [r for r in results if r.tool == "mars"]
     worst = {name: max(getattr(r, name) for r in mars) for name in TARGETS if name != "help_s"}
+    # The whole-run target is at 64 in flight (issue 24): at 128 the ideal is half as long, so
+    # the same start-up counts twice as much.
+    at_64 = [r.whole_over_ideal for r in mars if r.concurrency == WHOLE_RUN_AT]
+    if at_64:
+        worst["whole_over_ideal"] = max(at_64)
     worst["help_s"] = help_s
     misses = [name for name, target in TARGETS.items() if worst[name] > target]
     report(

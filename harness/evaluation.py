@@ -205,7 +205,8 @@ async def run_items(
             record = build_record(item, solved, error, time.perf_counter() - started, grade)
             run.append(record)
             written += 1
-            progress.update(record)
+            if show_progress:
+                progress.update(record)
 
     if show_progress:
         progress.progress.start()

@@ -87,7 +87,8 @@ async def test_a_hang_is_cut_by_the_timeout_and_never_blocks() -> None:
             await endpoint.complete([{"role": "user", "content": "q"}])
         elapsed = loop.time() - started
         await endpoint.aclose()
-    assert elapsed < 2.0
+    assert elapsed < 60  # cut by the timeout, not waiting out the hour (no speed figure)
+    assert len(server.seen) == 2  # the attempt and its one retry, each cut
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])

@@ -13,7 +13,6 @@ import os
 import socket
 import tempfile
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -129,16 +128,17 @@ def test_a_well_behaved_program_returns_its_output():
 
 
 async def test_async_runs_are_in_flight_together():
-    sleeper = "import time; time.sleep(0.5); print({})"
-    started = time.monotonic()
+    # Each run prints when it started and when it woke; run together, every run starts before
+    # any of them wakes (one after the other, each would start after the previous one woke).
+    sleeper = "import time; started = time.time(); time.sleep(2); print(started, time.time())"
     results = await asyncio.gather(
-        *(run_python_async(sleeper.format(i), LIMITS) for i in range(4)),
+        *(run_python_async(sleeper, LIMITS) for _ in range(4)),
         run_python_async("while True: print('x' * 100)", LIMITS),
     )
-    elapsed = time.monotonic() - started
-    assert [r.stdout for r in results[:4]] == [f"{i}\n" for i in range(4)]
+    spans = [tuple(map(float, r.stdout.split())) for r in results[:4]]
+    assert len(spans) == 4 and all(len(span) == 2 for span in spans)
+    assert max(start for start, _ in spans) < min(woke for _, woke in spans)
     assert_contained(results[4], "output")
-    assert elapsed < 4 * 0.5  # not one after the other
 
 
 @root_only
@@ -181,7 +181,7 @@ def test_ignoring_sigxcpu_still_ends_at_the_hard_cpu_limit():
 def test_sleeping_forever_is_killed_at_the_wall_clock():
     result = run("import time; time.sleep(3600)", SandboxLimits(wall_seconds=1))
     assert_contained(result, "timeout")
-    assert 1 <= result.wall_seconds < 3
+    assert 1 <= result.wall_seconds < 60  # cut at the limit, not slept out (no speed figure)
 
 
 def test_memory_blowup_fails_under_the_address_space_limit():
@@ -267,7 +267,6 @@ def test_huge_output_is_cut_at_the_limit_and_the_run_killed():
     assert_contained(result, "output")
     assert len(result.stdout) == LIMITS.output_bytes
     assert result.stdout_truncated
-    assert result.wall_seconds < 5
 
 
 def test_output_over_the_limit_then_a_quick_exit_is_still_output():
