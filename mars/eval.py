@@ -94,7 +94,7 @@ def eval_command(
         raise MarsError("--trained-step needs --trained RUN")
     mas_name = mas_name or "single"
     mas_function = get_mas(mas_name)
-    asyncio.run(check_options(mas_function, mas_config))  # a bad option: one line, no samples
+    asyncio.run(check_options(mas_function, mas_config, name=mas_name))  # one line, no samples
     from harness.graders import GradingPlan
 
     grading = GradingPlan.from_options(grader, judge_temperature, judge_max_tokens)

@@ -170,23 +170,58 @@ class _FirstModelCall(Exception):
 
 
 class _OptionsProbeEndpoint:
+    called = False
+
     async def complete(self, *args: Any, **kwargs: Any) -> Completion:
+        self.called = True
         raise _FirstModelCall
 
 
-async def check_options(function: MASFunction, config: dict[str, Any], kind: str = "math") -> None:
+class _ReadOptions(dict):  # type: ignore[type-arg]
+    """The options a probe runs on: a dict that remembers which keys the MAS looked up."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.looked_up: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.looked_up.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.looked_up.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.looked_up.add(str(key))
+        return super().__contains__(key)
+
+
+async def check_options(
+    function: MASFunction, config: dict[str, Any], kind: str = "math", name: str = ""
+) -> None:
     """Run `function` on a dummy task up to its first model call. Every MAS reads its options
     before it asks a model, and an option it cannot use raises MarsError there: once, before
-    any sample runs, instead of once per sample. Whatever else happens (the probe's own stop,
-    or what a framework made of it) means the options were read."""
-    models = Models(default=_OptionsProbeEndpoint())  # type: ignore[arg-type]
+    any sample runs, instead of once per sample. An option it never looked up by then is not
+    one of its options (a typo, or another MAS's), and is refused too. Whatever else happens
+    (the probe's own stop, or what a framework made of it) means the options were read."""
+    probe = _OptionsProbeEndpoint()
+    models = Models(default=probe)  # type: ignore[arg-type]
     task = Task(prompt="What is 1 + 1?", sample_id="options-check", suite="check", kind=kind)
+    options = _ReadOptions(config)
     try:
-        await asyncio.wait_for(function(task, models, dict(config)), timeout=30)
+        await asyncio.wait_for(function(task, models, options), timeout=30)
     except MarsError:
         raise
     except Exception:  # the probe stopped it (or a framework wrapped that): options passed
-        return
+        pass
+    unknown = sorted(set(config) - options.looked_up)
+    if probe.called and unknown:
+        which = f"MAS {name!r}" if name else "this MAS"
+        raise MarsError(
+            f"{which} has no option {', '.join(repr(k) for k in unknown)}"
+            + (f"; it reads {', '.join(sorted(options.looked_up))}" if options.looked_up else "")
+        )
 
 
 def list_mas() -> list[str]:
