@@ -13,10 +13,13 @@ arrived and when its reply left. From that log and the process's own start and e
   for mars also the run phase's alone (`client_cpu_s` of its summary: no start-up, no exit),
   which is what the 0.3 ms target is about.
 
-mars always runs; Inspect (`inspect eval` with a task file over the same local GSM8K file) and
-lm-eval (`lm_eval --model local-chat-completions` with a local task) run when their commands
-are found (`pip install -e ".[peers]"`, or `--inspect` / `--lm-eval` pointing at them). Also
-`mars --help`'s wall time. Every figure is one JSON line; the last line holds mars's targets.
+mars always runs, and so does the floor: `bench/floor_client.py`, a minimal closed-loop client
+(pre-encoded requests, replies read by length, nothing parsed, graded or recorded), whose request
+phase is what the server and the machine allow; the last line reports it per level. Inspect
+(`inspect eval` with a task file over the same local GSM8K file) and lm-eval (`lm_eval --model
+local-chat-completions` with a local task) run when their commands are found (`pip install -e
+".[peers]"`, or `--inspect` / `--lm-eval` pointing at them). Also `mars --help`'s wall time.
+Every figure is one JSON line; the last line holds mars's targets.
 """
 
 from __future__ import annotations
@@ -221,6 +224,16 @@ def lm_eval_command(binary: str, base_url: str, n: int, concurrency: int, work: 
     return Invocation(argv)
 
 
+def floor_command(base_url: str, n: int, concurrency: int) -> Invocation:
+    """The minimal client (bench/floor_client.py): what the server and machine allow."""
+    script = Path(__file__).resolve().parent / "floor_client.py"
+    argv = [
+        sys.executable, str(script), "--base-url", base_url, "--questions", str(n),
+        "--concurrency", str(concurrency),
+    ]  # fmt: skip
+    return Invocation(argv)
+
+
 def help_seconds(repeats: int, env: dict[str, str]) -> float:
     times = []
     for _ in range(repeats):
@@ -257,7 +270,8 @@ def main() -> None:
         }
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps its bytecode
         tools: dict[str, Callable[[int], Invocation]] = {
-            "mars": lambda c: mars_command(server.base_url, args.questions, c, work)
+            "mars": lambda c: mars_command(server.base_url, args.questions, c, work),
+            "floor": lambda c: floor_command(server.base_url, args.questions, c),
         }
         if args.inspect:
             tools["inspect"] = lambda c: inspect_command(
@@ -302,6 +316,19 @@ def main() -> None:
         worst["whole_over_ideal"] = max(at_64)
     worst["help_s"] = help_s
     misses = [name for name, target in TARGETS.items() if worst[name] > target]
+    # The request phase the server and machine allow at each level (the minimal client's
+    # median): a target below it is out of any client's reach here.
+    floor = {
+        c: round(
+            statistics.median(
+                r.request_phase_over_ideal
+                for r in results
+                if r.tool == "floor" and r.concurrency == c
+            ),
+            4,
+        )
+        for c in levels
+    }
     report(
         "mars_figures_within_targets",
         len(TARGETS) - len(misses),
@@ -310,9 +337,10 @@ def main() -> None:
         worst={k: round(v, 4) for k, v in worst.items()},
         targets=TARGETS,
         missed=misses,
+        request_phase_floor=floor,
         questions=args.questions,
         concurrency=levels,
-        peers=[t for t in tools if t != "mars"],
+        peers=[t for t in tools if t not in ("mars", "floor")],
     )
 
 
