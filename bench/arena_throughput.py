@@ -4,7 +4,8 @@ Both sides run in this process, interleaved, several times; each side's best (le
 kept, since other load on the machine can only slow a run down. The arena side plays 20,000
 games (10,000 per seat) with every record written to a temporary run directory; the raw side is a
 plain OpenSpiel loop that picks uniformly among legal actions. Target: arena >= 30% of raw
-(issue 24).
+(issue 24). Then the cost of a game layer by layer (bare loop, seeding the episode's player
+stream, whole bot episodes, the arena without and with records), in microseconds.
 
     python bench/arena_throughput.py [--games 20000] [--repeats 3]
 """
@@ -17,12 +18,14 @@ import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspiel
 
 from core.runstore import RunDir
 from games.arena import ArenaConfig, run_arena
+from games.engine import _player_stream, play_bot_episode
 from games.players import PlayerContext, make_player
 from games.records import RecordWriter
 from games.spec import get_game
@@ -58,6 +61,43 @@ def arena_run(games: int, root: Path) -> tuple[float, dict]:
     return elapsed, summary
 
 
+def breakdown(games: int, repeats: int) -> dict[str, float]:
+    """Microseconds a game for the layers of the arena, each the best of `repeats`: the bare
+    loop, seeding an episode's player stream alone, whole bot episodes (no arena), and the
+    arena without and with its records."""
+    spec = get_game("tic_tac_toe")
+    player = make_player("random", PlayerContext(spec=spec))
+    seats = (player, player)
+
+    def best(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.process_time()
+            run()
+            times.append(time.process_time() - started)
+        return round(min(times) / games * 1e6, 2)
+
+    def no_records() -> None:
+        asyncio.run(run_arena(spec, player, player, ArenaConfig(episodes=games // 2)))
+
+    def seeding() -> None:
+        for seed in range(games):  # nothing kept: each stream is freed at once, as in a game
+            _player_stream(seed)
+
+    def episodes() -> None:
+        for seed in range(games):
+            play_bot_episode(spec, seats, seed)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return {
+            "raw_loop": best(lambda: raw_loop(spec.game, games, seed=0)),
+            "stream_seeding": best(seeding),
+            "bot_episodes": best(episodes),
+            "arena_without_records": best(no_records),
+            "arena_with_records": best(lambda: arena_run(games, Path(tmp))),
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=20000)
@@ -81,6 +121,8 @@ def main() -> None:
         f"X as first mover: win {first['win']:.3f} draw {first['draw']:.3f} "
         f"loss {first['loss']:.3f}"
     )
+    per_game_us = breakdown(args.games, args.repeats)
+    print("microseconds a game:", ", ".join(f"{k} {v}" for k, v in per_game_us.items()))
     result = {
         "metric": "arena_vs_raw_throughput_ratio",
         "value": round(ratio, 3),
@@ -88,6 +130,7 @@ def main() -> None:
         "met": ratio >= TARGET_RATIO,
         "arena_games_per_s": round(arena_rate),
         "raw_games_per_s": round(raw_rate),
+        "per_game_us": per_game_us,
     }
     print(json.dumps(result))
 
