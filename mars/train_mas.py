@@ -81,6 +81,7 @@ def train_mas_command(
     # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
     # the paper-sized ones (TrainConfig's), as `mars train` does.
     config = _validated(data, cpu_sized=trainer != "verl" or device == "cpu")
+    _check_workflow_options(config.workflow, config.workflow_options)
     if trainer == "verl":
         _train_verl(config, device=device, run_path=run_dir, out=out, dry_run=dry_run)
         return
@@ -104,6 +105,16 @@ def train_mas_command(
     ) as life:
         train_workflow(config, life.run, command=["mars", *sys.argv[1:]], log=log)
     print(f"run dir: {life.path}")
+
+
+def _check_workflow_options(workflow: str, workflow_options: dict[str, Any]) -> None:
+    """The config's `workflow_options` as `mars eval` checks `--mas-option`s: a value the
+    workflow cannot use, or a key it never reads, is refused in one line before training."""
+    import asyncio
+
+    from mas.base import check_options, get_mas
+
+    asyncio.run(check_options(get_mas(workflow), workflow_options, name=workflow))
 
 
 def _validated(data: dict[str, Any], *, cpu_sized: bool = True) -> Any:

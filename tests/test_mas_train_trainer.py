@@ -104,3 +104,18 @@ def test_the_command_resolves_one_policy_per_role_and_refuses_a_bad_map_in_one_l
     assert bad.returncode != 0
     assert "expected ROLE=NAME" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_workflow_options_the_workflow_never_reads_are_refused_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("workflow_options:\n  rounds: 2\n  code_seconds: 5\n")
+    good = _mars("train-mas", "--config", str(config), "--dry-run")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["workflow_options"] == {"rounds": 2, "code_seconds": 5}
+    config.write_text("workflow_options:\n  rounds: 2\n  code_secs: 5\n")
+    bad = _mars("train-mas", "--config", str(config), "--dry-run")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "error: MAS 'reasoner_tool' has no option 'code_secs'; it reads code_runner, "
+        "code_seconds, rounds"
+    ]
