@@ -219,18 +219,13 @@ def play_bot_episode(
     result.returns = returns = state.returns()
     result.outcomes = outcome_labels(spec, returns)
     result.rewards = [
-        _pay_outcome(rules, result, seat, counts[seat], last[seat], moves) for seat in range(seats)
+        _pay_outcome(rules, result, seat, counts[seat], last[seat]) for seat in range(seats)
     ]
     return result
 
 
 def _pay_outcome(
-    rules: RewardRules,
-    result: EpisodeResult,
-    seat: int,
-    count: int,
-    last: int,
-    moves: dict[tuple, Turn],
+    rules: RewardRules, result: EpisodeResult, seat: int, count: int, last: int
 ) -> float:
     """The seat's reward: its moves' bonuses, then its outcome, added in the general path's
     order (so the float is the same); the outcome goes on its last move (another shared move)."""
@@ -242,24 +237,15 @@ def _pay_outcome(
         return total
     extra = outcome_reward(rules, result, seat)
     turn = result.turns[last]
-    label = turn["action"]
-    reward = turn["reward"] + extra
-    # Keyed by value and type; a zero (0.0 or -0.0) takes bot_move's exact key instead.
-    key = (seat, count - 1, label, reward, type(reward))
-    final = moves.get(key) if reward else None
-    if final is None:
-        final = bot_move(seat, count - 1, label, reward)
-        if reward:
-            moves[key] = final
-    result.turns[last] = final
+    result.turns[last] = bot_move(seat, count - 1, turn["action"], turn["reward"] + extra)
     return total + extra
 
 
 @functools.cache
-def _moves_paying_bonus(spec: GameSpec) -> dict[tuple, Turn]:
-    """The spec's shared moves, filled as played: (seat, turn, action id) -> the move paying the
-    format bonus, and (seat, turn, label, reward, type) -> a last move paying its outcome too.
-    Bounded by the game: a seat's turns, times its actions, times the outcomes."""
+def _moves_paying_bonus(spec: GameSpec) -> dict[tuple[int, int, int], Turn]:
+    """(seat, turn, action id) -> the shared move paying the spec's format bonus, filled as
+    played (bounded by the game: a seat's turns times its actions). Looked up by plain ints, it
+    spares each move `bot_move`'s exact key."""
     return {}
 
 

@@ -101,10 +101,6 @@ class RecordWriter:
         parts = []
         fragments = self._fragments
         for turn in turns:
-            json_fragment = getattr(turn, "json", None)
-            if json_fragment is not None:
-                parts.append(json_fragment)
-                continue
             if len(turn) != _BOT_TURN_KEYS:
                 parts.append(self._encode(turn))
                 continue
