@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.errors import MarsError
 from mas import prompts
 from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
@@ -28,7 +27,6 @@ from mas.options import int_option, str_option
 
 SOLVER = "solver"
 CRITIC = "critic"
-OPTIONS = frozenset({"max_solver_turns", "max_rounds", "approval_word"})
 
 # Agent Framework warns that a client without its tool-calling layer "might limit agent
 # capabilities" (these agents use no tools) and logs the round cap being reached (a normal stop
@@ -45,12 +43,6 @@ async def agent_framework_chat(task: Task, models: Models, config: dict[str, Any
 
     from mas.agent_framework_client import EndpointAgentClient
 
-    unknown = sorted(set(config) - OPTIONS)
-    if unknown:
-        raise MarsError(
-            f"agent_framework: unknown MAS option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(OPTIONS))}"
-        )
     solver_turns = int_option(config, "max_solver_turns", 3)
     max_rounds = int_option(config, "max_rounds", 2 * solver_turns - 1)
     approval_word = str_option(config, "approval_word", "TERMINATE").strip()

@@ -20,7 +20,7 @@ from core.errors import EndpointError, MarsError
 from harness.benchmarks import get_suite
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.agent_framework_client import EndpointAgentClient, to_chat_messages
-from mas.base import Conversation, Models, Task, Transcript, get_mas, list_mas
+from mas.base import Conversation, Models, Task, Transcript, check_options, get_mas, list_mas
 
 # The approval word in the task text must not end the chat.
 TASK = Task(prompt="Compute 6 * 7. (Do not just write TERMINATE.)", suite="gsm8k", sample_id="a1")
@@ -138,8 +138,15 @@ async def test_round_options_and_unknown_options() -> None:
         chat_script(["No."], ["\\boxed{1}"]), {"max_solver_turns": 2}
     )
     assert len(server.seen) == 3
-    with pytest.raises(MarsError, match=r"unknown MAS option.*protocol"):
-        await run_chat(chat_script(["No."], ["\\boxed{1}"]), {"protocol": "maslab"})
+    # No MASLab protocol here: `protocol` is none of its options (checked before any sample).
+    with pytest.raises(
+        MarsError,
+        match=r"^MAS 'agent_framework' has no option 'protocol'; it reads approval_word, "
+        r"max_rounds, max_solver_turns$",
+    ):
+        await check_options(
+            get_mas("agent_framework"), {"protocol": "maslab"}, name="agent_framework"
+        )
     with pytest.raises(MarsError, match="max_rounds"):
         await run_chat(chat_script(["No."], ["\\boxed{1}"]), {"max_rounds": 0})
 
