@@ -220,6 +220,7 @@ async def _evaluate(
             suite=item.suite.name,
             epoch=item.epoch,
             kind=item.suite.kind,
+            metadata=_task_metadata(item.sample.metadata),
         )
         transcript = await mas_function(task, models, mas_config)
         return SolvedSample(
@@ -244,6 +245,15 @@ async def _evaluate(
         for name, endpoint in by_role.items():
             usage[f"role:{name}"] = endpoint.ledger.totals()
         accumulate_usage_file(run.path / "usage.json", usage)  # adds up over resumed attempts
+
+
+# What of a sample's metadata a MAS may see: a puzzle's level (the workflow steps it). A code
+# suite's hidden tests stay with the grader.
+_VISIBLE_METADATA = ("environment",)
+
+
+def _task_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {key: metadata[key] for key in _VISIBLE_METADATA if key in metadata}
 
 
 def _trained_models(

@@ -35,13 +35,23 @@ def parse_role_map(text: str | None, flag: str) -> dict[str, str]:
 
 @app.command("train-mas")
 def train_mas_command(
-    workflow: str = typer.Option(None, "--workflow", help="The MAS to train in (reasoner_tool)."),
+    workflow: str = typer.Option(
+        None,
+        "--workflow",
+        help="The MAS to train in: reasoner_tool (default), plan_tool, plan_single, code_tester, "
+        "ensemble_judge, single, mad.",
+    ),
     config_file: Path = typer.Option(None, "--config", help="A YAML file of config fields."),
     model: str = typer.Option(None, "--model", help="Starting model (default: the tiny model)."),
     policies: str = typer.Option(
         None, "--policies", help="ROLE=POLICY,...: one policy per role (default: one shared)."
     ),
-    train_set: str = typer.Option(None, "--train-set", help="arithmetic | gsm8k | math."),
+    train_set: str = typer.Option(
+        None,
+        "--train-set",
+        help="arithmetic | gsm8k | math | code_mini | a puzzle suite (plan_path, plan_path_5x5, "
+        "sokoban, sudoku, sudoku_9x9).",
+    ),
     train_file: Path = typer.Option(None, "--train-file", help="A local JSONL of problems."),
     steps: int = typer.Option(None, "--steps", help="Updates to make."),
     problems_per_step: int = typer.Option(None, "--problems-per-step"),

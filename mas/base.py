@@ -29,7 +29,10 @@ class Task(BaseModel):
     sample_id: str = ""
     suite: str = ""
     epoch: int = 0
-    kind: str = "math"  # "math" or "choice": how the final answer is expected to look
+    kind: str = "math"  # "math", "choice", "puzzle" or "code": how the final answer looks
+    # What a workflow's environment needs beyond the prompt, never the answer: a puzzle's level
+    # (`environment`: harness.puzzles ref); in training, a code problem's tests and solution.
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class AgentMessage(BaseModel):
@@ -130,13 +133,20 @@ class Conversation:
 
 MASFunction = Callable[[Task, Models, dict[str, Any]], Awaitable[Transcript]]
 _REGISTRY: dict[str, MASFunction] = {}
+# The task the options check runs a MAS on, for a MAS that needs more than a question (a
+# puzzle workflow needs a level); the others get a one-line math question.
+_PROBE_TASKS: dict[str, Callable[[], Task]] = {}
 
 
-def mas(name: str) -> Callable[[MASFunction], MASFunction]:
+def mas(
+    name: str, *, probe_task: Callable[[], Task] | None = None
+) -> Callable[[MASFunction], MASFunction]:
     """Register a MAS under `name` (chosen on the CLI with `--mas NAME`)."""
 
     def register(function: MASFunction) -> MASFunction:
         _REGISTRY[name] = function
+        if probe_task is not None:
+            _PROBE_TASKS[name] = probe_task
         return function
 
     return register
@@ -148,7 +158,11 @@ BUILTIN_SYSTEMS = {
     "agent_framework": "mas.agent_framework_chat",
     "autogen": "mas.autogen_team",
     "debate": "mas.debate",
+    "code_tester": "mas.code_tester",
+    "ensemble_judge": "mas.ensemble_judge",
     "mad": "mas.mad",
+    "plan_single": "mas.plan_tool",
+    "plan_tool": "mas.plan_tool",
     "reasoner_tool": "mas.reasoner_tool",
     "single": "mas.single",
 }
@@ -207,7 +221,10 @@ async def check_options(
     (the probe's own stop, or what a framework made of it) means the options were read."""
     probe = _OptionsProbeEndpoint()
     models = Models(default=probe)  # type: ignore[arg-type]
-    task = Task(prompt="What is 1 + 1?", sample_id="options-check", suite="check", kind=kind)
+    if name in _PROBE_TASKS:
+        task = _PROBE_TASKS[name]()
+    else:
+        task = Task(prompt="What is 1 + 1?", sample_id="options-check", suite="check", kind=kind)
     options = _ReadOptions(config)
     try:
         await asyncio.wait_for(function(task, models, options), timeout=30)

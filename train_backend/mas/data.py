@@ -6,7 +6,11 @@ Three kinds of source (docs/mas_data.md):
   else `<root>/gsm8k/train.jsonl` or `<root>/math/train.jsonl` under `--data-dir`,
   `$MARS_DATA_DIR` or the checkout's data root);
 - a JSONL file the user names (`train_file`), one object a line with `question` and `answer`;
-- `arithmetic_problems`: seeded integer expressions for the CPU miniature.
+- `arithmetic_problems`: seeded integer expressions for the CPU miniature;
+- `puzzle_problems`: a puzzle suite's levels (`plan_path`, `plan_path_5x5`, `sokoban`, `sudoku`,
+  ...), from the training split of its generator, which no evaluation level can equal
+  (harness/puzzles/splits.py); `code_problems` (train_backend/mas/code_problems.py): procedural
+  stdin/stdout problems for the code miniature.
 
 Every problem of a named set or a file is checked against the question hashes of every
 evaluation test set, loaded through the suites' own loaders; an overlap is refused.
@@ -21,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from core.errors import MarsError
 from core.files import jsonl_slots
@@ -54,6 +58,10 @@ class Problem:
     answer: str  # the reference final answer, compared with `answers_are`'s rule
     source: str  # e.g. "hub:openai/gsm8k[main]:train", "local:/path", "arithmetic:train:seed=0"
     answers_are: AnswerRule = "expression"
+    kind: str = "math"  # "math", "puzzle" (answer = the level's ref) or "code"
+    # What the workflow's environment needs (`Task.metadata`): a puzzle's `environment`; a code
+    # problem's ground-truth `tests` and reference `solution`.
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,9 @@ def load_train_set(
 def _spec(name: str) -> TrainSetSpec:
     spec = TRAIN_SETS.get(name.strip().lower())
     if spec is None:
-        raise MarsError(f"unknown training set {name!r}; known: {', '.join(sorted(TRAIN_SETS))}")
+        puzzles = [suite for suite in list_suites() if get_suite(suite).kind == "puzzle"]
+        known = ", ".join(["arithmetic", "code_mini", *sorted(TRAIN_SETS), *puzzles])
+        raise MarsError(f"unknown training set {name!r}; known: {known}")
     return spec
 
 
@@ -228,6 +238,8 @@ def _refuse_duplicate_ids(train_set: TrainSet) -> None:
 # ---------------------------------------------------------------------------------------------
 # The test-set guard
 
+GUARDED_KINDS = ("math", "choice")
+
 
 def question_hash(question: str) -> str:
     """SHA-256 of the question with whitespace runs collapsed and case folded."""
@@ -258,7 +270,12 @@ def _test_set_files(benchmarks_dir: Path | None) -> tuple[_TestSetFile, ...]:
     found: list[_TestSetFile] = []
     missing: list[str] = []
     for suite_name in list_suites():
-        relative = get_suite(suite_name).local.relative_path
+        suite = get_suite(suite_name)
+        # The reasoning suites guard the math sets. The puzzles are generated (their splits are
+        # disjoint by construction); the code suites guard code data (`code_overlap`).
+        if suite.kind not in GUARDED_KINDS:
+            continue
+        relative = suite.local.relative_path
         root = next((root for root in roots if (root / relative).is_file()), None)
         if root is None:
             missing.append(relative)
@@ -326,6 +343,40 @@ def _guard_overlap(train_set: TrainSet, benchmarks_dir: Path | None, drop_overla
     train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
     train_set.dropped_overlap = len(overlapping)
     train_set.notes.append(f"checked against {len(hashes)} distinct test-set questions")
+
+
+# ---------------------------------------------------------------------------------------------
+# Puzzles
+
+
+def is_puzzle_set(name: str) -> bool:
+    """Whether `name` is a puzzle suite (its training split is a training set)."""
+    if name not in list_suites():
+        return False
+    return get_suite(name).kind == "puzzle"
+
+
+def puzzle_problems(suite_name: str, split: Literal["train", "eval"], count: int) -> list[Problem]:
+    """Levels 0..count-1 of the split of `suite_name`'s generator, as its suite poses them: the
+    question is the suite's own prompt (what `single` is asked in `mars eval`), the answer the
+    level's ref, and the level rides in the metadata for the puzzle workflows."""
+    suite = get_suite(suite_name)
+    if suite.kind != "puzzle":
+        raise MarsError(f"{suite_name} is not a puzzle suite")
+    problems: list[Problem] = []
+    for index in range(count):
+        sample = suite.level_sample(split, index)  # type: ignore[attr-defined]
+        problems.append(
+            Problem(
+                id=f"{suite_name}-{split}/{index}",
+                question=suite.prompt(sample),
+                answer=sample.gold,
+                source=f"procedural:{suite_name}:{split}",
+                kind="puzzle",
+                metadata={"environment": sample.gold},
+            )
+        )
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,14 +14,19 @@ failed (no code block, or any sandbox reason: timeout, memory, output, processes
 
 `mad` (the evaluation's MAD debate, `mas/mad.py`): each debater is rewarded for its own final
 answer, the moderator and the judge for the debate's final answer (`mad_rewards`).
+
+The puzzle workflows (`plan_tool`, `plan_single`; a puzzle task through `single`), `code_tester`
+and `ensemble_judge`: docs/puzzles.md and docs/mas_training.md give each table and its source.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from core.errors import MarsError
+from harness.puzzles import level_from_ref, new_state, parse_actions
 from mas.answers import answer_key, extract_answer
 from mas.base import Task, Transcript
 
@@ -51,9 +56,114 @@ def single_rewards(
     transcript: Transcript, reference: str, task: Task
 ) -> dict[tuple[str, int], float]:
     """`single`, the single-agent baseline: the solver gets 2 * [its answer is correct], as the
-    reasoner does (so single-agent GRPO and the workflow's reasoner see the same scale)."""
+    reasoner does (so single-agent GRPO and the workflow's reasoner see the same scale). On a
+    puzzle, its one list is scored as the plan agent's (`puzzle_list_reward`)."""
+    if task.kind == "puzzle":
+        return {("solver", 0): puzzle_list_reward(transcript.final_answer, task)}
     answer = extract_answer(task, transcript.final_answer)
     return {("solver", 0): 2.0 * float(correct(answer, reference, task))}
+
+
+# --- puzzles (facts.md 10.2: PettingLLMs' stateful env and agents) ------------------------------
+
+NO_LIST_PENALTY = -2.0  # a reply with no parsable move list (the reference's plan and tool agents)
+
+
+def puzzle_list_reward(reply: str, task: Task) -> float:
+    """r(the reply's move list) on a fresh state of the task's puzzle; -2 with no list."""
+    state = new_state(level_from_ref(task.metadata["environment"]))
+    actions = parse_actions(state.level.env, reply)
+    if actions is None:
+        return NO_LIST_PENALTY
+    return state.apply(actions).reward
+
+
+def _list_reward(outcome: dict[str, Any] | None) -> float | None:
+    return None if outcome is None else float(outcome["reward"])
+
+
+def plan_tool_rewards(
+    transcript: Transcript, reference: str, task: Task
+) -> dict[tuple[str, int], float]:
+    """Per round r: the plan agent gets r(its list) applied to the real state (x2 under
+    `rewards=reference`, where the reference's step and reward function both add it), -2 with
+    no list; the tool agent gets r(its printed list, tried on a copy), or -2 with none, plus
+    r(the plan agent's list) (0 when the plan agent gave none)."""
+    scale = 2.0 if transcript.extra.get("rewards") == "reference" else 1.0
+    rewards: dict[tuple[str, int], float] = {}
+    for index, record in enumerate(transcript.extra.get("rounds", [])):
+        plan = _list_reward(record.get("plan_outcome"))
+        rewards[("plan", index)] = NO_LIST_PENALTY if plan is None else scale * plan
+        if transcript.extra.get("tool"):
+            tool = _list_reward(record.get("tool_outcome"))
+            own = NO_LIST_PENALTY if tool is None else tool
+            rewards[("tool", index)] = own + (plan or 0.0)
+    return rewards
+
+
+# --- code (facts.md 10.4) -----------------------------------------------------------------------
+
+
+def code_tester_rewards(
+    transcript: Transcript, reference: str, task: Task
+) -> dict[tuple[str, int], float]:
+    """Per round r: the coder gets its program's pass ratio on the ground-truth tests (0 with no
+    program); the tester gets the share of its tests the reference solution passes (their
+    validity) plus 1 when the coder's program is wrong on the ground truth and one of the
+    tester's valid tests fails it (a caught bug); a tester with no tests gets 0. The reference
+    code's tester reward is always 0 (its golden code is never set)."""
+    rewards: dict[tuple[str, int], float] = {}
+    for index, record in enumerate(transcript.extra.get("rounds", [])):
+        truth = record.get("ground_truth")
+        ratio = float(truth["pass_ratio"]) if truth and truth["ok"] else 0.0
+        rewards[("coder", index)] = ratio
+        rewards[("tester", index)] = tester_reward(record, ratio)
+    return rewards
+
+
+def tester_reward(record: dict[str, Any], coder_ratio: float) -> float:
+    validity = record.get("reference_on_tests")
+    if not record.get("tests") or not validity or not validity["ok"]:
+        return 0.0
+    valid = validity["passed"]
+    share = sum(valid) / len(valid)
+    on_code = record.get("on_tests")
+    caught = (
+        coder_ratio < 1.0
+        and on_code is not None
+        and on_code["ok"]
+        and any(v and not p for v, p in zip(valid, on_code["passed"], strict=False))
+    )
+    return share + float(caught)
+
+
+def code_success(transcript: Transcript) -> bool:
+    """The last program passed every ground-truth test it was run on."""
+    rounds = transcript.extra.get("rounds", [])
+    truth = rounds[-1].get("ground_truth") if rounds else None
+    return bool(truth and truth["ok"] and truth["passed"] and all(truth["passed"]))
+
+
+# --- ensemble (facts.md 10.5) -------------------------------------------------------------------
+
+
+def ensemble_judge_rewards(
+    transcript: Transcript, reference: str, task: Task
+) -> dict[tuple[str, int], float]:
+    """The k-th reasoner gets [its answer is correct]; the k-th tool agent +1 when its program
+    ran and printed the correct answer, 0 when it printed something else, -1 when it failed; the
+    judge [the final answer is correct] (the reference's judge reward)."""
+    rewards: dict[tuple[str, int], float] = {}
+    for index, answer in enumerate(transcript.extra.get("reasoner_answers", [])):
+        rewards[("reasoner", index)] = float(correct(answer, reference, task))
+    for index, program in enumerate(transcript.extra.get("programs", [])):
+        if program["execution"] != "ok":
+            rewards[("tool", index)] = -1.0
+        else:
+            rewards[("tool", index)] = float(correct(program["answer"], reference, task))
+    final = extract_answer(task, transcript.final_answer)
+    rewards[("judge", 0)] = float(correct(final, reference, task))
+    return rewards
 
 
 MAD_SIDES = ("affirmative", "negative")
@@ -89,13 +199,39 @@ REWARDS: dict[str, RewardFn] = {
     "reasoner_tool": reasoner_tool_rewards,
     "single": single_rewards,
     "mad": mad_rewards,
+    "plan_tool": plan_tool_rewards,
+    "plan_single": plan_tool_rewards,
+    "code_tester": code_tester_rewards,
+    "ensemble_judge": ensemble_judge_rewards,
 }
 # The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
 ROLES: dict[str, tuple[str, ...]] = {
     "reasoner_tool": ("tool", "reasoner"),
     "single": ("solver",),
     "mad": (*MAD_SIDES, *MAD_DECIDERS),
+    "plan_tool": ("tool", "plan"),
+    "plan_single": ("plan",),
+    "code_tester": ("coder", "tester"),
+    "ensemble_judge": ("reasoner", "tool", "judge"),
 }
+
+
+def succeeded(transcript: Transcript, reference: str, task: Task) -> bool:
+    """Whether a run did what its task asks: the puzzle solved, every ground-truth test passed,
+    or the final answer right."""
+    if task.kind == "puzzle":
+        if "solved" in transcript.extra:
+            return bool(transcript.extra["solved"])
+        return _replay_solves(transcript.final_answer, task)
+    if task.kind == "code":
+        return code_success(transcript)
+    return correct(extract_answer(task, transcript.final_answer), reference, task)
+
+
+def _replay_solves(reply: str, task: Task) -> bool:
+    state = new_state(level_from_ref(task.metadata["environment"]))
+    actions = parse_actions(state.level.env, reply)
+    return actions is not None and state.apply(actions).solved
 
 
 def reward_function(workflow: str) -> RewardFn:

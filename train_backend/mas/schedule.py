@@ -11,10 +11,19 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import MarsError
+from train_backend.mas.code_problems import code_problems
 from train_backend.mas.config import WorkflowTrainConfig
-from train_backend.mas.data import Problem, arithmetic_problems, load_train_set
+from train_backend.mas.data import (
+    Problem,
+    arithmetic_problems,
+    is_puzzle_set,
+    load_train_set,
+    puzzle_problems,
+)
 
 ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
+PUZZLE_POOL = 1024  # training levels of a puzzle set (generated once per run)
+CODE_POOL = 120  # of the code miniature's 160 training problems
 
 
 def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
@@ -24,6 +33,13 @@ def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[
     if config.train_set == "arithmetic" and config.train_file is None:
         pool = arithmetic_problems(ARITHMETIC_POOL, config.seed)
         return pool, arithmetic_problems(config.heldout_problems, config.seed, "heldout")
+    if config.train_set == "code_mini" and config.train_file is None:
+        pool = code_problems(CODE_POOL, config.seed)
+        return pool, code_problems(config.heldout_problems, config.seed, "heldout")
+    if is_puzzle_set(config.train_set):
+        # Held out: the suite's own evaluation levels, which no training level equals.
+        pool = puzzle_problems(config.train_set, "train", PUZZLE_POOL)
+        return pool, puzzle_problems(config.train_set, "eval", config.heldout_problems)
     train_file = Path(config.train_file) if config.train_file else None
     problems = load_train_set(config.train_set, train_file=train_file).problems
     if len(problems) <= config.heldout_problems:

@@ -1,0 +1,126 @@
+"""The planning workflow (tool agent + plan agent on a puzzle) and its single-agent baseline, over
+HTTP against a scripted server on 127.0.0.1, the tool agent's programs in the sandbox; the
+rewards per role read from the transcript, and the final answer graded by the puzzle suite."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from mas_testkit import close, models_for
+
+from core.errors import MarsError
+from harness.benchmarks import get_suite
+from harness.puzzles import format_actions, make_level, new_state
+from harness.testing.scripted_server import Reply, ScriptedServer
+from mas.base import Task, check_options, get_mas
+from train_backend.mas.rewards import plan_tool_rewards, succeeded
+
+LEVEL = make_level("plan_path", "eval", 0, size=4)
+SOLUTION = format_actions("plan_path", list(LEVEL.solution))
+TASK = Task(prompt="", kind="puzzle", metadata={"environment": LEVEL.ref})
+
+
+def _run(
+    workflow: str, script: Any, config: dict[str, Any], task: Task = TASK
+) -> tuple[Any, list[dict[str, Any]]]:
+    with ScriptedServer(script) as server:
+        models = models_for(server.base_url, tool="coder", plan="planner")
+
+        async def go() -> Any:
+            try:
+                return await get_mas(workflow)(task, models, config)
+            finally:
+                await close(models)
+
+        transcript = asyncio.run(go())
+        return transcript, [seen.body for seen in server.seen]
+
+
+def _list_reward(moves: list[str]) -> float:
+    return new_state(LEVEL).apply(moves).reward
+
+
+def test_the_plan_agent_sees_the_tried_program_output_and_a_solving_list_ends_the_episode() -> None:
+    def script(request: dict[str, Any]) -> Reply:
+        content = request["messages"][-1]["content"]
+        if request["model"] == "coder":
+            assert "Current position P: (2, 2)" in content
+            return Reply(text=f"```python\nprint('Actions: {SOLUTION}')\n```")
+        assert f"Printed (ok):\nActions: {SOLUTION}" in content
+        assert "tried on a copy: 2 moves applied, 0 invalid" in content and "solves the" in content
+        return Reply(text=f"Following the program.\n#### {SOLUTION}")
+
+    transcript, asked = _run("plan_tool", script, {"max_turns": 4, "code_seconds": 5})
+    assert [body["model"] for body in asked] == ["coder", "planner"]
+    assert transcript.stop_reason == "solved" and transcript.extra["solved"]
+    solved_reward = _list_reward(list(LEVEL.solution))
+    assert plan_tool_rewards(transcript, LEVEL.ref, TASK) == {
+        ("plan", 0): pytest.approx(solved_reward),
+        ("tool", 0): pytest.approx(2 * solved_reward),  # its own list + the plan agent's
+    }
+    verdict = get_suite("plan_path").grade(transcript.final_answer, LEVEL.ref)
+    assert verdict.correct and succeeded(transcript, LEVEL.ref, TASK)
+
+
+def test_rounds_go_on_from_the_current_state_and_failures_get_the_reference_penalties() -> None:
+    first, rest = LEVEL.solution[0], list(LEVEL.solution[1:])
+    rest_list = format_actions("plan_path", rest)
+    plan_replies = iter([f"#### [{first}]", "no list at all", f"#### {rest_list}"])
+    programs = ["no code", "```python\nraise SystemExit(3)\n```", "```python\nprint(1)\n```"]
+    tool_programs = iter(programs)
+    plan_prompts: list[str] = []
+
+    def script(request: dict[str, Any]) -> Reply:
+        if request["model"] == "coder":
+            return Reply(text=next(tool_programs))
+        plan_prompts.append(request["messages"][-1]["content"])
+        return Reply(text=next(plan_replies))
+
+    transcript, _ = _run("plan_tool", script, {"max_turns": 4, "code_seconds": 5})
+    rounds = transcript.extra["rounds"]
+    assert [r["execution"] for r in rounds] == ["no_code", "error", "ok"]
+    assert "moves taken so far: 0" in plan_prompts[0] and "moves taken so far: 1" in plan_prompts[1]
+    assert "Current position P: (1, 2)" in plan_prompts[1]  # the current position, not the start
+    rewards = plan_tool_rewards(transcript, LEVEL.ref, TASK)
+    first_reward = _list_reward([first])
+    assert rewards[("plan", 1)] == -2.0 and rewards[("tool", 1)] == -2.0  # no lists at all
+    assert rewards[("tool", 0)] == pytest.approx(-2.0 + first_reward)
+    assert rewards[("tool", 2)] == pytest.approx(-2.0 + rewards[("plan", 2)])  # printed no list
+    assert (
+        transcript.extra["solved"]
+        and get_suite("plan_path").grade(transcript.final_answer, LEVEL.ref).correct
+    )
+
+
+def test_reference_rewards_count_the_plan_agents_list_twice() -> None:
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply(text=f"#### {SOLUTION}")
+
+    default, _ = _run("plan_single", script, {"max_turns": 2})
+    doubled, _ = _run("plan_single", script, {"max_turns": 2, "rewards": "reference"})
+    once = plan_tool_rewards(default, LEVEL.ref, TASK)
+    assert once == {("plan", 0): pytest.approx(_list_reward(list(LEVEL.solution)))}
+    assert plan_tool_rewards(doubled, LEVEL.ref, TASK) == {("plan", 0): 2 * once[("plan", 0)]}
+
+
+def test_a_wrong_final_list_is_not_solved_and_the_step_limit_of_rounds_holds() -> None:
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply(text="#### [L]")  # (2, 1) is blocked: an invalid move every time
+
+    transcript, asked = _run("plan_single", script, {"max_turns": 3})
+    assert len(asked) == 3 and transcript.stop_reason == "turn_limit"
+    assert not transcript.extra["solved"] and not succeeded(transcript, LEVEL.ref, TASK)
+    assert not get_suite("plan_path").grade(transcript.final_answer, LEVEL.ref).correct
+
+
+def test_options_are_checked_on_a_puzzle_and_a_non_puzzle_task_is_refused() -> None:
+    with pytest.raises(MarsError, match="has no option 'max_turn'"):
+        asyncio.run(check_options(get_mas("plan_tool"), {"max_turn": 2}, name="plan_tool"))
+    with pytest.raises(MarsError, match="has no option 'code_seconds'"):
+        asyncio.run(check_options(get_mas("plan_single"), {"code_seconds": 2}, name="plan_single"))
+    with pytest.raises(MarsError, match="'rewards' must be one of default, reference"):
+        asyncio.run(check_options(get_mas("plan_tool"), {"rewards": "x"}, name="plan_tool"))
+    with pytest.raises(MarsError, match="needs a puzzle task"):
+        _run("plan_tool", lambda request: Reply(text="x"), {}, Task(prompt="What is 1 + 1?"))
