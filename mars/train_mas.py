@@ -42,6 +42,12 @@ def train_mas_command(
         "ensemble_judge, single, mad.",
     ),
     config_file: Path = typer.Option(None, "--config", help="A YAML file of config fields."),
+    preset: str = typer.Option(
+        None,
+        "--preset",
+        help="The paper's settings: stronger_mas_plan | stronger_mas_code | stronger_mas_math "
+        "(under --config and flags).",
+    ),
     model: str = typer.Option(None, "--model", help="Starting model (default: the tiny model)."),
     policies: str = typer.Option(
         None, "--policies", help="ROLE=POLICY,...: one policy per role (default: one shared)."
@@ -86,8 +92,14 @@ def train_mas_command(
         "learning_rate": lr,
         "seed": seed,
     }
+    from train_backend.presets import preset_settings
+
     data = read_yaml_mapping(config_file, "config") if config_file else {}
     data.update({key: value for key, value in flags.items() if value is not None})
+    if preset is not None:
+        data["preset"] = preset
+    # defaults < the preset (the flag's, else the file's) < the file < the flags
+    data = {**preset_settings(data.get("preset"), workflow=True), **data}
     # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
     # the paper-sized ones (TrainConfig's), as `mars train` does.
     config = _validated(data, cpu_sized=trainer != "verl" or device == "cpu")

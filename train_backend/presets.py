@@ -49,18 +49,75 @@ MARSHAL_PRESET: dict[str, Any] = {
     "parse_mode": "strict",
 }
 
+# Stronger-MAS (AT-GRPO; PettingLLMs' training scripts and configs, facts.md 10.3 and 10.5): for
+# `mars train-mas`. 200 steps of 32 environments, K = 4 with greedy continuation, 4 turns, 4096
+# prompt / 2048 response tokens, lr 5e-6, no KL, one PPO epoch, clip 0.2, the configs' group
+# filter (mean, ratio 0.5). Sampling: T 1.5 in the stateful (puzzle) environments, 1.0 in code and
+# math, top-p 0.9, top-k 20 (their evaluation uses T 0 in puzzles, 0.6 in code and math: pass it to
+# `mars eval --temperature`). Departures: the branch's return (the role's rewards from that call
+# on) is grouped, not the turn's immediate reward; no dual clip (their loss has none).
+_STRONGER_MAS_COMMON: dict[str, Any] = {
+    "estimator": "at_grpo",
+    "estimator_options": {},
+    "steps": 200,
+    "problems_per_step": 32,
+    "branches": 4,
+    "continuation": "greedy",
+    "learning_rate": 5e-6,
+    "lr_schedule": "constant",
+    "warmup_steps": 0,
+    "kl_coef": 0.0,
+    "ppo_epochs": 1,
+    "clip_ratio": 0.2,
+    "dual_clip": None,
+    "max_new_tokens": 2048,
+    "max_game_tokens": 4096 + 4 * 2 * 2048,  # the prompt budget plus every call's reply
+    "top_p": 0.9,
+    "top_k": 20,
+    "group_filter": "mean",
+    "group_filter_ratio": 0.5,
+}
+STRONGER_MAS_PLAN_PRESET: dict[str, Any] = {
+    **_STRONGER_MAS_COMMON,
+    "workflow": "plan_tool",
+    "workflow_options": {"max_turns": 4},
+    "train_set": "plan_path",
+    "temperature": 1.5,
+}
+STRONGER_MAS_CODE_PRESET: dict[str, Any] = {
+    **_STRONGER_MAS_COMMON,
+    "workflow": "code_tester",
+    "workflow_options": {"max_turns": 4},
+    "temperature": 1.0,
+}
+STRONGER_MAS_MATH_PRESET: dict[str, Any] = {
+    **_STRONGER_MAS_COMMON,
+    "workflow": "reasoner_tool",
+    "workflow_options": {"rounds": 2},
+    "train_set": "math",
+    "temperature": 1.0,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {"marshal": MARSHAL_PRESET}
+# The presets of `mars train-mas` (their fields are the workflow trainer's).
+WORKFLOW_PRESETS: dict[str, dict[str, Any]] = {
+    "stronger_mas_plan": STRONGER_MAS_PLAN_PRESET,
+    "stronger_mas_code": STRONGER_MAS_CODE_PRESET,
+    "stronger_mas_math": STRONGER_MAS_MATH_PRESET,
+}
 NO_PRESET = "none"
 
 
-def preset_settings(name: str | None) -> dict[str, Any]:
-    """The settings of preset `name` ({} for None or "none"); one error line for an unknown name."""
+def preset_settings(name: str | None, *, workflow: bool = False) -> dict[str, Any]:
+    """The settings of preset `name` ({} for None or "none"); one error line for an unknown name.
+    `workflow`: the presets of `mars train-mas` instead of `mars train`'s."""
     if name is None or name == NO_PRESET:
         return {}
-    if name not in PRESETS:
-        known = ", ".join([*PRESETS, NO_PRESET])
+    presets = WORKFLOW_PRESETS if workflow else PRESETS
+    if name not in presets:
+        known = ", ".join([*presets, NO_PRESET])
         raise MarsError(f"unknown preset {name!r}; known: {known}")
-    return {key: _copy(value) for key, value in PRESETS[name].items()}
+    return {key: _copy(value) for key, value in presets[name].items()}
 
 
 def _copy(value: Any) -> Any:

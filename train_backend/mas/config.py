@@ -37,6 +37,16 @@ class WorkflowTrainConfig(TrainConfig):
     # answers for it in this phase (its policy's latest checkpoint, served).
     frozen_partners: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        from train_backend.presets import NO_PRESET, WORKFLOW_PRESETS
+
+        if name is not None and name != NO_PRESET and name not in WORKFLOW_PRESETS:
+            known = ", ".join([*WORKFLOW_PRESETS, NO_PRESET])
+            raise ValueError(f"unknown preset {name!r}; known: {known}")
+        return None if name == NO_PRESET else name
+
     @field_validator("policies")
     @classmethod
     def _named_policies(cls, policies: dict[str, str]) -> dict[str, str]:

@@ -132,6 +132,8 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
                     "question": problem.question,
                     "answer": problem.answer,
                     "answers_are": problem.answers_are,
+                    "kind": problem.kind,
+                    "metadata": json.dumps(dict(problem.metadata), sort_keys=True),
                     "source": problem.source,
                     "branches": config.branches,
                     "continuation": config.continuation,
