@@ -1,18 +1,21 @@
 """Do tree-sampled MAS rollouts keep the trainer busy? Wall time over the critical path.
 
-`play_workflow_step` runs `--problems` workflows at once (`reasoner_tool`, 2 rounds), each tree
-sampled with K = `--branches` runs per call of its main line. The role models are scripted: each
-call waits `--latency` seconds (a model answering in that time) and replies with a fixed text,
-so the replies, the tree and every chain of calls are known, and no model or sandbox time is
-mixed in (the tool's reply has no program; the reasoner never agrees, so every run goes to the
-round limit).
+`play_workflow_step` runs `--problems` workflows at once (`--workflow reasoner_tool`, 2 rounds,
+on arithmetic; or `plan_tool`, 4 turns, on 5 x 5 Plan-Path levels), each tree sampled with K =
+`--branches` runs per call of its main line. The role models are scripted: each call waits
+`--latency` seconds (a model answering in that time) and replies with a fixed text, so the
+replies, the tree and every chain of calls are known, and no model or sandbox time is mixed in
+(the tool's reply has no program; the reasoner never agrees and the plan agent never gives a
+list, so every run goes to the round limit; plan_tool's puzzle state is still copied, tried and
+rendered at every call).
 
 Ideal: a tree's main line is sequential, node after node; at each node its K runs go in
 parallel, each a chain of calls. So a tree's critical path is the sum over its nodes of the
 longest run's generated calls x latency, and the step's ideal is the longest tree's. The figure
 is wall time / ideal (target <= 1.3 at 16 workflows in flight).
 
-Run: .venv/bin/python bench/mas_rollout.py [--problems 16] [--branches 4] [--latency 0.05]
+Run: .venv/bin/python bench/mas_rollout.py [--workflow plan_tool] [--problems 16] [--branches 4]
+     [--latency 0.05]
 """
 
 from __future__ import annotations
@@ -28,28 +31,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import report
 
 TARGET = 1.3
-ROUNDS = 2
-CALLS = 2 * ROUNDS  # tool, reasoner per round; no round ends early here
+# workflow -> (its options, rounds, the roles' fixed replies in call order within a round)
+WORKFLOWS = {
+    "reasoner_tool": ({"rounds": 2}, 2, {"tool": "no program", "reasoner": "\\boxed{1}"}),
+    "plan_tool": ({"max_turns": 4}, 4, {"tool": "no program", "plan": "no list"}),
+}
 
 
-def critical_path_calls() -> int:
-    """At node i (0-based) the K runs replay i calls and generate the remaining CALLS - i."""
-    return sum(CALLS - node for node in range(CALLS))
+def critical_path_calls(calls: int) -> int:
+    """At node i (0-based) the K runs replay i calls and generate the remaining calls - i."""
+    return sum(calls - node for node in range(calls))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workflow", choices=sorted(WORKFLOWS), default="reasoner_tool")
     parser.add_argument("--problems", type=int, default=16)
     parser.add_argument("--branches", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from train_backend.mas.data import arithmetic_problems
+    from train_backend.mas.data import arithmetic_problems, puzzle_problems
     from train_backend.mas.rollout import RoleModel, play_workflow_step
 
+    options, rounds, by_role = WORKFLOWS[args.workflow]
     generated = 0
-    replies = ["no program", "\\boxed{1}"]
+    replies = list(by_role.values())
 
     def scripted(reply: int) -> RoleModel:
         """A reply is one token (its index); a prompt, one token per message (its hash): the
@@ -68,13 +76,16 @@ def main() -> None:
             lambda ids: replies[ids[0]],
         )
 
-    roles = {"tool": scripted(0), "reasoner": scripted(1)}
-    problems = arithmetic_problems(args.problems, 0)
-    ideal = critical_path_calls() * args.latency
+    roles = {role: scripted(index) for index, role in enumerate(by_role)}
+    if args.workflow == "plan_tool":
+        problems = puzzle_problems("plan_path_5x5", "train", args.problems)
+    else:
+        problems = arithmetic_problems(args.problems, 0)
+    ideal = critical_path_calls(len(by_role) * rounds) * args.latency
     ratios = []
     asyncio.run(
         play_workflow_step(
-            "reasoner_tool", problems[:1], roles, {"rounds": ROUNDS}, branches=1,
+            args.workflow, problems[:1], roles, options, branches=1,
             continuation="random", seed=0,
         )
     )  # fmt: skip  # warm-up: imports and first-call costs out of the timing
@@ -83,7 +94,7 @@ def main() -> None:
         started = time.perf_counter()
         rollout = asyncio.run(
             play_workflow_step(
-                "reasoner_tool", problems, roles, {"rounds": ROUNDS}, branches=args.branches,
+                args.workflow, problems, roles, options, branches=args.branches,
                 continuation="random", seed=repeat,
             )
         )  # fmt: skip
@@ -97,6 +108,7 @@ def main() -> None:
         "mas_rollout_wall_over_critical_path",
         sorted(ratios)[len(ratios) // 2],
         TARGET,
+        workflow=args.workflow,
         problems=args.problems,
         branches=args.branches,
         latency_s=args.latency,
