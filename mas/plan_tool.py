@@ -2,7 +2,9 @@
 
 Each round (up to `max_turns`, default 4), tool agent first: the tool agent writes a Python
 program that prints a move list; the program runs in the sandbox (`harness.sandbox`: its own
-process, limits, no network) and the list it printed is tried on a copy of the puzzle's state;
+process, limits, no network) with the current state's text on its stdin (the reference's
+program must copy the grid into its code: a departure, docs/puzzles.md), and the list it
+printed is tried on a copy of the puzzle's state;
 the plan agent sees the task, the current state, the program, what it printed and how the tried
 list went, and answers a move list on a line `#### [...]`, which is applied to the real state.
 The episode ends when the puzzle is solved or its step limit is hit (`done`), or after
@@ -16,7 +18,8 @@ grader replays on a fresh level. `transcript.extra["rounds"]` keeps, per round, 
 its run ended, both lists and their outcomes: the training rewards (`train_backend.mas.rewards`)
 are read from it. Config: `max_turns`, `code_seconds` (wall-clock limit of one program, default
 10), `rewards` ("default", or "reference": the plan agent's reward counted twice, as the
-reference code does); a trainer may pass `code_runner` as for `reasoner_tool`.
+reference code does); a trainer may pass `code_runner` as for `reasoner_tool` (called with
+`stdin=`).
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ REWARD_SETTINGS = ("default", "reference")
 
 TOOL_SYSTEM = (
     "You are a tool agent for a puzzle. Write one Python program that finds a solution from the "
-    "current state and prints the move list on its last line, as Actions: [...]. Put the program "
-    "in a ```python code block."
+    "current state and prints the move list on its last line, as Actions: [...]. The program "
+    "reads the current state, exactly as shown, on stdin. Put the program in a ```python code "
+    "block."
 )
 PLAN_SYSTEM = (
     "You are a plan agent for a puzzle. Read the task, the current state and the tool agent's "
@@ -135,7 +139,7 @@ async def _run_tool(
     if code is None:
         execution, output = NO_CODE, ""
     else:
-        result = await run_code(code, limits)
+        result = await run_code(code, limits, stdin=state.observation())
         execution = "ok" if result.ok else str(result.reason)
         output = result.stdout.strip()[-_OUTPUT_SHOWN:]
     actions = parse_actions(env, output) if execution == "ok" else None

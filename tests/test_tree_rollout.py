@@ -8,6 +8,8 @@ return can be recomputed independently with OpenSpiel from the deal and the move
 from __future__ import annotations
 
 import asyncio
+import itertools
+import random
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,8 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.errors import MarsError
 from core.tiny_model import ensure_tiny_model
 from games.engine import EpisodeOptions
+from games.players.base import BotAgent, Player
 from games.prompts import legal_actions_in
 from games.spec import get_game
 from train_backend.advantage import compute_advantages
@@ -320,3 +324,50 @@ def test_the_cpu_trainer_scales_tree_groups_by_their_state(tmp_path) -> None:
     spreads = [np.sqrt(np.mean(advantages[i] ** 2)) for i in by_state.values()]
     assert any(s > 0 for s in spreads)
     assert all(s == pytest.approx(1.0) or s == 0.0 for s in spreads)
+
+
+class ShiftingBot(Player):
+    """A bot that is not a function of the game: each move it makes is the next legal action
+    in turn, counted over all its games (as a bot with an unseeded generator behaves)."""
+
+    name = "shifting"
+
+    def __init__(self) -> None:
+        self.moves = itertools.count()
+
+    def agent(self, *, seat: int, rng: random.Random, seed: int) -> BotAgent:
+        moves = self.moves
+
+        class Shifting(BotAgent):
+            def choose(self, state: Any) -> int:
+                legal = state.legal_actions()
+                return legal[next(moves) % len(legal)]
+
+        return Shifting()
+
+
+def test_a_replay_that_renders_another_prompt_than_the_main_line_stops_the_step(
+    policy: Policy,
+) -> None:
+    """Seeds 6-11 put the policy second: a replay of its first turn replays the bot's first move,
+    which this bot makes differently, so the policy's prompt differs from the main line's."""
+    step = play_tree_step(
+        scripted_responder(policy, always_bet),
+        [KUHN],
+        tree=TreeOptions(branches=3),
+        step=1,
+        run_seed=0,
+        games_per_step=12,
+        options=EpisodeOptions(prompt_style="compact"),
+        opponents={KUHN.name: ShiftingBot()},
+    )
+    with pytest.raises(MarsError, match="rendered another prompt than the main line's"):
+        asyncio.run(step)
+
+
+def test_replays_of_a_deterministic_game_pass_the_prompt_check(policy: Policy) -> None:
+    rollout = tree_step(
+        policy, TreeOptions(branches=3, continuation="random"), choose=garbage_first
+    )
+    assert rollout.extra["tree_replay_failed_groups"] == 0
+    assert not any(row["replay_failed"] for row in rollout.rows)

@@ -43,6 +43,7 @@ from games.spec import get_game
 from games.testing import scripted_player
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
+from train_backend.group_filter import GroupFilter, kept_advantages, select_rows
 from train_backend.local.opponents import policy_seat
 from train_backend.verl import names
 from train_backend.verl.overrides import ESTIMATOR_SWITCHES_ENV
@@ -232,7 +233,13 @@ async def store_games(fake_tq: FakeTransferQueue, tree: bool, unit: str = "turn"
     return table
 
 
-def score(fake_tq: FakeTransferQueue, trainer: MarshalPPOTrainer, tmp_path, monkeypatch):
+def score(
+    fake_tq: FakeTransferQueue,
+    trainer: MarshalPPOTrainer,
+    tmp_path,
+    monkeypatch,
+    metrics: dict | None = None,
+):
     """verl's steps before the advantage (pad, reorder, old log-probs), then the trainer's."""
     batch = upsample_batch_to_divisible_size(fake_tq.batch(), 16, tokenizer_of_tests().eos_token_id)
     order = list(range(len(batch)))
@@ -242,7 +249,7 @@ def score(fake_tq: FakeTransferQueue, trainer: MarshalPPOTrainer, tmp_path, monk
     old = TensorDict({"old_log_probs": rollout.get("rollout_log_probs")}, batch_size=len(batch))
     fake_tq.kv_batch_put(batch.keys, "train", fields=old)
     monkeypatch.setenv(names.TURNS_DIR_ENV, str(tmp_path / "turns"))
-    trainer._compute_advantage(batch, metrics={})
+    trainer._compute_advantage(batch, metrics=metrics if metrics is not None else {})
     return batch
 
 
@@ -347,3 +354,93 @@ def test_a_model_opponent_on_verl_is_one_error_line(tmp_path):
     )  # fmt: skip
     assert "plays bots only" in one_error_line(result)
     assert not any(tmp_path.iterdir())
+
+
+# ---- group filtering and failed replays: left out of verl's update ---------------------------
+
+
+async def test_verl_leaves_failed_and_filtered_groups_out_of_the_update(
+    fake_tq, tmp_path, monkeypatch
+):
+    """A group one of whose replays failed is dropped whatever the filter; `mean` then drops half
+    of the rest. Dropped rows get response mask 0 (verl's loss skips them) and the estimator
+    scores the kept rows among themselves."""
+    table = await store_games(fake_tq, tree=True)
+    frame = pd.DataFrame(table)
+    failed_group = frame["uid"].iloc[0]
+    for row in table:
+        if row["uid"] == failed_group:
+            fake_tq.store[("train", row["key"])]["extra_fields"][names.REPLAY_FAILED] = True
+    settings = GroupFilter("mean", 0.5)
+    monkeypatch.setenv(names.GROUP_FILTER_ENV, json.dumps(settings.as_dict()))
+    config = TrainConfig(model="m", estimator="at_grpo", games=["kuhn_poker"])
+    metrics: dict = {}
+    batch = score(fake_tq, trainer_for(config, tmp_path), tmp_path, monkeypatch, metrics)
+
+    columns = ["game", "episode", "seat", "turn", "reward"]
+    failed = (frame["uid"] == failed_group).to_numpy()
+    selection = select_rows(frame[columns], settings, failed)
+    keep = selection.keep
+    assert failed.any() and (keep | failed).any() and not keep[failed].any()
+    assert 0 < keep.sum() < len(keep) - failed.sum()  # the filter dropped groups of its own
+    assert metrics["group_filter/dropped_groups/replay_failed"] == 1
+    assert metrics["group_filter/dropped_groups/mean"] == (frame["uid"].nunique() - 1) // 2
+    masks = fake_tq.kv_batch_get([row["key"] for row in table], "train", ["response_mask"])
+    for row, kept, mask in zip(table, keep, masks["response_mask"].unbind(), strict=True):
+        assert bool(mask.any()) == kept, row  # dropped: mask 0, so no loss, KL or entropy
+    per_key = stored_advantage_per_key(fake_tq, batch, table)
+    expected = kept_advantages(frame[columns].to_dict("list"), keep, "at_grpo")
+    assert [per_key[row["key"]] for row in table if row["key"] in per_key] == pytest.approx(
+        list(expected[keep]), abs=1e-6
+    )
+    dumped = [json.loads(line) for line in (tmp_path / "turns/step_1.jsonl").open()]
+    kept_groups = {uid: bool(keep[(frame["uid"] == uid).to_numpy()].any()) for uid in frame["uid"]}
+    assert sorted((d["uid"], d["kept"]) for d in dumped) == sorted(
+        (uid, kept_groups[uid]) for uid in frame["uid"]
+    )
+
+
+async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
+    """verl plays a dataset row `rollout.n` times under one uid (sessions 0..n-1): each run's
+    branches are grouped within that run, and the prompt group is the uid."""
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.workers.rollout.replica import TokenOutput
+
+    from train_backend.verl.workflow_loop import WorkflowAgentLoop
+
+    tokenizer = tokenizer_of_tests()
+
+    class Answers:
+        """Answers 0, 1, 2, 0, ... in \\boxed{}, whatever the prompt."""
+
+        def __init__(self) -> None:
+            self.count = itertools.count()
+
+        async def generate(self, request_id: str, **_: object) -> TokenOutput:
+            text = f"\\boxed{{{next(self.count) % 3}}}"
+            ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+            return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
+
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 64}},
+            "data": {},
+        }
+    )
+    loop = WorkflowAgentLoop(
+        trainer_config=DictConfigWrap(config), server_manager=Answers(), tokenizer=tokenizer,
+        processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+        hf_model_type="qwen3",
+    )  # fmt: skip
+    row = {"workflow": "single", "problem_id": "p7", "question": "What is 1 + 1?", "answer": "2"}
+    row |= {"source": "test", "branches": 2, "continuation": "random", "seed": 3, "uid": "u1"}
+    groups = {}
+    for session in (0, 1):
+        outputs = await loop.run({"temperature": 1.0}, session_id=session, **row)
+        assert len(outputs) == 2  # one call, two branches
+        groups[session] = {o.extra_fields[names.TREE_GROUP] for o in outputs}
+        assert {o.extra_fields[names.GROUP] for o in outputs} == {"u1"}
+        assert groups[session] == {group_key(f"u1_{session}", 0, 0)}
+    assert groups[0].isdisjoint(groups[1])

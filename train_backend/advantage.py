@@ -19,7 +19,8 @@ Notation used in the docstrings: a trajectory τ is one seat's turns in one epis
                                             scale="mean" only the mean is subtracted
 
 std is the population std (ddof=0). Edge rules for every normalisation: a group with a single
-value gives 0, and a group with std < `eps` is centred only. See docs/estimators.md.
+value gives 0, a flat group (all values equal, to rounding) gives exactly 0, and a group with
+std < `eps` is centred only. See docs/estimators.md.
 """
 
 from __future__ import annotations

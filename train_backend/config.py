@@ -81,6 +81,12 @@ class TrainConfig(BaseModel):
     estimator: str = "marshal"
     estimator_options: dict[str, Any] = Field(default_factory=dict)  # gamma, eps, scale, ...
     tree: TreeSettings = Field(default_factory=TreeSettings)  # at_grpo only
+    # Group filtering before the update (train_backend.group_filter; tree estimators only):
+    # none | mean | std | dapo | uid, with the share `group_filter_ratio` (mean, std, uid)
+    group_filter: str = "none"
+    group_filter_ratio: float = Field(0.5, ge=0, le=1)
+    drop_flat_groups: bool = False  # groups whose returns are all equal (advantages exactly 0)
+    drop_singleton_groups: bool = False  # groups of one sample
     steps: int = Field(200, ge=1)
     games_per_step: int = Field(192, ge=1)  # self-play games per update (both seats train)
     group_size: int = Field(1, ge=1)  # games sharing a seed (GRPO prompt groups); paper: 1
@@ -144,6 +150,17 @@ class TrainConfig(BaseModel):
         if not games:
             raise ValueError("at least one game is needed")
         return games
+
+    @field_validator("group_filter")
+    @classmethod
+    def _known_group_filter(cls, name: str) -> str:
+        from train_backend.group_filter import GROUP_FILTERS
+
+        if name not in GROUP_FILTERS:
+            raise ValueError(
+                f"unknown group_filter {name!r}; choose one of: {', '.join(GROUP_FILTERS)}"
+            )
+        return name
 
     @field_validator("preset")
     @classmethod

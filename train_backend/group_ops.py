@@ -9,6 +9,34 @@ from __future__ import annotations
 import numpy as np
 
 SCALES = ("mean", "mean_std")
+# A group whose values agree to this (relative; absolute below 1) is flat: all of them are equal
+# but for floating-point rounding (0.1 + 0.2 against 0.3), and its centred values are exactly 0.
+FLAT_RTOL = 1e-12
+
+
+def group_moments(
+    values: np.ndarray, groups: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: the number of values, their mean and their population std."""
+    counts = np.bincount(groups, minlength=n_groups)
+    sizes = np.maximum(counts, 1).astype(np.float64)
+    means = np.bincount(groups, weights=values, minlength=n_groups) / sizes
+    centred = values - means[groups]
+    stds = np.sqrt(np.bincount(groups, weights=centred * centred, minlength=n_groups) / sizes)
+    return counts, means, stds
+
+
+def flat(means: np.ndarray, stds: np.ndarray) -> np.ndarray:
+    """Whether each group's values are all equal, to rounding (FLAT_RTOL)."""
+    return stds <= FLAT_RTOL * np.maximum(1.0, np.abs(means))
+
+
+def is_flat(values: np.ndarray | list[float]) -> bool:
+    """Whether one group's values are all equal, to rounding (a group of one is flat)."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.size <= 1:
+        return True
+    return bool(flat(np.array([array.mean()]), np.array([array.std()]))[0])
 
 
 def normalise_in_groups(
@@ -23,8 +51,10 @@ def normalise_in_groups(
     """Centre `values` on their group mean and, for scale "mean_std", divide by the group std.
 
     The std is the population one (ddof=0), so a normalised group has std exactly 1. With `weights`
-    both moments are weighted. Edge rules: a group of a single value gives 0 (not the raw value),
-    and a group whose std is below `eps` is only centred, never divided by a near-zero number.
+    both moments are weighted. Edge rules: a group of a single value gives 0 (not the raw value), a
+    flat group (its values equal to rounding, `FLAT_RTOL`) gives exactly 0 (subtracting a mean
+    computed in floating point would leave residues like -1.4e-17 on [0.1, 0.1, 0.1]), and a group
+    whose std is below `eps` is only centred, never divided by a near-zero number.
     """
     counts = np.bincount(groups, minlength=n_groups)
     if weights is None:
@@ -33,16 +63,17 @@ def normalise_in_groups(
     else:
         weight_sums = np.bincount(groups, weights=weights, minlength=n_groups)
         means = np.bincount(groups, weights=values * weights, minlength=n_groups) / weight_sums
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}")
     centred = values - means[groups]
+    squares = centred * centred if weights is None else weights * centred * centred
+    stds = np.sqrt(np.bincount(groups, weights=squares, minlength=n_groups) / weight_sums)
     if scale == "mean_std":
-        squares = centred * centred if weights is None else weights * centred * centred
-        stds = np.sqrt(np.bincount(groups, weights=squares, minlength=n_groups) / weight_sums)
         divisors = np.where(stds < eps, 1.0, stds)
         centred /= divisors[groups]
-    elif scale != "mean":
-        raise ValueError(f"unknown scale {scale!r}")
-    # Weighted means need not reproduce a lone value bit for bit, so zero singletons explicitly.
-    centred[counts[groups] == 1] = 0.0
+    # Weighted means need not reproduce a lone value bit for bit, so zero singletons explicitly;
+    # a flat group's residues of the rounded mean are zeroed the same way.
+    centred[(counts == 1)[groups] | flat(means, stds)[groups]] = 0.0
     return centred
 
 
@@ -98,4 +129,6 @@ def subtract_mean_of_distinct(values: np.ndarray, groups: np.ndarray, n_groups: 
         distinct_groups, weights=sorted_values[first_of_run], minlength=n_groups
     )
     distinct_counts = np.bincount(distinct_groups, minlength=n_groups)
-    return values - (distinct_sums / distinct_counts)[groups]
+    baselined = values - (distinct_sums / distinct_counts)[groups]
+    baselined[(distinct_counts == 1)[groups]] = 0.0  # one distinct value: exactly 0, as flat
+    return baselined

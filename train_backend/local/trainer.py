@@ -40,6 +40,13 @@ from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
 from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
 from train_backend.config import TrainConfig
+from train_backend.group_filter import (
+    GroupFilter,
+    Selection,
+    check_group_filter,
+    kept_advantages,
+    select_step,
+)
 from train_backend.local import checkpoint, runlog
 from train_backend.local.batcher import GREEDY, Sampling
 from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
@@ -101,6 +108,7 @@ def check_games_and_estimator(config: TrainConfig) -> list[GameSpec]:
         )
     empty: dict[str, list[Any]] = {column: [] for column in (*TURN_COLUMNS, "state")}
     compute_advantages(empty, config.estimator, **config.estimator_options)  # checks options
+    check_group_filter(config)
     return specs
 
 
@@ -250,12 +258,16 @@ class LocalTrainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             rollout = self.rollout(step)
-            advantages = self.step_advantages(rollout)
+            selection = select_step(rollout.rows, GroupFilter.of(config))
+            advantages = self.step_advantages(rollout, selection)
+            samples, trained = kept_samples(rollout.samples, advantages, selection)
             update_started = time.perf_counter()
-            stats = self.update(rollout.samples, advantages, step)
+            stats = self.update(samples, trained, step)
             update_s = time.perf_counter() - update_started
-            metrics = step_metrics(step, rollout, advantages, stats, lr=lr)
+            metrics = step_metrics(step, rollout, trained, stats, lr=lr)
             metrics["update_s"] = round(update_s, 3)
+            if selection is not None:
+                metrics.update(selection.metrics())
             if self.pool is not None:
                 metrics["pool_opponent_step"] = self.pool_pick
                 if step % config.pool_every == 0:
@@ -371,13 +383,19 @@ class LocalTrainer:
         name = self.opponent.name
         return {spec.name: responder.player(spec.name, name=name) for spec in self.specs}
 
-    def step_advantages(self, rollout: StepRollout) -> np.ndarray:
+    def step_advantages(
+        self, rollout: StepRollout, selection: Selection | None = None
+    ) -> np.ndarray:
+        """One advantage per row; with a selection, of the kept rows only (the others get 0)."""
         if not rollout.rows:
             return np.zeros(0)
         table = {column: [row[column] for row in rollout.rows] for column in TURN_COLUMNS}
         if needs_state(self.config.estimator_options):
             table["state"] = row_states(rollout)
-        return compute_advantages(table, self.config.estimator, **self.config.estimator_options)
+        estimator, options = self.config.estimator, self.config.estimator_options
+        if selection is not None:
+            return kept_advantages(table, selection.keep, estimator, **options)
+        return compute_advantages(table, estimator, **options)
 
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         config = self.config
@@ -401,6 +419,19 @@ class LocalTrainer:
         return metrics, records
 
     # -- the update -----------------------------------------------------------------------------
+
+
+def kept_samples(
+    samples: Sequence[TurnSample], advantages: np.ndarray, selection: Selection | None
+) -> tuple[list[TurnSample], np.ndarray]:
+    """The samples the update sees, with their advantages: all of them, or the selection's
+    (tree samples: one per row, in row order)."""
+    if selection is None:
+        return list(samples), advantages
+    if len(samples) != selection.keep.size or any(sample.rows for sample in samples):
+        raise MarsError("group filtering needs one sample per branch row (tree samples)")
+    kept = np.flatnonzero(selection.keep)
+    return [samples[i] for i in kept], advantages[kept]
 
 
 def train_local(

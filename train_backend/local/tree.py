@@ -47,6 +47,14 @@ gradient falls on the decision itself (the model's reasoning is then not trained
 estimator; meant for games with a few moves and a model whose reply before the answer restates
 the state).
 
+A replay must reproduce its main line: each replayed model call is checked to see the chat its
+main-line call saw (else the step stops with one line: the game is not deterministic given its
+replies), and a replay that ends before its branch's call stops it the same way. A replay that
+cannot finish because a model call failed (an `EndpointError`: on verl, a server error or a chat
+over the prompt budget) leaves its branch without a return: the node is marked failed, its rows
+`replay_failed`, and the trainers leave the whole group out of the update
+(`train_backend.group_filter`); `tree_replay_failed_groups` counts them.
+
 The samples of a step are the branches: one (prompt, reply) per branch, and one row per branch
 whose (game, episode, seat, turn) is its tree group and whose `reward` is its return, optionally
 mixed with the team's as `team_weight * team + local` (team = the mean over seats of their
@@ -74,6 +82,7 @@ from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
 from games.selfplay import selfplay_record
 from games.spec import GameSpec, get_game
+from train_backend.group_ops import is_flat
 from train_backend.local.opponents import policy_seat
 from train_backend.local.rollout import (
     PolicyResponder,
@@ -86,8 +95,12 @@ from train_backend.local.tree_nodes import (
     MainLine,
     Node,
     Reply,
+    Scripted,
     TreeOptions,
+    chat_key,
+    check_replayed,
     sampled_branches,
+    set_branch_return,
     state_key,
 )
 
@@ -214,16 +227,17 @@ class TreeRollout:
             turn = line.seat_calls.get(seat, 0)
             line.seat_calls[seat] = turn + 1
             prompt_ids = self.policy.encode_chat(messages)
+            prompt = chat_key(messages)
             if not self._branches_here(spec.name, seed, call):
                 (reply,) = await self._sample(prompt_ids, 1)
-                line.replies.append((reply, len(prompt_ids)))
+                line.replies.append((reply, len(prompt_ids), prompt))
                 return reply.completion(len(prompt_ids))
             replies = await self._sample(prompt_ids, self.tree.branches)
             if self.tree.counterfactual:
                 replies = self._counterfactual(replies, messages)
             elif self.tree.all_actions:
                 replies = self._cover_actions(replies, messages)
-            node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies)
+            node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies, prompt)
             node.off_policy = any(other != seat for other, _ in line.explored)
             node.returns = [None] * len(replies)
             node.legal = [None] * len(replies)
@@ -247,7 +261,7 @@ class TreeRollout:
                         task = self._score_branch(spec, node, b, prefix)
                         self.pending.append(asyncio.ensure_future(task))
             reply = replies[node.chosen]
-            line.replies.append((reply, len(prompt_ids)))
+            line.replies.append((reply, len(prompt_ids), prompt))
             return reply.completion(len(prompt_ids))
 
         return FunctionPlayer(respond, name="policy")
@@ -264,17 +278,18 @@ class TreeRollout:
             line = self.lines.setdefault((spec.name, seed), MainLine())
             ids = tuple(range(completion.usage.completion_tokens))  # only the count is replayed
             reply = Reply(completion.text, completion.reasoning, ids, True)
-            line.replies.append((reply, completion.usage.prompt_tokens))
+            line.replies.append((reply, completion.usage.prompt_tokens, chat_key(messages)))
             return completion
 
         return FunctionPlayer(respond, name=player.name)
 
     def _replay_players(
-        self, spec: GameSpec, script: list[tuple[Reply, int]], seed: int
+        self, spec: GameSpec, script: list[Scripted], seed: int
     ) -> tuple[Player, Player]:
         """The seats of a branch's replay: model calls (counted across both seats) answered from
-        `script`, then fresh samples of the policy, or of a fixed model opponent in its seat; a
-        bot opponent plays itself (its moves replay too: same seed, same positions)."""
+        `script`, each checked to see the chat its main-line call saw, then fresh samples of the
+        policy, or of a fixed model opponent in its seat; a bot opponent plays itself (its moves
+        replay too: same seed, same positions)."""
         calls = {"n": 0}
 
         def seat_player(fixed: Player | None) -> FunctionPlayer:
@@ -282,7 +297,8 @@ class TreeRollout:
                 index = calls["n"]
                 calls["n"] += 1
                 if index < len(script):
-                    reply, prompt_tokens = script[index]
+                    reply, prompt_tokens, prompt = script[index]
+                    check_replayed(spec.name, seed, index, seat, prompt, chat_key(messages))
                     return reply.completion(prompt_tokens)
                 if fixed is not None:
                     agent = fixed.agent(seat=seat, rng=random.Random(0), seed=seed)
@@ -318,27 +334,12 @@ class TreeRollout:
     # -- returns --------------------------------------------------------------------------------
 
     async def _score_branch(
-        self, spec: GameSpec, node: Node, branch: int, prefix: list[tuple[Reply, int]]
+        self, spec: GameSpec, node: Node, branch: int, prefix: list[Scripted]
     ) -> None:
-        script = [*prefix, (node.branches[branch], len(node.prompt_ids))]
+        script = [*prefix, (node.branches[branch], len(node.prompt_ids), node.prompt)]
         players = self._replay_players(spec, script, node.seed)
         result = await play_episode(spec, players, node.seed, self.options)
-        self._set_return(node, branch, result)
-
-    def _set_return(self, node: Node, branch: int, result: EpisodeResult) -> None:
-        calls = [t for t in result.turns if "usage" in t]
-        if result.error is not None or node.call >= len(calls):
-            node.returns[branch] = 0.0
-            node.legal[branch] = False
-            return
-        at = calls[node.call]
-        position = next(i for i, t in enumerate(result.turns) if t is at)
-        later = result.turns[position:]
-        local = sum(t["reward"] for t in later if t["seat"] == node.seat)
-        seats = len(result.players)
-        team = sum(t["reward"] for t in later) / seats
-        node.returns[branch] = self.tree.team_weight * team + local
-        node.legal[branch] = bool(at["legal"])
+        set_branch_return(node, branch, result, self.tree.team_weight)
 
     async def _finish_returns(self, results: Mapping[tuple[str, int], EpisodeResult]) -> None:
         """Wait for every branch's return. The continuing branch's is its main line's outcome
@@ -354,7 +355,8 @@ class TreeRollout:
                 task = self._score_branch(specs[node.game], node, node.chosen, prefix)
                 self.pending.append(asyncio.ensure_future(task))
             elif (node.game, node.seed) in results:
-                self._set_return(node, node.chosen, results[(node.game, node.seed)])
+                result = results[(node.game, node.seed)]
+                set_branch_return(node, node.chosen, result, self.tree.team_weight)
         while self.pending:
             batch, self.pending = self.pending, []
             await asyncio.gather(*batch)
@@ -397,8 +399,8 @@ class TreeRollout:
         records.sort(key=lambda r: (order[r["game"]], r["seed"]))
         self.nodes.sort(key=lambda n: (order[n.game], n.seed, n.call))
         rows, samples = self._rows_and_samples()
-        trained = [n for n in self.nodes if not n.off_policy]
-        flat = sum(1 for n in trained if len(set(n.returns)) <= 1)
+        trained = [n for n in self.nodes if not n.off_policy and not n.failed]
+        flat = sum(1 for n in trained if is_flat(n.returns))  # type: ignore[arg-type]
         return StepRollout(
             records=records,
             rows=rows,
@@ -415,6 +417,8 @@ class TreeRollout:
                 "tree_invalid_sample_rate": self.invalid_samples / len(rows) if rows else 0.0,
                 "tree_explored_games": sum(1 for line in self.lines.values() if line.explored),
                 "tree_off_policy_turns": sum(n.off_policy for n in self.nodes),
+                # groups whose replay failed: marked `replay_failed`, left out of the update
+                "tree_replay_failed_groups": sum(n.failed for n in self.nodes),
             },
         )
 
@@ -439,6 +443,7 @@ class TreeRollout:
                         "branch": branch,
                         "chosen": branch == node.chosen,
                         "forced": reply.forced,
+                        "replay_failed": node.failed,
                     }
                 )
                 samples.append(

@@ -4,14 +4,17 @@ token ids, a branched turn of a main line, and the key of a state."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from core.errors import MarsError
 from games.spec import GameSpec
 
 if TYPE_CHECKING:
     from core.endpoint import Completion
+    from games.episode import EpisodeResult
 
 Continuation = Literal["auto", "random", "greedy"]
 
@@ -65,17 +68,24 @@ class Node:
     turn: int  # the seat's own turn index
     prompt_ids: list[int]
     branches: list[Reply]
+    prompt: str = ""  # `chat_key` of the messages the branches answered
     chosen: int = 0
     returns: list[float | None] = field(default_factory=list)
     legal: list[bool | None] = field(default_factory=list)
     off_policy: bool = False  # reached after the other seat's exploratory move: not trained
+    failed: bool = False  # a branch's replay could not finish (a model call failed): not trained
+
+
+# A model call of a main line as its replays answer it: the reply, its prompt's token count and
+# the `chat_key` of the messages it answered (a replay must render the same).
+Scripted = tuple[Reply, int, str]
 
 
 @dataclass
 class MainLine:
     """A main line's model calls so far (both seats), replayed verbatim by its branches."""
 
-    replies: list[tuple[Reply, int]] = field(default_factory=list)  # (reply, prompt tokens)
+    replies: list[Scripted] = field(default_factory=list)
     seat_calls: dict[int, int] = field(default_factory=dict)
     explored: list[tuple[int, int]] = field(default_factory=list)  # (seat, call) per exploration
 
@@ -95,3 +105,42 @@ def state_key(token_ids: Sequence[int]) -> str:
     return hashlib.blake2b(
         np.asarray(token_ids, dtype=np.int64).tobytes(), digest_size=12
     ).hexdigest()
+
+
+def chat_key(messages: Sequence[Any]) -> str:
+    """What a replay compares with the main line: the chat a call was given (its prompt ids are
+    a function of it; 5 us for a Kuhn prompt, where rendering and tokenising it takes 300 us)."""
+    return json.dumps(messages, sort_keys=True, default=str)
+
+
+def check_replayed(game: str, seed: int, index: int, seat: int, recorded: str, now: str) -> None:
+    """A replayed call must see the chat the main line's call saw."""
+    if recorded != now:
+        raise MarsError(
+            f"{game} seed {seed}: the replay of model call {index} (seat {seat}) rendered "
+            "another prompt than the main line's: the game must be deterministic given its replies"
+        )
+
+
+def set_branch_return(node: Node, branch: int, result: EpisodeResult, team_weight: float) -> None:
+    """Branch `branch`'s return from `result`, the episode played through it: the seat's rewards
+    from the branch's call on, plus `team_weight` x the seats' mean. A replay that could not
+    finish (a model call failed) marks the node failed: its group is left out of the update."""
+    calls = [t for t in result.turns if "usage" in t]
+    if result.error is not None:
+        node.failed = True
+        node.returns[branch] = 0.0
+        node.legal[branch] = False
+        return
+    if node.call >= len(calls):
+        raise MarsError(
+            f"{node.game} seed {node.seed}: a replay ended after {len(calls)} model calls, before "
+            f"its branch's call {node.call}: the game must be deterministic given its replies"
+        )
+    at = calls[node.call]
+    position = next(i for i, t in enumerate(result.turns) if t is at)
+    later = result.turns[position:]
+    local = sum(t["reward"] for t in later if t["seat"] == node.seat)
+    team = sum(t["reward"] for t in later) / len(result.players)
+    node.returns[branch] = team_weight * team + local
+    node.legal[branch] = bool(at["legal"])

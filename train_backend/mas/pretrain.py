@@ -30,6 +30,7 @@ import json
 import random
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +123,26 @@ def ensure_workflow_start(
 ) -> Path:
     """The MAS miniature's starting model, built on first use (a few minutes on a CPU); `name`
     picks its cache folder (tests build smaller recipes beside the miniature's)."""
+    settings = settings or WorkflowPretrainSettings()
+    faithful = settings.model_copy(update={"tool_right": 1.0, "reasoner_right": 1.0})
+    stages = [(faithful, settings.copy_steps), (settings, settings.steps)]
+    return build_start(settings, stages, workflow_examples, name)
+
+
+def build_start(
+    settings: Any,
+    stages: list[tuple[Any, int]],
+    examples: Callable[[Any], list[Example]],
+    name: str,
+) -> Path:
+    """The tiny model fine-tuned on each stage's `examples(stage_settings)` for its steps, saved
+    once into the cache folder `name` and rebuilt when `settings` (its recipe) change.
+    `settings` gives the seed, batch size and learning rate."""
     from core.tiny_model import ensure_tiny_model, move_into_place
     from train_backend.pretrain import default_pretrained_dir
     from train_backend.pretrain_recipe import PretrainSettings
     from train_backend.reply_training import encode_examples, train_on_replies
 
-    settings = settings or WorkflowPretrainSettings()
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
     recipe = {"recipe": settings.model_dump(), "base": str(base)}
@@ -139,8 +154,7 @@ def ensure_workflow_start(
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
-    faithful = settings.model_copy(update={"tool_right": 1.0, "reasoner_right": 1.0})
-    for stage, steps in ((faithful, settings.copy_steps), (settings, settings.steps)):
+    for stage, steps in stages:
         if steps == 0:
             continue
         loop = PretrainSettings(
@@ -149,7 +163,7 @@ def ensure_workflow_start(
             learning_rate=settings.learning_rate,
             seed=settings.seed,
         )
-        rows = encode_examples(tokenizer, workflow_examples(stage), loop)
+        rows = encode_examples(tokenizer, examples(stage), loop)
         train_on_replies(model, rows, loop, tokenizer.pad_token_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))

@@ -13,6 +13,11 @@ its return is the sum of that agent's rewards from that call to the end of its r
 then continues with one branch (`greedy`: the best return, the paper's default; `random`), and
 the next call is branched the same way. Group key = (problem, role, the role's call index), as
 at_grpo's (episode, seat, turn).
+
+A replay must reproduce the main line: a replayed call that renders another prompt than the one
+recorded, or K runs of one prefix of which some end before the next call, stop the step in one
+line. A run that fails (a model call raises) stops the step too; on verl the agent loop drops
+that problem. No branch is ever scored 0 for a run that did not finish.
 """
 
 from __future__ import annotations
@@ -28,13 +33,19 @@ import numpy as np
 
 from core.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
 from core.errors import MarsError
-from harness.sandbox import SandboxLimits, SandboxResult, run_python_async
-from mas.answers import extract_answer
+from harness.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    TestCase,
+    TestsResult,
+    run_python_async,
+    run_tests_async,
+)
 from mas.base import MASFunction, Models, Task, Transcript, get_mas
 from train_backend.local.rollout import StepRollout, TurnSample
 from train_backend.local.tree import state_key
 from train_backend.mas.data import Problem
-from train_backend.mas.rewards import ROLES, correct, reward_function
+from train_backend.mas.rewards import ROLES, reward_function, succeeded
 
 Continuation = Literal["greedy", "random"]
 
@@ -50,24 +61,58 @@ class Call:
     text: str
 
 
-def cached_sandbox() -> Callable[[str, SandboxLimits], Awaitable[SandboxResult]]:
+def cached_sandbox() -> Callable[..., Awaitable[SandboxResult]]:
     """A `code_runner` for the workflow that runs each distinct program once: the replays of a
-    tree re-run the same programs, and a program's run depends only on its text and limits."""
-    runs: dict[tuple[str, SandboxLimits], asyncio.Future[SandboxResult]] = {}
+    tree re-run the same programs, and a program's run depends only on its text, limits and
+    stdin."""
+    runs: dict[tuple[str, SandboxLimits, str | None], asyncio.Future[SandboxResult]] = {}
 
-    async def run(code: str, limits: SandboxLimits) -> SandboxResult:
-        key = (code, limits)
+    async def run(code: str, limits: SandboxLimits, *, stdin: str | None = None) -> SandboxResult:
+        key = (code, limits, stdin)
         if key not in runs:
-            runs[key] = asyncio.ensure_future(run_python_async(code, limits))
+            runs[key] = asyncio.ensure_future(run_python_async(code, limits, stdin=stdin))
         return await asyncio.shield(runs[key])
 
     return run
 
 
+TestsRunner = Callable[..., Awaitable[TestsResult]]
+
+
+def cached_tests() -> TestsRunner:
+    """A `tests_runner` for `code_tester` that runs each distinct (program, tests) batch once."""
+    runs: dict[tuple[Any, ...], asyncio.Future[TestsResult]] = {}
+
+    async def run(
+        code: str, tests: Sequence[TestCase], limits: SandboxLimits, *, per_test_seconds: float
+    ) -> TestsResult:
+        key = (code, tuple(tests), limits, per_test_seconds)
+        if key not in runs:
+            runs[key] = asyncio.ensure_future(
+                run_tests_async(code, tests, limits, per_test_seconds=per_test_seconds)
+            )
+        return await asyncio.shield(runs[key])
+
+    return run
+
+
+def workflow_runners() -> dict[str, Any]:
+    """The sandbox runners a trainer gives a workflow: each distinct program (and each batch of
+    tests) of a step runs once, however many replays reach it."""
+    return {"code_runner": cached_sandbox(), "tests_runner": cached_tests()}
+
+
 def task_of(problem: Problem) -> Task:
-    """The task a workflow is given for a training problem (answers in `\\boxed{}`)."""
-    prompt = f"{problem.question}\nPut the final answer in \\boxed{{}}."
-    return Task(prompt=prompt, sample_id=problem.id, kind="math")
+    """The task a workflow is given for a training problem: a math question answers in
+    `\\boxed{}`; a puzzle's question is its suite's prompt and its level rides in the metadata;
+    a code problem carries its tests and reference solution there."""
+    if problem.kind == "math":
+        prompt = f"{problem.question}\nPut the final answer in \\boxed{{}}."
+    else:
+        prompt = problem.question
+    return Task(
+        prompt=prompt, sample_id=problem.id, kind=problem.kind, metadata=dict(problem.metadata)
+    )
 
 
 class RoleModel:
@@ -206,7 +251,7 @@ async def run_workflow(
     transcript = await _workflow_function(workflow)(task, models, dict(config))
     run.transcript = transcript
     run.rewards = reward_function(workflow)(transcript, problem.answer, task)
-    run.correct = correct(extract_answer(task, transcript.final_answer), problem.answer, task)
+    run.correct = succeeded(transcript, problem.answer, task)
     return run
 
 
@@ -261,6 +306,12 @@ async def tree_sample(
         live = [run for run in runs if len(run.calls) > point]
         if not live:
             break
+        if len(live) != len(runs):  # the same replayed calls must lead to the same next call
+            raise MarsError(
+                f"workflow replay diverged at call {point} on problem {problem.id}: "
+                f"{len(runs) - len(live)} of {len(runs)} runs ended before it; the workflow "
+                "must be deterministic given its replies"
+            )
         returns = [run.return_from(run.calls[point]) for run in live]
         found.extend(
             Branch(problem_index, run.calls[point], ret)

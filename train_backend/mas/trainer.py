@@ -25,6 +25,7 @@ from core.errors import MarsError
 from core.runstore import RunDir
 from core.stats import wilson_ci
 from train_backend.advantage import compute_advantages, needs_state
+from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import StepRollout, make_responder
@@ -35,9 +36,9 @@ from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, reward_function
 from train_backend.mas.rollout import (
     RoleModel,
-    cached_sandbox,
     play_workflow_step,
     run_workflow,
+    workflow_runners,
 )
 from train_backend.mas.schedule import step_problems, training_problems
 from train_backend.mas.trained import policy_root
@@ -141,19 +142,24 @@ class WorkflowTrainer:
                 self.config.workflow,
                 self.step_problems(step),
                 self.role_models(step, 0),
-                {**self.config.workflow_options, "code_runner": cached_sandbox()},
+                {**self.config.workflow_options, **workflow_runners()},
                 branches=self.config.branches,
                 continuation=self.config.continuation,
                 seed=self.config.seed * 1_000_003 + step,
             )
         )
 
-    def advantages(self, rollout: StepRollout) -> np.ndarray:
+    def advantages(self, rollout: StepRollout, selection: Selection | None = None) -> np.ndarray:
+        """at_grpo per branch row; with a selection, of the kept rows only (the others get 0)."""
         if not rollout.rows:
             return np.zeros(0)
         table = {column: [row[column] for row in rollout.rows] for column in TABLE_COLUMNS}
         if needs_state(self.config.estimator_options):
             table["state"] = [row["state"] for row in rollout.rows]
+        if selection is not None:
+            return kept_advantages(
+                table, selection.keep, "at_grpo", **self.config.estimator_options
+            )
         return compute_advantages(table, "at_grpo", **self.config.estimator_options)
 
     def evaluate(self, step: int) -> dict[str, float]:
@@ -179,11 +185,16 @@ class WorkflowTrainer:
                 for group in slot.optimizer.param_groups:
                     group["lr"] = lr
             rollout = self.rollout(step)
-            advantages = self.advantages(rollout)
+            selection = select_step(rollout.rows, GroupFilter.of(config))
+            advantages = self.advantages(rollout, selection)
+            keep = selection.keep if selection is not None else np.ones(len(rollout.rows), bool)
             update_started = time.perf_counter()
             metrics: dict[str, Any] = {"step": step, "lr": lr}
+            if selection is not None:
+                metrics.update(selection.metrics())
             for name, slot in self.slots.items():
-                mine = [i for i, row in enumerate(rollout.rows) if row["policy"] == name]
+                rows = enumerate(rollout.rows)
+                mine = [i for i, row in rows if row["policy"] == name and keep[i]]
                 stats = update_policy(
                     config,
                     slot.policy,
@@ -237,7 +248,7 @@ def answered_right(
     config: WorkflowTrainConfig, problems: Sequence[Problem], roles: dict[str, RoleModel]
 ) -> list[bool]:
     """Whether the workflow's final answer is right, per problem (one run each, no tree)."""
-    options = {**config.workflow_options, "code_runner": cached_sandbox()}
+    options = {**config.workflow_options, **workflow_runners()}
 
     async def play_all() -> list[bool]:
         runs = await asyncio.gather(

@@ -22,6 +22,9 @@ PLUGIN_MODULE = "train_backend.verl.plugin"
 CPU_DEVICE_MODULE = "train_backend.verl.cpu_device"  # loaded first, only with verl.device: cpu
 CPU_ROLLOUT = "mars_cpu"  # the CPU device's rollout (rollout.name)
 TURNS_DIR_ENV = "MARS_VERL_TURNS_DIR"  # where the trainer writes each step's turns
+# The run's group filtering (train_backend.group_filter.GroupFilter as JSON), read by the trainer;
+# set only when the run filters
+GROUP_FILTER_ENV = "MARS_GROUP_FILTER"
 
 # Our estimator name -> the name it is registered under in verl. verl already has a "grpo"
 # (one return per prompt group over the final output of each session), so ours gets a prefix.
@@ -54,3 +57,5 @@ TREE_GROUP = "mars_tree_group"
 BRANCH = "mars_branch"
 CHOSEN = "mars_chosen"  # the branch that continued the main line
 FORCED = "mars_forced"  # an all-actions / counterfactual branch: a reply with its answer rewritten
+# A branch of a group one of whose replays could not finish: the trainer leaves the group out
+REPLAY_FAILED = "mars_replay_failed"

@@ -18,6 +18,7 @@ from core.errors import MarsError
 from games.engine import retries_allowed
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
+from train_backend.group_filter import GroupFilter
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl import names
 from train_backend.verl.data import prompts_per_step, sample_unit
@@ -94,9 +95,13 @@ def hydra_value(value: Any) -> str:
 
 
 def worker_environment(
-    paths: RunPaths, device: str = "cuda", switches: dict[str, Any] | None = None
+    paths: RunPaths,
+    device: str = "cuda",
+    switches: dict[str, Any] | None = None,
+    group_filter: dict[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Variables every verl process needs: the modules to import, where metrics and turns go.
+    """Variables every verl process needs: the modules to import, where metrics and turns go,
+    and the estimator switches and group filtering verl's config has no field for.
 
     With the CPU device its module comes first, so its platform is registered before anything
     asks verl for one, and `VERL_PLATFORM` selects it.
@@ -115,7 +120,15 @@ def worker_environment(
     )
     if switches:
         env[ESTIMATOR_SWITCHES_ENV] = json.dumps(switches, sort_keys=True)
+    if group_filter:
+        env[names.GROUP_FILTER_ENV] = json.dumps(group_filter, sort_keys=True)
     return env
+
+
+def group_filter_setting(config: TrainConfig) -> dict[str, Any] | None:
+    """The run's group filtering for the trainer (`names.GROUP_FILTER_ENV`), None when off."""
+    settings = GroupFilter.of(config)
+    return settings.as_dict() if settings.active else None
 
 
 def data_parallel_size(config: TrainConfig) -> int:
@@ -339,7 +352,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         "trainer.experiment_name": paths.root.resolve().name,
         "trainer.logger": ["console", "file"],
         "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(
-            paths, cluster.device, estimator_switches(config)
+            paths, cluster.device, estimator_switches(config), group_filter_setting(config)
         ),
     }
     if cluster.ray_address:

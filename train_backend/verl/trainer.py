@@ -9,9 +9,13 @@ Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trai
    worker copies the final output's score onto every earlier output of a game), and, for tree
    samples (at_grpo), each branch's tree group key (episode, seat, turn) into verl's `uid`, so
    the prompt groups verl passes its estimator are the tree's groups;
-3. it binds the rows (`turns.bound_turn_rows`) and calls verl's own `_compute_advantage`, whose
-   call to the registered estimator then finds them;
-4. it reads back the advantages verl stored for the update and writes the step's turns with the
+3. with group filtering (`names.GROUP_FILTER_ENV`), or when a branch's replay failed, it picks
+   the turns the update keeps (`group_filter.select_rows`), sets the response mask of every
+   other row to 0 (verl then leaves it out of the loss, as it does its own padding rows) and
+   adds the filter's counts to the step's metrics;
+4. it binds the rows (`turns.bound_turn_rows`) and calls verl's own `_compute_advantage`, whose
+   call to the registered estimator then finds them (and scores the kept turns only);
+5. it reads back the advantages verl stored for the update and writes the step's turns with the
    advantage each one's reply tokens carry to `RUN/verl/turns/step_N.jsonl` (when the launcher
    names that folder in `names.TURNS_DIR_ENV`).
 """
@@ -31,6 +35,8 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
+from core.errors import MarsError
+from train_backend.group_filter import GroupFilter, select_rows
 from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
 
@@ -85,6 +91,47 @@ def set_tree_uids(batch: KVBatchMeta, rows: TurnRows) -> None:
     )
 
 
+def group_filter_settings() -> GroupFilter:
+    """The run's group filtering, from the environment the launcher gives every worker."""
+    return GroupFilter(**json.loads(os.environ.get(names.GROUP_FILTER_ENV) or "{}"))
+
+
+def filter_groups(batch: KVBatchMeta, rows: TurnRows, metrics: dict[str, Any]) -> TurnRows:
+    """Group filtering (and the groups of failed replays) on verl: the rows the update leaves out
+    get response mask 0, so verl's loss, KL and entropy skip them, and the estimator scores the
+    kept turns only. verl 0.9.1 divides each mini-batch's summed sequence losses by its row count,
+    its padding rows and these included, so a step that drops rows also takes a smaller one."""
+    settings = group_filter_settings()
+    failed = rows.failed if rows.failed is not None and rows.failed.any() else None
+    if not len(rows) or not (settings.active or failed is not None):
+        return rows
+    table = {"game": rows.game, "episode": rows.episode, "seat": rows.seat}
+    table |= {"turn": rows.turn, "reward": rows.reward}
+    selection = select_rows(table, settings, rows.failed)
+    metrics.update(selection.metrics())
+    kept_rows = {int(row) for row in rows.row[selection.keep]}
+    dropped = sorted({int(row) for row in rows.row} - kept_rows)
+    partly = kept_rows & {int(row) for row in rows.row[~selection.keep]}
+    if partly:
+        raise MarsError(
+            f"group filtering keeps some turns of batch row {min(partly)} and drops others: "
+            "it needs one turn per sample (tree samples)"
+        )
+    if dropped:
+        keys = [batch.keys[row] for row in dropped]
+        stored = tq.kv_batch_get(
+            keys=keys, partition_id=batch.partition_id, select_fields=["response_mask"]
+        )
+        zeros = [torch.zeros_like(mask) for mask in _rows_of(stored.get("response_mask"))]
+        nested = torch.nested.as_nested_tensor(zeros, layout=torch.jagged)
+        tq.kv_batch_put(
+            keys=keys,
+            partition_id=batch.partition_id,
+            fields=TensorDict({"response_mask": nested}, batch_size=len(keys)),
+        )
+    return rows.with_keep(selection.keep)
+
+
 def applied_turns(
     rows: TurnRows,
     lengths: list[int],
@@ -116,6 +163,7 @@ def applied_turns(
                 "weights_step": versions[row],
                 "uid": uids[row] if uids is not None else None,  # the group verl scored it in
                 "state": rows.state[index] if rows.state is not None else None,
+                "kept": bool(rows.keep[index]) if rows.keep is not None else True,
             }
         )
     return records
@@ -144,6 +192,7 @@ class MarshalPPOTrainer(PPOTrainerSync):
         rows, lengths, versions = read_turn_rows(batch)
         restore_turn_scores(batch, rows, lengths)
         set_tree_uids(batch, rows)
+        rows = filter_groups(batch, rows, metrics)
         with bound_turn_rows(rows):
             batch = super()._compute_advantage(batch, metrics)
         folder = os.environ.get(names.TURNS_DIR_ENV)

@@ -10,7 +10,9 @@ concurrently and vLLM's prefix cache shares the prompt).
 
 The game then yields one training sample per branch: the turn's prompt, the branch's reply, its
 return as the reward, and the group key (episode, seat, turn) that the mars trainer writes into
-verl's `uid` before scoring, so verl's prompt groups are the tree's groups.
+verl's `uid` before scoring, so verl's prompt groups are the tree's groups. A group one of whose
+replays could not finish (a request failed, or a replayed chat outgrew the prompt budget) is
+marked `names.REPLAY_FAILED` on every branch, and the trainer leaves it out of the update.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ def branch_fields(node: Node, branch: int, episode: str) -> dict[str, Any]:
         names.BRANCH: branch,
         names.CHOSEN: branch == node.chosen,
         names.FORCED: node.branches[branch].forced,
+        names.REPLAY_FAILED: node.failed,
     }
 
 

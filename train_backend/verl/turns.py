@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.errors import MarsError
 from train_backend.advantage import compute_advantages
+from train_backend.group_filter import kept_advantages
 from train_backend.verl import names
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class TurnRows:
     padding: np.ndarray
     state: np.ndarray | None = None  # information-state key per turn (None where absent)
     tree_group: np.ndarray | None = None  # a branch's tree group key per turn (at_grpo), or None
+    failed: np.ndarray | None = None  # per turn: a branch of a group whose replay failed
+    keep: np.ndarray | None = None  # per turn: left in the update by group filtering (None: all)
 
     @property
     def batch_size(self) -> int:
@@ -75,7 +78,9 @@ class TurnRows:
                 f"{len(extra_fields)} rows of extra fields for a batch of {len(padding)} rows"
             )
         required = (names.GAME, names.EPISODE, names.SEAT, names.TURN, names.REWARD)
-        columns: dict[str, list[Any]] = {key: [] for key in cls.__dataclass_fields__}
+        columns: dict[str, list[Any]] = {
+            key: [] for key in cls.__dataclass_fields__ if key not in ("padding", "keep")
+        }
         is_padding = np.asarray(padding, dtype=bool)
         for row, fields in enumerate(extra_fields):
             if is_padding[row]:
@@ -105,6 +110,7 @@ class TurnRows:
             ):
                 columns["state"].append(state)
                 columns["tree_group"].append(fields.get(names.TREE_GROUP))
+                columns["failed"].append(bool(fields.get(names.REPLAY_FAILED, False)))
                 columns["row"].append(row)
                 columns["start"].append(int(start))
                 columns["end"].append(int(end))
@@ -114,16 +120,16 @@ class TurnRows:
                 columns["seat"].append(int(fields[names.SEAT]))
                 columns["turn"].append(int(turn))
                 columns["reward"].append(float(reward))
-        ints = ("row", "start", "end", "seat", "turn")
+        types = {"row": np.int64, "start": np.int64, "end": np.int64, "seat": np.int64}
+        types |= {"turn": np.int64, "reward": np.float64, "failed": bool}
         arrays = {
-            key: np.asarray(
-                values,
-                dtype=np.int64 if key in ints else np.float64 if key == "reward" else object,
-            )
-            for key, values in columns.items()
-            if key != "padding"
+            key: np.asarray(values, dtype=types.get(key, object)) for key, values in columns.items()
         }
         return cls(**arrays, padding=is_padding)
+
+    def with_keep(self, keep: np.ndarray) -> TurnRows:
+        """These rows with a group filter's choice of turns (the others get advantage 0)."""
+        return replace(self, keep=np.asarray(keep, dtype=bool))
 
     def row_tree_groups(self) -> list[str | None]:
         """Per batch row, the tree group key of the branch it holds (None: not a branch)."""
@@ -237,12 +243,18 @@ def token_advantages(
     """`compute_advantages` on the batch's turns, each turn's on its own reply tokens.
 
     Tokens outside every reply (observations in a conversation, padding) and verl's padding rows
-    get 0.
+    get 0; with `rows.keep` (group filtering) the estimator sees the kept turns only and the
+    others get 0.
     """
     import torch
 
     table, spans = turn_table(rows, token_level_rewards, response_mask)
-    per_turn = compute_advantages(table, estimator, **options) if len(rows) else np.zeros(0)
+    if not len(rows):
+        per_turn = np.zeros(0)
+    elif rows.keep is not None:  # group filtering: the estimator sees the kept turns only
+        per_turn = kept_advantages(table, rows.keep, estimator, **options)
+    else:
+        per_turn = compute_advantages(table, estimator, **options)
     spread = torch.zeros(token_level_rewards.shape, dtype=torch.float64)
     for (row, start, end), value in zip(spans, per_turn, strict=True):
         spread[row, start:end] = float(value)

@@ -12,14 +12,19 @@ rewards from that call to the end of its run) as the reward, and the group key (
 the role's call index) the mars trainer writes into verl's `uid`, so at_grpo normalises within the
 K replies sampled at one state.
 
+verl plays each row `rollout.n` (`group_size`) times under one uid, as sessions 0..n-1: each
+session is a tree of its own, so its group keys start with `{uid}_{session}` (the episode), and the
+uid is the prompt group (`names.GROUP`).
+
 With one policy per role (train_backend/verl/mas_phases.py), a row also names `partners`: the
 roles of the policies not trained in this phase, each answered by an OpenAI-compatible server of
 its policy's latest checkpoint. Their calls are not branched and yield no samples; the main line
 goes through them.
 
 A dataset row gives `workflow`, the problem (`problem_id`, `question`, `answer`, `answers_are`,
-`source`), `workflow_options` (JSON), `branches`, `continuation`, `seed`, `max_new_tokens` and
-`partners` (JSON, {role: endpoint config}; see data.py).
+`kind`, `metadata` (JSON: a puzzle's level, a code problem's tests), `source`),
+`workflow_options` (JSON), `branches`, `continuation`, `seed`, `max_new_tokens` and `partners`
+(JSON, {role: endpoint config}; see data.py).
 """
 
 from __future__ import annotations
@@ -41,9 +46,9 @@ from train_backend.mas.rewards import ROLES
 from train_backend.mas.rollout import (
     Branch,
     RoleModel,
-    cached_sandbox,
     endpoint_role_model,
     tree_sample,
+    workflow_runners,
 )
 from train_backend.verl import names
 from train_backend.verl.agent_loop import SelfPlayAgentLoop
@@ -69,13 +74,19 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
             answer=str(kwargs["answer"]),
             source=str(kwargs.get("source") or ""),
             answers_are=kwargs.get("answers_are") or "expression",
+            kind=str(kwargs.get("kind") or "math"),
+            metadata=json.loads(kwargs.get("metadata") or "{}"),
         )
-        episode = str(kwargs.get("uid") or problem.id)
+        # verl plays a row `rollout.n` times under one uid, as sessions 0..n-1: each session is
+        # its own tree, so its groups are keyed apart (the prompt group is the uid).
+        uid = str(kwargs.get("uid") or problem.id)
+        session = int(kwargs.get("session_id") or 0)
+        episode = f"{uid}_{session}"
         params = {**sampling_params, "max_tokens": int(kwargs.get("max_new_tokens") or 256)}
         server_fields: list[dict[str, Any]] = []
         model = self._role_model(episode, params, int(kwargs.get("priority", 0)), server_fields)
         options = {**json.loads(kwargs.get("workflow_options") or "{}")}
-        options["code_runner"] = cached_sandbox()
+        options.update(workflow_runners())
         partners = json.loads(kwargs.get("partners") or "{}")
         roles = {role: model for role in ROLES[workflow] if role not in partners}
         endpoints = {role: Endpoint(EndpointConfig(**config)) for role, config in partners.items()}
@@ -95,7 +106,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
                 options,
                 branches=int(kwargs.get("branches") or 2),
                 continuation=kwargs.get("continuation") or "random",
-                rng=np.random.default_rng(int(kwargs.get("seed") or 0)),
+                rng=np.random.default_rng([int(kwargs.get("seed") or 0), session]),
                 branch_roles=[role for role in ROLES[workflow] if role not in partners]
                 if partners
                 else None,
@@ -110,7 +121,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
             names.GAME: workflow,
             names.SEED: int(kwargs.get("seed") or 0),
             names.EPISODE: episode,
-            names.GROUP: episode,
+            names.GROUP: uid,
         }
         return self._branch_outputs(found, workflow, fields, weight_versions(server_fields))
 
