@@ -3,7 +3,10 @@
 A grader is `async (item, solved) -> dict` of record fields (`extracted`, `correct`,
 `extraction_failed`, and with a judge `grader` and `grades`); raising makes the grading failure
 that sample's error. `grade_by_rules` (the default) runs the suite's rule-based grader in a worker
-process with a time limit (`harness.benchmarks.grading_worker`). `--grader judge[:ROLE]` adds an
+process with a time limit (`harness.benchmarks.grading_worker`); a code suite's answer is run
+on the sample's hidden tests in the sandbox instead, on the event loop (the sandbox is its own
+process), adding the tests' `pass_ratio`, `tests_passed`, `tests_total` and `failures` to the
+record (`harness.benchmarks.code_suites`). `--grader judge[:ROLE]` adds an
 LLM judge (`harness.benchmarks.judge`) whose verdict becomes the score, with the rule-based grade
 kept beside it.
 """
@@ -15,12 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
+from harness.benchmarks.code_suites import CodeSuite
 from harness.benchmarks.grading_worker import GradingError, grade_off_loop
 from harness.benchmarks.judge import (
     AnswerJudgeSettings,
     answer_judge_messages,
     parse_answer_verdict,
 )
+from harness.benchmarks.registry import MalformedRow
 
 if TYPE_CHECKING:
     from core.endpoint import Endpoint, GenerationConfig
@@ -34,6 +39,11 @@ DEFAULT_JUDGE_ROLE = "grader"
 
 
 async def grade_by_rules(item: WorkItem, solved: SolvedSample) -> dict[str, Any]:
+    if isinstance(item.suite, CodeSuite):
+        try:
+            return await item.suite.grade_sample(solved.final_answer, item.sample)
+        except (MarsError, MalformedRow) as exc:  # e.g. private tests that cannot be unpacked
+            raise GradingError(f"{type(exc).__name__}: {exc}") from None
     verdict = await grade_off_loop(
         item.suite.name, solved.final_answer, item.sample.gold, item.sample.choices
     )

@@ -12,7 +12,7 @@ from mas_testkit import close, models_for
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.base import Task, get_mas
 from mas.code_tester import parse_tests
-from train_backend.mas.rewards import code_tester_rewards, succeeded
+from train_backend.mas.rewards import code_tester_rewards, main_line_figures, succeeded
 
 STATEMENT = "Read two integers a and b and print a + b."
 RIGHT = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -80,6 +80,10 @@ def test_mismatches_reach_both_agents_and_passing_tests_end_the_episode() -> Non
     assert rewards[("tester", 0)] == 2 / 3 + 1.0
     assert rewards[("tester", 1)] == 2 / 3  # nothing left to catch
     assert transcript.final_answer.startswith("```python\n") and "a + b" in transcript.final_answer
+    # What a training step reports of its main lines: the last program's ground-truth pass ratio
+    # and the mean validity of the tester's tests.
+    figures = main_line_figures(transcript.model_dump(mode="json"))
+    assert figures == {"code/pass_ratio": 1.0, "code/test_validity": 2 / 3}
 
 
 def test_an_evaluation_task_runs_no_ground_truth_and_all_passing_tests_stop_early() -> None:

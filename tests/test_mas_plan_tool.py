@@ -15,6 +15,7 @@ from harness.benchmarks import get_suite
 from harness.puzzles import format_actions, make_level, new_state
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.base import Task, check_options, get_mas
+from train_backend.mas.plan_pretrain import RIGHT_PROGRAM, WRONG_PROGRAM, printed_moves
 from train_backend.mas.rewards import plan_tool_rewards, succeeded
 
 LEVEL = make_level("plan_path", "eval", 0, size=4)
@@ -42,12 +43,13 @@ def _list_reward(moves: list[str]) -> float:
     return new_state(LEVEL).apply(moves).reward
 
 
-def test_the_plan_agent_sees_the_tried_program_output_and_a_solving_list_ends_the_episode() -> None:
+def test_the_program_reads_the_state_and_a_solving_list_ends_the_episode() -> None:
+    # The planning miniature's search program: it reads the current state on stdin.
     def script(request: dict[str, Any]) -> Reply:
         content = request["messages"][-1]["content"]
         if request["model"] == "coder":
             assert "Current position P: (2, 2)" in content
-            return Reply(text=f"```python\nprint('Actions: {SOLUTION}')\n```")
+            return Reply(text=f"```python\n{RIGHT_PROGRAM}```")
         assert f"Printed (ok):\nActions: {SOLUTION}" in content
         assert "tried on a copy: 2 moves applied, 0 invalid" in content and "solves the" in content
         return Reply(text=f"Following the program.\n#### {SOLUTION}")
@@ -124,3 +126,17 @@ def test_options_are_checked_on_a_puzzle_and_a_non_puzzle_task_is_refused() -> N
         asyncio.run(check_options(get_mas("plan_tool"), {"rewards": "x"}, name="plan_tool"))
     with pytest.raises(MarsError, match="needs a puzzle task"):
         _run("plan_tool", lambda request: Reply(text="x"), {}, Task(prompt="What is 1 + 1?"))
+
+
+def test_the_miniatures_programs_print_what_its_data_says_they_print() -> None:
+    from harness.sandbox import run_python
+
+    for index in range(2):
+        state = new_state(make_level("plan_path", "train", index, size=5))
+        for program, swapped in ((RIGHT_PROGRAM, False), (WRONG_PROGRAM, True)):
+            result = run_python(program, stdin=state.observation())
+            assert result.ok, result.stderr_tail
+            printed = result.stdout.strip()
+            moves = printed_moves(state.observation(), swapped=swapped)
+            assert printed == f"Actions: {format_actions('plan_path', moves)}"
+            assert state.copy().apply(moves).solved is not swapped or not moves

@@ -214,7 +214,7 @@ def test_bad_training_files_are_one_line_errors(tmp_path: Path, setup: str, expe
 
 
 def test_unknown_set_and_bad_limit_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(MarsError, match="known: gsm8k, math"):
+    with pytest.raises(MarsError, match="known: arithmetic, code_mini, gsm8k, math, plan_path"):
         load_train_set("svamp")
     path = write_jsonl(tmp_path / "t.jsonl", clean_rows(3))
     with pytest.raises(MarsError, match="positive"):
@@ -255,7 +255,8 @@ def test_questions_of_every_suite_are_guarded(tmp_path: Path) -> None:
     by_suite: dict[str, str] = {}
     for question_ref in hashes.values():
         by_suite.setdefault(question_ref.split("/", 1)[0], question_ref)
-    assert set(by_suite) == {name for name in list_suites() if hasattr(get_suite(name), "local")}
+    guarded = {name for name in list_suites() if get_suite(name).kind in data.GUARDED_KINDS}
+    assert set(by_suite) == guarded
     # 5,359 questions in the seven files; MMLU repeats some of its own.
     assert 5000 < len(hashes) <= 5359
     problems = [

@@ -16,7 +16,12 @@ from harness.benchmarks.sources import HubSource, LocalSource, Row, fetch_rows
 from harness.benchmarks.types import LoadResult, Sample, Verdict
 
 # Modules whose import registers the built-in suites.
-_BUILTIN_MODULES = ("harness.benchmarks.math_suites", "harness.benchmarks.choice_suites")
+_BUILTIN_MODULES = (
+    "harness.benchmarks.math_suites",
+    "harness.benchmarks.choice_suites",
+    "harness.benchmarks.puzzle_suites",
+    "harness.benchmarks.code_suites",
+)
 
 _REGISTRY: dict[str, Suite] = {}
 _BUILTINS_LOADED: list[bool] = []  # non-empty once every built-in suite module is imported
@@ -45,6 +50,8 @@ class Suite(ABC):
     kind: ClassVar[str] = ""  # "math" (free answer) or "choice" (lettered options)
     hub: ClassVar[HubSource]
     local: ClassVar[LocalSource]
+    # Only the first N rows of the source make the test set (APPS: test[:500]), on either route.
+    first_rows: ClassVar[int | None] = None
 
     def load(self, data_dir: Path | None = None, limit: int | None = None) -> LoadResult:
         """Samples in file order (the first `limit` of them), from the hub or local files."""
@@ -53,7 +60,8 @@ class Suite(ABC):
         raw = fetch_rows(self.name, self.hub, self.local, data_dir)
         samples: list[Sample] = []
         skipped = 0
-        for index, row in enumerate(raw.rows):
+        rows = raw.rows if self.first_rows is None else raw.rows[: self.first_rows]
+        for index, row in enumerate(rows):
             if limit is not None and len(samples) >= limit:
                 break
             try:

@@ -39,8 +39,13 @@ class HubSource:
     split: str
     config: str | None = None
     keep: Callable[[Row], bool] | None = None  # filter applied to hub rows (e.g. MMLU subjects)
+    # One JSON Lines file of the dataset's repository, read with the `json` builder (whose one
+    # split is "train"): for repositories that ship a loading script, which datasets 4+ refuses.
+    data_file: str | None = None
 
     def describe(self) -> str:
+        if self.data_file:
+            return f"hub:{self.dataset_id}/{self.data_file}"
         config = f"[{self.config}]" if self.config else ""
         return f"hub:{self.dataset_id}{config}:{self.split}"
 
@@ -157,7 +162,11 @@ def _quiet_datasets() -> Any:
 
 def _read_hub(hub: HubSource) -> RawRows:
     datasets = _quiet_datasets()
-    dataset = datasets.load_dataset(hub.dataset_id, hub.config, split=hub.split)
+    if hub.data_file:
+        url = f"hf://datasets/{hub.dataset_id}/{hub.data_file}"
+        dataset = datasets.load_dataset("json", data_files=url, split=hub.split)
+    else:
+        dataset = datasets.load_dataset(hub.dataset_id, hub.config, split=hub.split)
     rows: list[Row | None] = [dict(row) for row in dataset]
     if hub.keep is not None:
         rows = [row for row in rows if row is not None and hub.keep(row)]

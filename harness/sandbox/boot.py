@@ -1,7 +1,8 @@
 """Child side of a sandboxed run: isolate this process, limit it, drop privileges, exec Python.
 
-Run as a script (`python -I -S boot.py CONFIG_JSON`) in the new process, before any model-written
-code exists in it; standard library only. Steps, in order:
+Run as a script (`python -I -S boot.py CONFIG`, the config marshalled and hex-encoded by
+runner.py) in the new process, before any model-written code exists in it; standard library
+only. Steps, in order:
 
 1. namespaces (when asked): a new network namespace (no interface up, so nothing is reachable,
    loopback included), a private mount namespace in which every mount is read-only and the
@@ -12,19 +13,24 @@ code exists in it; standard library only. Steps, in order:
 3. as root: drop to the run's own unprivileged uid/gid with no supplementary groups.
 4. `PR_SET_NO_NEW_PRIVS`, so set-uid programs cannot give privileges back, and a parent-death
    signal, so the process dies if the caller does.
-5. one JSON line on the report pipe saying what was put in place, then exec the interpreter.
+5. one line on the report pipe saying what was put in place (`ready NETWORK FILESYSTEM`), then
+   exec the interpreter on `main.py`.
 
-Any failure, the exec's included, is reported on stderr and on the report pipe
-(`{"ready": false}`), and exits 125 without running the code.
+A batch of tests (config mode "tests") does not exec: after step 4 this process also drops every
+capability (checked), becomes non-dumpable and a child subreaper, reports, and runs
+`batch_child.serve()` itself, which forks the program once per case (see batch_child.py). Its
+interpreter is then the one the code may use (runner.py starts it so).
+
+Any failure, the exec's included, is reported on stderr and on the report pipe (`failed`), and
+exits 125 without running the code.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
+import marshal
 import os
 import resource
-import signal
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -42,10 +48,14 @@ AT_RECURSIVE = 0x8000
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture (new syscalls are unified)
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+SIGKILL = 9  # a number: importing `signal` (and `json`) costs every run milliseconds
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SETUP_FAILED = 125
 
 # Installed in the interpreter before the user's code when no network namespace could be made.
-NETWORK_GUARD = """
+GUARD_HOOK = """
 import sys
 def _sandbox_guard(event, args):
     if event.startswith("socket."):
@@ -56,6 +66,8 @@ def _sandbox_guard(event, args):
         raise PermissionError(f"sandbox: new programs are disabled ({event})")
 sys.addaudithook(_sandbox_guard)
 del _sandbox_guard
+"""
+RUN_MAIN = """
 sys.argv = sys.argv[1:]
 __file__ = sys.argv[0]
 with open(sys.argv[0], "rb") as _source:
@@ -63,6 +75,7 @@ with open(sys.argv[0], "rb") as _source:
 del _source
 exec(_code)
 """
+NETWORK_GUARD = GUARD_HOOK + RUN_MAIN
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -73,6 +86,18 @@ class MountAttr(ctypes.Structure):
         ("attr_clr", ctypes.c_uint64),
         ("propagation", ctypes.c_uint64),
         ("userns_fd", ctypes.c_uint64),
+    )
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
     )
 
 
@@ -175,7 +200,42 @@ def drop_privileges(uid: int, gid: int) -> None:
         raise OSError("could not drop root privileges")
 
 
-def boot(config: dict) -> None:
+def drop_capabilities() -> None:
+    """No capability left, checked. Needed where no exec follows: a process that made a user
+    namespace holds every capability in it (an exec as a non-root uid would clear them)."""
+    header = CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    check(LIBC.capset(ctypes.byref(header), (CapData * 2)()), "capset")
+    with open("/proc/self/status") as status:
+        held = [line for line in status if line.startswith(("CapEff:", "CapPrm:", "CapAmb:"))]
+    if any(int(line.split()[1], 16) for line in held):
+        raise OSError("capabilities are still held")
+
+
+def become_batch_runner() -> None:
+    """For a batch of tests run here without an exec (batch_child.py): no capabilities; not
+    dumpable, so the program's children (same uid) cannot open our fds through /proc or
+    ptrace us; and a subreaper, so what a case leaves running comes back to us to kill."""
+    drop_capabilities()
+    check(LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    check(LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+
+
+def load_batch_runner():
+    """batch_child.py beside this file, imported while its folder is still readable."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    try:
+        import batch_child
+    finally:
+        sys.path.remove(here)
+    return batch_child
+
+
+def boot(config: dict):
+    """Set the process up; exec the code, or (a batch of tests) return the module that runs
+    them here."""
+    tests = config.get("mode") == "tests"
+    batch_runner = load_batch_runner() if tests else None
     workdir = config["workdir"]
     uid, gid = config["uid"], config["gid"]
     new_user = uid is not None
@@ -191,14 +251,21 @@ def boot(config: dict) -> None:
         drop_privileges(uid, gid)
     check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     # Die with the caller (set after the uid change, which clears it); not inherited by forks.
-    check(LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    check(LIBC.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     if os.getppid() != config["parent_pid"]:
         raise OSError("the caller exited before the code started")
-    report = {"ready": True, "network": network, "filesystem": filesystem}
+    if tests:
+        become_batch_runner()
+    report = f"ready {network} {filesystem}\n"
     # The line says what is in place; the pipe closes at the exec (close-on-exec), and a failed
     # exec appends a line that says so (see main).
-    os.write(config["report_fd"], json.dumps(report).encode() + b"\n")
+    os.write(config["report_fd"], report.encode())
     os.set_inheritable(config["report_fd"], False)
+    if tests:
+        os.close(config["report_fd"])
+        if network == "guard":
+            exec(GUARD_HOOK, {})  # our own constant
+        return batch_runner
     python = config["python"]
     if network == "guard":
         argv = [python, "-I", "-S", "-c", NETWORK_GUARD, "main.py"]
@@ -208,14 +275,17 @@ def boot(config: dict) -> None:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # written by runner.py, ours
     try:
-        boot(config)
+        batch_runner = boot(config)
     except BaseException as error:  # anything here means the code never ran
         sys.stderr.write(f"sandbox setup failed: {type(error).__name__}: {error}\n")
         sys.stderr.flush()
-        os.write(config["report_fd"], b'{"ready": false}\n')
+        os.write(config["report_fd"], b"failed\n")
         os._exit(SETUP_FAILED)
+    batch_runner.serve(config["stderr_tail_bytes"])
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """Parent side of a sandboxed run: start it, read its output with a cap, stop it, clean up.
 
-One `_Run` holds a started run (process, pipes, pidfd, collected output); `run_python` drives it
-with a selector, `run_python_async` with the event loop's readers, so both behave the same.
+One `_Run` holds a started run (process, pipes, pidfd, collected output, what is left to write
+on its stdin); `run_python` drives it with a selector, `run_python_async` with the event loop's
+readers and writer, so both behave the same. A batch of tests (`harness.sandbox.batch`) is a
+`_Run` in "tests" mode: its stdin carries the cases and its stdout the results.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
-import json
+import marshal
 import math
 import os
 import selectors
@@ -20,11 +23,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.sandbox.limits import Isolation, SandboxLimits, SandboxResult
+from harness.sandbox.pipes import Feed, Output, read_nonblocking, stdin_chunks
 from harness.sandbox.reasons import classify
+from harness.sandbox.sweep import kill_user_processes
 
 BOOT_SCRIPT = Path(__file__).with_name("boot.py")
 # Each run as root gets a uid of its own from this range: pid-derived, so runs in different
@@ -34,8 +40,7 @@ _run_numbers = itertools.count()
 # Interpreters tried for the code when the caller's own is out of an unprivileged user's reach
 # (e.g. a pyenv Python under /root, which is mode 700).
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
-DRAIN_CHUNK = 65536
-SWEEP_ROUNDS = 100
+STDIN_PIPE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,9 @@ def _minimal_env(workdir: Path) -> dict[str, str]:
     }
 
 
-def _boot_config(plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: int) -> str:
+def _boot_config(
+    plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: int, tests: bool
+) -> str:
     rlimits = {
         "cpu_seconds": max(1, math.ceil(limits.cpu_seconds)),
         "memory_bytes": limits.memory_bytes,
@@ -121,88 +128,35 @@ def _boot_config(plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: i
         "report_fd": report_fd,
         "env": _minimal_env(workdir),
         "parent_pid": os.getpid(),
+        "mode": "tests" if tests else "program",
+        "stderr_tail_bytes": limits.stderr_tail_bytes,
     }
-    return json.dumps(config)
-
-
-class _Output:
-    """stdout kept up to the limit, the tail of stderr, and whether the limit was passed."""
-
-    def __init__(self, limits: SandboxLimits) -> None:
-        self.limit = limits.output_bytes
-        self.tail_bytes = limits.stderr_tail_bytes
-        self.stdout = bytearray()
-        self.stderr_tail = bytearray()
-        self.total = 0
-        self.stdout_truncated = False
-
-    @property
-    def over_limit(self) -> bool:
-        return self.total > self.limit
-
-    def add_stdout(self, data: bytes) -> None:
-        room = max(0, self.limit - len(self.stdout))
-        self.stdout += data[:room]
-        self.stdout_truncated = self.stdout_truncated or len(data) > room
-        self.total += len(data)
-
-    def add_stderr(self, data: bytes) -> None:
-        self.stderr_tail += data
-        del self.stderr_tail[: max(0, len(self.stderr_tail) - self.tail_bytes)]
-        self.total += len(data)
-
-
-def _read_nonblocking(fd: int) -> bytes | None:
-    """Whatever is there now: b"" at end of file, None when nothing is ready yet."""
-    try:
-        return os.read(fd, DRAIN_CHUNK)
-    except BlockingIOError:
-        return None
-
-
-def _status_fields(pid: str) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            lines = status.read().splitlines()
-    except OSError:
-        return {}
-    return dict(line.split(":", 1) for line in lines if ":" in line)
-
-
-def _user_processes(uid: int) -> list[int]:
-    """Live (not zombie) processes whose real, effective or saved uid is `uid`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        fields = _status_fields(name)
-        if not fields or fields.get("State", "").strip().startswith("Z"):
-            continue
-        if str(uid) in fields.get("Uid", "").split()[:3]:
-            found.append(int(name))
-    return found
-
-
-def _kill_user_processes(uid: int) -> None:
-    """SIGKILL every process of the sandbox's uid until none is left (a fork racing the scan is
-    caught on the next round; RLIMIT_NPROC keeps the rounds few)."""
-    for _ in range(SWEEP_ROUNDS):
-        pids = _user_processes(uid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    # marshal (format 4, read by every Python since 3.4) rather than JSON: the json module
+    # costs the booting interpreter milliseconds to import, on every run.
+    return marshal.dumps(config, 4).hex()
 
 
 class _Run:
-    """One started sandbox run."""
+    """One started sandbox run. `stdin`: what to write on its stdin (else /dev/null); `tests`:
+    a batch (batch_child.py runs `code` per case; `output` then takes the result frames)."""
 
-    def __init__(self, code: str, limits: SandboxLimits, namespaces: bool) -> None:
+    def __init__(
+        self,
+        code: str,
+        limits: SandboxLimits,
+        namespaces: bool,
+        *,
+        stdin: Iterable[bytes] | None = None,
+        tests: bool = False,
+        output: Output | None = None,
+    ) -> None:
         self.limits = limits
+        self.tests = tests
         self.plan = _plan(namespaces)
         self.workdir = _make_workdir(code, self.plan)
-        self.output = _Output(limits)
+        self.output = output or Output(limits)
+        self.feed = Feed(stdin) if stdin is not None else None
+        self.stdin_fd: int | None = None
         self.exited = False
         self.process: subprocess.Popen[bytes] | None = None
         self.report_fd: int | None = None
@@ -216,11 +170,14 @@ class _Run:
     def _start(self) -> None:
         self.report_fd, report_write = os.pipe()
         try:
-            config = _boot_config(self.plan, self.workdir, self.limits, report_write)
+            config = _boot_config(self.plan, self.workdir, self.limits, report_write, self.tests)
+            # A batch runs its cases in the booted interpreter itself (no exec), so that one
+            # must be the interpreter the code may use.
+            python = self.plan.python if self.tests else sys.executable
             self.started = time.monotonic()
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(BOOT_SCRIPT), config],
-                stdin=subprocess.DEVNULL,
+                [python, "-I", "-S", str(BOOT_SCRIPT), config],
+                stdin=subprocess.DEVNULL if self.feed is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.workdir,
@@ -235,6 +192,11 @@ class _Run:
         for pipe in (self.process.stdout, self.process.stderr):
             os.set_blocking(pipe.fileno(), False)
         os.set_blocking(self.report_fd, False)
+        if self.process.stdin is not None:
+            self.stdin_fd = self.process.stdin.fileno()
+            os.set_blocking(self.stdin_fd, False)
+            with contextlib.suppress(OSError):  # fewer wake-ups for a big stdin
+                fcntl.fcntl(self.stdin_fd, fcntl.F_SETPIPE_SZ, STDIN_PIPE_BYTES)
 
     @property
     def stdout_fd(self) -> int:
@@ -252,11 +214,23 @@ class _Run:
         if fd == self.pidfd:
             self.exited = True
             return False
-        data = _read_nonblocking(fd)
+        data = read_nonblocking(fd)
         if data is None:
             return True
         self._keep(fd, data)
         return bool(data)
+
+    def on_writable(self) -> bool:
+        """Write more of stdin; False once there is nothing more to write (then the driver
+        stops watching the fd and calls `close_stdin`)."""
+        fd = self.stdin_fd
+        return self.feed is not None and fd is not None and self.feed.write_some(fd)
+
+    def close_stdin(self) -> None:
+        if self.process is not None and self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        self.stdin_fd = None
 
     def _keep(self, fd: int, data: bytes) -> None:
         if fd == self.stdout_fd:
@@ -283,23 +257,23 @@ class _Run:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         if self.plan.uid is not None:
-            _kill_user_processes(self.plan.uid)
+            kill_user_processes(self.plan.uid)
 
     def _drain(self) -> None:
         """Read what is left in the pipes once no writer is alive (bounded by pipe buffers)."""
         for fd in (self.stdout_fd, self.stderr_fd):
-            while (data := _read_nonblocking(fd)) and not self.output.over_limit:
+            while (data := read_nonblocking(fd)) and not self.output.over_limit:
                 self._keep(fd, data)
 
     def _isolation(self) -> tuple[bool, Isolation]:
         report = b""
-        while chunk := _read_nonblocking(self.report_fd):
+        while chunk := read_nonblocking(self.report_fd):
             report += chunk
+        # boot.py's line: "ready NETWORK FILESYSTEM", or "failed".
         lines = report.decode(errors="replace").strip().splitlines()
-        try:
-            applied = json.loads(lines[-1]) if lines else {}
-        except ValueError:
-            applied = {}
+        words = lines[-1].split() if lines else []
+        applied = dict(zip(("ready", "network", "filesystem"), words, strict=False))
+        applied["ready"] = words[:1] == ["ready"] and len(words) == 3
         user = f"uid {self.plan.uid}" if self.plan.uid is not None else "same"
         isolation = Isolation(
             network=applied.get("network", "unknown"),
@@ -348,6 +322,7 @@ class _Run:
             # Not finished (an exception or a cancelled task): its descendants may outlive it.
             self._kill_everything()
             self.process.wait()
+        self.close_stdin()
         if self.process is not None:
             for pipe in (self.process.stdout, self.process.stderr):
                 pipe.close()
@@ -360,38 +335,66 @@ class _Run:
 
 
 def run_python(
-    code: str, limits: SandboxLimits | None = None, *, namespaces: bool = True
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    stdin: str | bytes | None = None,
+    namespaces: bool = True,
 ) -> SandboxResult:
-    """Run `code` as a Python program in the sandbox and wait for it (blocking).
+    """Run `code` as a Python program in the sandbox and wait for it (blocking). `stdin` is
+    written on its standard input (streamed as it reads; the rest is dropped if it exits or
+    closes it first); without it the program reads /dev/null.
 
     `namespaces=False` skips the network and mount namespaces even where they are available
     (the audit-hook network guard and plain permissions apply instead); for tests of the
     fallback.
     """
     limits = limits or SandboxLimits()
-    run = _Run(code, limits, namespaces)
+    chunks = None if stdin is None else stdin_chunks(stdin)
+    return drive(_Run(code, limits, namespaces, stdin=chunks))
+
+
+async def run_python_async(
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    stdin: str | bytes | None = None,
+    namespaces: bool = True,
+) -> SandboxResult:
+    """`run_python` on the running event loop: the pipes and the exit are watched by the loop's
+    readers (and stdin by its writer), so many runs can be in flight at once without threads."""
+    limits = limits or SandboxLimits()
+    chunks = None if stdin is None else stdin_chunks(stdin)
+    return await drive_async(_Run(code, limits, namespaces, stdin=chunks))
+
+
+def drive(run: _Run) -> SandboxResult:
+    """Watch a started run with a selector until it stops; its result (the run is closed)."""
     try:
         with selectors.DefaultSelector() as selector:
             for fd in run.watched_fds():
                 selector.register(fd, selectors.EVENT_READ)
+            if run.stdin_fd is not None:
+                selector.register(run.stdin_fd, selectors.EVENT_WRITE)
             while not run.should_stop and (remaining := run.deadline - time.monotonic()) > 0:
                 for key, _ in selector.select(remaining):
-                    if not run.on_readable(key.fd):
+                    if key.events & selectors.EVENT_WRITE:
+                        if not run.on_writable():
+                            selector.unregister(key.fd)
+                            run.close_stdin()
+                    elif not run.on_readable(key.fd):
                         selector.unregister(key.fd)
         return run.finish()
     finally:
         run.close()
 
 
-async def run_python_async(
-    code: str, limits: SandboxLimits | None = None, *, namespaces: bool = True
-) -> SandboxResult:
-    """`run_python` on the running event loop: the pipes and the exit are watched by the loop's
-    readers, so many runs can be in flight at once without threads."""
-    limits = limits or SandboxLimits()
+async def drive_async(run: _Run) -> SandboxResult:
+    """`drive` on the running event loop."""
     loop = asyncio.get_running_loop()
-    run = _Run(code, limits, namespaces)
     stopped = loop.create_future()
+    stdin_fd = run.stdin_fd
+    writing = [stdin_fd is not None]
 
     def on_ready(fd: int) -> None:
         if not run.on_readable(fd):
@@ -399,16 +402,24 @@ async def run_python_async(
         if run.should_stop and not stopped.done():
             stopped.set_result(None)
 
+    def on_writable() -> None:
+        if not run.on_writable():
+            loop.remove_writer(stdin_fd)
+            writing[0] = False
+            run.close_stdin()
+
     watched = run.watched_fds()
     try:
         for fd in watched:
             loop.add_reader(fd, on_ready, fd)
+        if stdin_fd is not None:
+            loop.add_writer(stdin_fd, on_writable)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopped, max(0.0, run.deadline - time.monotonic()))
-        for fd in watched:
-            loop.remove_reader(fd)
         return run.finish()
     finally:
         for fd in watched:
             loop.remove_reader(fd)
+        if writing[0]:
+            loop.remove_writer(stdin_fd)
         run.close()

@@ -20,6 +20,7 @@ list), then `steps` at the rates above. Built once into `$MARS_CACHE_DIR/<name>`
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +51,7 @@ for i,j,p in q:
  for m,a,b in("U",-1,0),("D",1,0),("L",0,-1),("R",0,1):
   x,y=i+a,j+b
   if-1<x<len(g)and-1<y<len(g)and g[x][y]!="#":
-   if g[x][y]=="G":print("Actions: ["+", ".join(p+m)+"]");exit()
+   if g[x][y]=="G":print("Actions: ["+", ".join(p+m)+"]");sys.exit()
    g[x][y]="#";q+=[(x,y,p+m)]
 """
 WRONG_PROGRAM = RIGHT_PROGRAM.replace('("U",-1,0),("D",1,0)', '("U",1,0),("D",-1,0)')
@@ -141,9 +142,11 @@ def plan_examples(settings: PlanPretrainSettings) -> list[Example]:
 
 
 def ensure_plan_start(
-    settings: PlanPretrainSettings | None = None, name: str = PLAN_START_NAME
+    settings: PlanPretrainSettings | None = None,
+    name: str = PLAN_START_NAME,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> Path:
     """The planning miniature's starting model, built on first use (minutes on a CPU)."""
     settings = settings or PlanPretrainSettings()
     stages = [(settings.faithful(), settings.copy_steps), (settings, settings.steps)]
-    return build_start(settings, stages, plan_examples, name)
+    return build_start(settings, stages, plan_examples, name, on_step)

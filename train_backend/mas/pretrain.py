@@ -134,10 +134,11 @@ def build_start(
     stages: list[tuple[Any, int]],
     examples: Callable[[Any], list[Example]],
     name: str,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> Path:
     """The tiny model fine-tuned on each stage's `examples(stage_settings)` for its steps, saved
     once into the cache folder `name` and rebuilt when `settings` (its recipe) change.
-    `settings` gives the seed, batch size and learning rate."""
+    `settings` gives the seed, batch size and learning rate; `on_step(step, loss)` follows it."""
     from core.tiny_model import ensure_tiny_model, move_into_place
     from train_backend.pretrain import default_pretrained_dir
     from train_backend.pretrain_recipe import PretrainSettings
@@ -164,7 +165,7 @@ def build_start(
             seed=settings.seed,
         )
         rows = encode_examples(tokenizer, examples(stage), loop)
-        train_on_replies(model, rows, loop, tokenizer.pad_token_id)
+        train_on_replies(model, rows, loop, tokenizer.pad_token_id, on_step)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     model.save_pretrained(staging, safe_serialization=True)

@@ -144,6 +144,32 @@ def code_success(transcript: Transcript) -> bool:
     return bool(truth and truth["ok"] and truth["passed"] and all(truth["passed"]))
 
 
+def main_line_figures(transcript: dict[str, Any]) -> dict[str, float]:
+    """What a step's metrics average over its main lines, beside accuracy: for `code_tester`,
+    the last program's ground-truth pass ratio (`code/pass_ratio`) and the share of the tester's
+    tests the reference solution passes (`code/test_validity`, over the rounds with tests); for
+    the puzzle workflows, whether the puzzle was solved (`puzzle/solved`). Read from a record's
+    transcript (a dict, as records.jsonl keeps it)."""
+    extra = transcript.get("extra") or {}
+    figures: dict[str, float] = {}
+    if "solved" in extra:
+        figures["puzzle/solved"] = float(bool(extra["solved"]))
+    rounds = extra.get("rounds") or []
+    truths = [r["ground_truth"] for r in rounds if isinstance(r, dict) and r.get("ground_truth")]
+    if truths:
+        last = truths[-1]
+        figures["code/pass_ratio"] = float(last["pass_ratio"]) if last["ok"] else 0.0
+    checked = [
+        r["reference_on_tests"]
+        for r in rounds
+        if isinstance(r, dict) and r.get("tests") and r.get("reference_on_tests")
+    ]
+    if checked:
+        shares = [sum(c["passed"]) / len(c["passed"]) if c["passed"] else 0.0 for c in checked]
+        figures["code/test_validity"] = float(sum(shares) / len(shares))
+    return figures
+
+
 # --- ensemble (facts.md 10.5) -------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from train_backend.local.trainer import learning_rate_at, sampling_of
 from train_backend.local.update import UpdateStats, step_generator, update_policy
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import Problem
-from train_backend.mas.rewards import ROLES, reward_function
+from train_backend.mas.rewards import ROLES, main_line_figures, reward_function
 from train_backend.mas.rollout import (
     RoleModel,
     play_workflow_step,
@@ -292,6 +292,10 @@ def rollout_metrics(rollout: StepRollout, roles: Sequence[str]) -> dict[str, Any
         returns = [row["reward"] for row in rollout.rows if row["role"] == role]
         if returns:
             metrics[f"return_mean/{role}"] = float(np.mean(returns))
+    per_line = [main_line_figures(record["transcript"]) for record in rollout.records]
+    for name in sorted({key for figures in per_line for key in figures}):
+        values = [figures[name] for figures in per_line if name in figures]
+        metrics[name] = float(np.mean(values))
     return metrics
 
 
