@@ -1,4 +1,11 @@
-"""The MAS miniature: single-agent GRPO vs the reasoner + tool workflow, one policy or one per role.
+"""The MAS miniatures: single-agent GRPO vs a two-role workflow, one policy or one per role.
+
+`--domain arithmetic` (the default) trains `reasoner_tool` on arithmetic; `--domain plan` trains
+`plan_tool` (tool agent + plan agent, 2 turns) on 5 x 5 Plan-Path levels from the planning start
+model (`train_backend.mas.plan_pretrain`: the right search program or a one-token-wrong one, the
+printed list copied or not, each about half the time), its `single` arm being `plan_single` (the
+plan agent alone, same turns), measured on the suite's evaluation levels (`plan_path_5x5`, which
+no training level equals). The arithmetic miniature:
 
 From the same starting model (`train_backend.mas.pretrain`: the tiny model taught each role's
 reply format on arithmetic, copying faithfully about half the time), on the arithmetic training
@@ -41,20 +48,40 @@ from bench.ablation_table import holm, t_interval, welch
 from core.stats import wilson_ci
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS: dict[str, dict[str, Any]] = {
-    "single": {"workflow": "single"},
-    "mas_shared": {"workflow": "reasoner_tool"},
-    "mas_per_role": {
-        "workflow": "reasoner_tool",
-        "policies": {"tool": "tool", "reasoner": "reasoner"},
+ARITHMETIC_OPTIONS = {"rounds": 2, "code_seconds": 5.0}
+PLAN_OPTIONS = {"max_turns": 2, "code_seconds": 5.0}
+# domain -> arm -> the arm's training settings (each arm its own workflow options: a workflow
+# refuses an option it never reads)
+DOMAINS: dict[str, dict[str, dict[str, Any]]] = {
+    "arithmetic": {
+        "single": {"workflow": "single"},
+        "mas_shared": {"workflow": "reasoner_tool", "workflow_options": ARITHMETIC_OPTIONS},
+        "mas_per_role": {
+            "workflow": "reasoner_tool",
+            "workflow_options": ARITHMETIC_OPTIONS,
+            "policies": {"tool": "tool", "reasoner": "reasoner"},
+        },
+    },
+    "plan": {
+        "single": {"workflow": "plan_single", "workflow_options": {"max_turns": 2}},
+        "mas_shared": {"workflow": "plan_tool", "workflow_options": PLAN_OPTIONS},
+        "mas_per_role": {
+            "workflow": "plan_tool",
+            "workflow_options": PLAN_OPTIONS,
+            "policies": {"tool": "tool", "plan": "plan"},
+        },
     },
 }
+PLAN_SUITE = "plan_path_5x5"
+# replies: arithmetic's are a line; the planning tool agent's program is about 290 tokens
+MAX_NEW_TOKENS = {"arithmetic": 32, "plan": 320}
+ARMS = DOMAINS["arithmetic"]
 
 
 def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
     run_dir = root / f"{arm}-seed{seed}"
     config = {
-        **ARMS[arm],
+        **DOMAINS[args.domain][arm],
         "model": model,
         "seed": seed,
         "steps": args.steps,
@@ -65,12 +92,13 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
         "kl_coef": args.kl_coef,
         "ppo_epochs": args.epochs,
         "temperature": 1.0,
-        "max_new_tokens": 32,
+        "max_new_tokens": MAX_NEW_TOKENS[args.domain],
         "heldout_problems": args.heldout,
         "eval_every": 0,
         "save_every": args.steps,
-        "workflow_options": {"rounds": 2, "code_seconds": 5.0},
     }
+    if args.domain == "plan":
+        config["train_set"] = PLAN_SUITE
     config_file = root / f"{arm}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
@@ -90,15 +118,15 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
     from train_backend.local.policy import load_policy
     from train_backend.mas.config import SHARED_POLICY, WorkflowTrainConfig
-    from train_backend.mas.data import arithmetic_problems
+    from train_backend.mas.data import arithmetic_problems, puzzle_problems
     from train_backend.mas.rewards import ROLES
     from train_backend.mas.trainer import answered_right, role_model
 
     torch.set_num_threads(1)
+    tokens = MAX_NEW_TOKENS[args.domain]
     config = WorkflowTrainConfig.for_local(
-        **ARMS[arm], seed=seed, temperature=1.0, max_new_tokens=32,
-        workflow_options={"rounds": 2, "code_seconds": 5.0},
-    )  # fmt: skip
+        **DOMAINS[args.domain][arm], seed=seed, temperature=1.0, max_new_tokens=tokens
+    )
     owners = config.role_policies(ROLES[config.workflow])
     built = {}
     for index, name in enumerate(dict.fromkeys(owners.values())):
@@ -110,18 +138,21 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
             ),
             max_batch=64,
         )
-        built[name] = role_model(name, policy, batcher, 32)
+        built[name] = role_model(name, policy, batcher, tokens)
     roles = {role: built[name] for role, name in owners.items()}
-    problems = arithmetic_problems(args.heldout, seed, "heldout")
+    if args.domain == "plan":  # the suite's own evaluation levels: the same for every seed
+        problems = puzzle_problems(PLAN_SUITE, "eval", args.heldout)
+    else:
+        problems = arithmetic_problems(args.heldout, seed, "heldout")
     return answered_right(config, problems, roles)
 
 
-def trained_models(run_dir: Path, arm: str, steps: int) -> dict[str, str]:
-    if "policies" not in ARMS[arm]:
+def trained_models(run_dir: Path, arm: dict[str, Any], steps: int) -> dict[str, str]:
+    if "policies" not in arm:
         return {"policy": str(run_dir / "checkpoints" / f"step_{steps}")}
     return {
         name: str(run_dir / "policies" / name / "checkpoints" / f"step_{steps}")
-        for name in set(ARMS[arm]["policies"].values())
+        for name in set(arm["policies"].values())
     }
 
 
@@ -132,6 +163,7 @@ def _cell(right: list[bool]) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--domain", choices=sorted(DOMAINS), default="arithmetic")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--problems", type=int, default=8, help="problems per step")
     parser.add_argument("--branches", type=int, default=4)
@@ -140,7 +172,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--arms", default=",".join(ARMS), help="single, mas_shared, mas_per_role")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-mas-training"))
     parser.add_argument("--table", type=Path, help="print the table of a finished results.json")
     args = parser.parse_args()
@@ -152,9 +184,14 @@ def main() -> None:
         summarise(rows, sorted({s for by in rows.values() for s in by}), args.steps)
         return
 
-    from train_backend.mas.pretrain import ensure_workflow_start
+    if args.domain == "plan":
+        from train_backend.mas.plan_pretrain import ensure_plan_start
 
-    start = str(ensure_workflow_start())
+        start = str(ensure_plan_start())
+    else:
+        from train_backend.mas.pretrain import ensure_workflow_start
+
+        start = str(ensure_workflow_start())
     arms = args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
@@ -163,14 +200,17 @@ def main() -> None:
     rows: dict[str, dict[int, dict[str, Any]]] = {}
     for arm in arms:
         for seed in seeds:
-            before = measure(arm, seed, {"policy": start, "tool": start, "reasoner": start}, args)
+            starts = {"policy": start, "tool": start, "reasoner": start, "plan": start}
+            before = measure(arm, seed, starts, args)
             run_dir = train_arm(arm, seed, start, args, root)
-            after = measure(arm, seed, trained_models(run_dir, arm, args.steps), args)
+            trained = trained_models(run_dir, DOMAINS[args.domain][arm], args.steps)
+            after = measure(arm, seed, trained, args)
             rows.setdefault(arm, {})[seed] = {"before": _cell(before), "after": _cell(after)}
             b, a = rows[arm][seed]["before"], rows[arm][seed]["after"]
             print(f"  {arm} seed {seed}: {b[0]:.2f} [{b[1]:.2f}, {b[2]:.2f}] -> "
                   f"{a[0]:.2f} [{a[1]:.2f}, {a[2]:.2f}]", flush=True)  # fmt: skip
     (root / "results.json").write_text(json.dumps(rows, indent=2))
+    print(f"domain {args.domain}")
     summarise(rows, seeds, args.steps)
 
 

@@ -150,7 +150,7 @@ def _spec(name: str) -> TrainSetSpec:
     spec = TRAIN_SETS.get(name.strip().lower())
     if spec is None:
         puzzles = [suite for suite in list_suites() if get_suite(suite).kind == "puzzle"]
-        known = ", ".join(["arithmetic", "code_mini", *sorted(TRAIN_SETS), *puzzles])
+        known = ", ".join(["arithmetic", "code", "code_mini", *sorted(TRAIN_SETS), *puzzles])
         raise MarsError(f"unknown training set {name!r}; known: {known}")
     return spec
 
@@ -343,6 +343,94 @@ def _guard_overlap(train_set: TrainSet, benchmarks_dir: Path | None, drop_overla
     train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
     train_set.dropped_overlap = len(overlapping)
     train_set.notes.append(f"checked against {len(hashes)} distinct test-set questions")
+
+
+# ---------------------------------------------------------------------------------------------
+# Code problems from a file
+
+CODE_FILE_HINT = (
+    "JSONL, one object a line with question, tests ([{stdin, expected}, ...]) and optionally "
+    "solution; docs/mas_data.md"
+)
+CODE_KINDS = ("code",)
+
+
+def load_code_train_file(
+    path: Path, *, benchmarks_dir: Path | None = None, drop_overlap: bool = False
+) -> TrainSet:
+    """Code training problems from a JSONL file (`train_set: code` with `train_file`), each
+    question checked against the code suites' test sets like the math sets' (an overlap raises
+    MarsError, or with `drop_overlap` is left out and counted)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise MarsError(f"training file {path} not found ({CODE_FILE_HINT})")
+    train_set = TrainSet(name="code", problems=[], source=f"local:{path}")
+    for index, row in enumerate(_read_jsonl(path)):
+        try:
+            train_set.problems.append(_code_problem(row, f"{path.stem}/{index}", train_set.source))
+        except (MalformedRow, KeyError, TypeError, ValueError, AttributeError):
+            train_set.skipped += 1
+    if not train_set.problems:
+        raise MarsError(
+            f"no usable code problems in {path} ({train_set.skipped} rows skipped; expected "
+            f"{CODE_FILE_HINT})"
+        )
+    _refuse_duplicate_ids(train_set)
+    hashes = code_question_hashes(benchmarks_dir)
+    overlap = find_overlap(train_set.problems, hashes)
+    if overlap and not drop_overlap:
+        raise _overlap_error(overlap, train_set.source)
+    overlapping = {problem.id for problem, _ in overlap}
+    train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
+    train_set.dropped_overlap = len(overlapping)
+    return train_set
+
+
+def _code_problem(row: Row | None, default_id: str, source: str) -> Problem:
+    if row is None:
+        raise MalformedRow("unreadable row")
+    tests = row["tests"]
+    if not isinstance(tests, list) or not tests:
+        raise MalformedRow("no tests")
+    cases = [{"stdin": str(t["stdin"]), "expected": str(t["expected"])} for t in tests]
+    metadata: dict[str, Any] = {"tests": cases}
+    if isinstance(row.get("solution"), str) and row["solution"].strip():
+        metadata["solution"] = row["solution"]
+    given_id = row.get("id")
+    return Problem(
+        id=str(given_id) if given_id not in (None, "") else default_id,
+        question=required_text(row, "question", "problem").strip(),
+        answer="",
+        source=source,
+        kind="code",
+        metadata=metadata,
+    )
+
+
+def code_question_hashes(benchmarks_dir: Path | None = None) -> Mapping[str, str]:
+    """Question hash -> "suite/sample id" over every code suite's test set, loaded as `mars
+    eval` loads it (the hub, else `benchmarks_dir` or the data roots; HumanEval from its
+    wheel). A suite that cannot be loaded is a one-line error: unchecked data is not trained on."""
+    hashes: dict[str, str] = {}
+    missing: list[str] = []
+    for name in list_suites():
+        suite = get_suite(name)
+        if suite.kind not in CODE_KINDS:
+            continue
+        try:
+            loaded = suite.load(data_dir=benchmarks_dir)
+        except MarsError:
+            missing.append(name)
+            continue
+        for sample in loaded.samples:
+            hashes.setdefault(question_hash(sample.question), f"{name}/{sample.id}")
+    if missing:
+        raise MarsError(
+            "cannot check the code training data against the test sets of "
+            f"{', '.join(missing)} (no hub and no local copy); put them under $MARS_DATA_DIR "
+            "(docs/benchmarks.md)"
+        )
+    return MappingProxyType(hashes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from train_backend.mas.data import (
     Problem,
     arithmetic_problems,
     is_puzzle_set,
+    load_code_train_file,
     load_train_set,
     puzzle_problems,
 )
@@ -36,12 +37,24 @@ def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[
     if config.train_set == "code_mini" and config.train_file is None:
         pool = code_problems(CODE_POOL, config.seed)
         return pool, code_problems(config.heldout_problems, config.seed, "heldout")
+    if config.train_set == "code":
+        if config.train_file is None:
+            raise MarsError("train_set code reads train_file: a JSONL of code problems")
+        problems = load_code_train_file(Path(config.train_file)).problems
+        return _hold_out(config, problems)
     if is_puzzle_set(config.train_set):
         # Held out: the suite's own evaluation levels, which no training level equals.
         pool = puzzle_problems(config.train_set, "train", PUZZLE_POOL)
         return pool, puzzle_problems(config.train_set, "eval", config.heldout_problems)
     train_file = Path(config.train_file) if config.train_file else None
     problems = load_train_set(config.train_set, train_file=train_file).problems
+    return _hold_out(config, problems)
+
+
+def _hold_out(
+    config: WorkflowTrainConfig, problems: list[Problem]
+) -> tuple[list[Problem], list[Problem]]:
+    """The last `heldout_problems` problems held out of training."""
     if len(problems) <= config.heldout_problems:
         raise MarsError(
             f"{config.train_set}: {len(problems)} problems, not more than the "
