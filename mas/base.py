@@ -158,6 +158,7 @@ BUILTIN_SYSTEMS = {
     "agent_framework": "mas.agent_framework_chat",
     "autogen": "mas.autogen_team",
     "debate": "mas.debate",
+    "code_single": "mas.code_tester",
     "code_tester": "mas.code_tester",
     "ensemble_judge": "mas.ensemble_judge",
     "mad": "mas.mad",

@@ -1,5 +1,7 @@
 """`code_tester`: a coder writes a stdin/stdout program, a tester writes tests (Stronger-MAS code).
 
+`code_single` is the coder alone (one program, no tests): the single-agent baseline.
+
 After Stronger-MAS's code environment (PettingLLMs, facts.md 10.4), written from its description.
 Each round (up to `max_turns`, default 4), coder first: the coder writes a complete Python program
 that reads stdin and writes stdout; the tester writes test cases as `**Test Input:**` /
@@ -113,7 +115,19 @@ def _ground_truth(task: Task, train_tests: int) -> list[TestCase]:
 
 @mas("code_tester")
 async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
-    max_turns = int_option(config, "max_turns", 4)
+    return await play_code(task, models, config, with_tester=True)
+
+
+@mas("code_single")
+async def code_single(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
+    """The coder alone, one program (the single-agent baseline on the code environment)."""
+    return await play_code(task, models, config, with_tester=False)
+
+
+async def play_code(
+    task: Task, models: Models, config: dict[str, Any], *, with_tester: bool
+) -> Transcript:
+    max_turns = int_option(config, "max_turns", 4) if with_tester else 1
     train_tests = int_option(config, "train_tests", 4, minimum=0)
     limits = SandboxLimits(wall_seconds=float(config.get("code_seconds", 20.0)))
     test_seconds = float(config.get("test_seconds", 5.0))
@@ -144,6 +158,15 @@ async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Tra
         wrote_code = written is not None
         code = written if written is not None else code  # no new program: the last one stands
         truth = await run(code, ground_truth) if ground_truth else None
+        record: dict[str, Any] = {
+            "round": round_number,
+            "code": code,
+            "wrote_code": wrote_code,
+            "ground_truth": _summary(truth),
+        }
+        rounds.append(record)
+        if not with_tester:
+            break
         tester = await conversation.call(
             "tester",
             [
@@ -155,17 +178,11 @@ async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Tra
         tests = parse_tests(tester.text)
         on_tests = await run(code, tests)
         validity = await run(solution, tests) if isinstance(solution, str) else None
-        rounds.append(
-            {
-                "round": round_number,
-                "code": code,
-                "wrote_code": wrote_code,
-                "ground_truth": _summary(truth),
-                "tests": [{"stdin": t.stdin, "expected": t.expected} for t in tests],
-                "on_tests": _summary(on_tests),
-                "reference_on_tests": _summary(validity),
-                "mismatches": mismatch_text(on_tests),
-            }
+        record.update(
+            tests=[{"stdin": t.stdin, "expected": t.expected} for t in tests],
+            on_tests=_summary(on_tests),
+            reference_on_tests=_summary(validity),
+            mismatches=mismatch_text(on_tests),
         )
         if _passes_all(on_tests):
             passed = True
@@ -174,6 +191,8 @@ async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Tra
     transcript.final_answer = f"```python\n{code}```" if code is not None else ""
     transcript.rounds = len(rounds)
     transcript.ended_early = len(rounds) < max_turns
-    transcript.stop_reason = "tests_pass" if passed else "turn_limit"
+    transcript.stop_reason = (
+        "tests_pass" if passed else ("answered" if not with_tester else "turn_limit")
+    )
     transcript.extra = {"rounds": rounds}
     return transcript

@@ -110,3 +110,23 @@ def test_no_program_or_no_tests_score_nothing_and_success_needs_every_ground_tru
         ("tester", 0): 0.0,
     }
     assert not succeeded(transcript, "", TRAIN_TASK)
+
+
+def test_the_coder_alone_writes_one_program_scored_on_the_ground_truth() -> None:
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply(text=f"```python\n{WRONG}```")
+
+    with ScriptedServer(script) as server:
+        models = models_for(server.base_url, coder="c")
+
+        async def go() -> Any:
+            try:
+                return await get_mas("code_single")(TRAIN_TASK, models, {"train_tests": 0})
+            finally:
+                await close(models)
+
+        transcript = asyncio.run(go())
+        asked = [seen.body["model"] for seen in server.seen]
+    assert asked == ["c"] and transcript.stop_reason == "answered"
+    assert code_tester_rewards(transcript, "", TRAIN_TASK) == {("coder", 0): 1 / 3}
+    assert not succeeded(transcript, "", TRAIN_TASK)

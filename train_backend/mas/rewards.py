@@ -117,7 +117,8 @@ def code_tester_rewards(
         truth = record.get("ground_truth")
         ratio = float(truth["pass_ratio"]) if truth and truth["ok"] else 0.0
         rewards[("coder", index)] = ratio
-        rewards[("tester", index)] = tester_reward(record, ratio)
+        if "tests" in record:  # code_single has no tester
+            rewards[("tester", index)] = tester_reward(record, ratio)
     return rewards
 
 
@@ -228,6 +229,7 @@ REWARDS: dict[str, RewardFn] = {
     "plan_tool": plan_tool_rewards,
     "plan_single": plan_tool_rewards,
     "code_tester": code_tester_rewards,
+    "code_single": code_tester_rewards,
     "ensemble_judge": ensemble_judge_rewards,
 }
 # The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
@@ -238,6 +240,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "plan_tool": ("tool", "plan"),
     "plan_single": ("plan",),
     "code_tester": ("coder", "tester"),
+    "code_single": ("coder",),
     "ensemble_judge": ("reasoner", "tool", "judge"),
 }
 
