@@ -73,7 +73,7 @@ def eval_command(
     from harness.benchmarks import get_suite
     from harness.evaluation import WorkItem, eval_identity, record_key
     from harness.unscored import exit_if_unscored
-    from mas.base import check_options, get_mas
+    from mas.base import check_options, check_task_kinds, get_mas
 
     suite_names = [s.strip() for s in suite.split(",") if s.strip()]
     if not suite_names:
@@ -98,6 +98,13 @@ def eval_command(
     from harness.graders import GradingPlan
 
     grading = GradingPlan.from_options(grader, judge_temperature, judge_max_tokens)
+    check_task_kinds(mas_name, {s.name: s.kind for s in suites})
+    ruled = sorted(s.name for s in suites if s.kind in ("puzzle", "code"))
+    if grading.settings is not None and ruled:
+        raise MarsError(
+            f"--grader judge cannot grade {', '.join(ruled)}: a puzzle is graded by playing the "
+            "answer, a program by running the tests"
+        )
     loaded = []
     for s in suites:
         result = s.load(data_dir=data_dir, limit=limit)

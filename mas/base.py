@@ -136,17 +136,25 @@ _REGISTRY: dict[str, MASFunction] = {}
 # The task the options check runs a MAS on, for a MAS that needs more than a question (a
 # puzzle workflow needs a level); the others get a one-line math question.
 _PROBE_TASKS: dict[str, Callable[[], Task]] = {}
+# The task kinds a MAS can run on, for a MAS that needs one kind (a puzzle, stdin/stdout code).
+_TASK_KINDS: dict[str, tuple[str, ...]] = {}
 
 
 def mas(
-    name: str, *, probe_task: Callable[[], Task] | None = None
+    name: str,
+    *,
+    probe_task: Callable[[], Task] | None = None,
+    kinds: tuple[str, ...] | None = None,
 ) -> Callable[[MASFunction], MASFunction]:
-    """Register a MAS under `name` (chosen on the CLI with `--mas NAME`)."""
+    """Register a MAS under `name` (chosen on the CLI with `--mas NAME`); `kinds`: the only task
+    kinds it can run on (default: any)."""
 
     def register(function: MASFunction) -> MASFunction:
         _REGISTRY[name] = function
         if probe_task is not None:
             _PROBE_TASKS[name] = probe_task
+        if kinds is not None:
+            _TASK_KINDS[name] = kinds
         return function
 
     return register
@@ -239,6 +247,23 @@ async def check_options(
         raise MarsError(
             f"{which} has no option {', '.join(repr(k) for k in unknown)}"
             + (f"; it reads {', '.join(sorted(options.looked_up))}" if options.looked_up else "")
+        )
+
+
+def task_kinds(name: str) -> tuple[str, ...] | None:
+    """The only task kinds MAS `name` runs on, or None when it takes any."""
+    get_mas(name)
+    return _TASK_KINDS.get(name)
+
+
+def check_task_kinds(name: str, suites: dict[str, str]) -> None:
+    """One line when MAS `name` cannot run a suite's tasks (suite name -> its kind)."""
+    kinds = task_kinds(name)
+    wrong = sorted(suite for suite, kind in suites.items() if kinds and kind not in kinds)
+    if wrong:
+        raise MarsError(
+            f"MAS {name!r} runs on {' or '.join(kinds or ())} suites; {', '.join(wrong)} "
+            f"{'is' if len(wrong) == 1 else 'are'} not"
         )
 
 

@@ -113,12 +113,12 @@ def _ground_truth(task: Task, train_tests: int) -> list[TestCase]:
     return tests[:train_tests] if train_tests else tests
 
 
-@mas("code_tester")
+@mas("code_tester", kinds=("code",))
 async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_code(task, models, config, with_tester=True)
 
 
-@mas("code_single")
+@mas("code_single", kinds=("code",))
 async def code_single(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     """The coder alone, one program (the single-agent baseline on the code environment)."""
     return await play_code(task, models, config, with_tester=False)

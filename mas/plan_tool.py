@@ -237,11 +237,11 @@ def _probe_task() -> Task:
     )
 
 
-@mas("plan_tool", probe_task=_probe_task)
+@mas("plan_tool", probe_task=_probe_task, kinds=("puzzle",))
 async def plan_tool(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_puzzle(task, models, config, with_tool=True)
 
 
-@mas("plan_single", probe_task=_probe_task)
+@mas("plan_single", probe_task=_probe_task, kinds=("puzzle",))
 async def plan_single(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_puzzle(task, models, config, with_tool=False)

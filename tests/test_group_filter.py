@@ -226,3 +226,18 @@ def test_verl_workers_are_told_the_filter_only_when_the_run_filters(tmp_path) ->
     config = plain.model_copy(update={"group_filter": "std", "drop_singleton_groups": True})
     sent = verl_settings(config, RunPaths(tmp_path))[key][names.GROUP_FILTER_ENV]
     assert GroupFilter(**json.loads(sent)) == GroupFilter("std", 0.5, drop_singleton=True)
+
+
+def test_a_step_ranks_groups_within_each_seat() -> None:
+    # Seat 0's returns are all higher than seat 1's: ranked together, `mean` at 0.5 would drop
+    # every group of seat 1; ranked per seat (per agent, as the reference), half of each.
+    rows = [
+        {"game": "g", "episode": episode, "seat": seat, "turn": 0, "reward": base + episode + k}
+        for seat, base in ((0, 100.0), (1, 0.0))
+        for episode in range(4)
+        for k in (0.0, 0.5)
+    ]
+    chosen = select_step(rows, GroupFilter(method="mean", ratio=0.5))
+    assert chosen is not None and chosen.groups == 8 and chosen.kept_groups == 4
+    kept = {(r["seat"], r["episode"]) for r, k in zip(rows, chosen.keep, strict=True) if k}
+    assert kept == {(0, 2), (0, 3), (1, 2), (1, 3)}

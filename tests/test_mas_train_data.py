@@ -214,7 +214,7 @@ def test_bad_training_files_are_one_line_errors(tmp_path: Path, setup: str, expe
 
 
 def test_unknown_set_and_bad_limit_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(MarsError, match="known: arithmetic, code, code_mini, gsm8k, math, plan_path"):
+    with pytest.raises(MarsError, match="known: arithmetic, code, code_mini, gsm8k, math, plan"):
         load_train_set("svamp")
     path = write_jsonl(tmp_path / "t.jsonl", clean_rows(3))
     with pytest.raises(MarsError, match="positive"):

@@ -218,6 +218,20 @@ def test_sudoku_fills_pay_as_the_table_says_and_the_right_ones_solve() -> None:
     )
 
 
+def test_sudoku_refilling_a_cell_earns_no_bonus_so_loops_cannot_beat_solving() -> None:
+    level = make_level("sudoku", "eval", 4)
+    clues = [v for row in level.layout.clues for v in row]
+    cell = next(c for c in range(16) if not clues[c])
+    fill = [cell // 4, cell % 4, level.solution[cell // 4][cell % 4]]
+    state = new_state(level)
+    first = state.apply([fill]).reward
+    again = state.apply([fill] * 30)
+    assert first > 0 and again.invalid == 0
+    assert max(again.rewards) == pytest.approx(-0.01)  # the step cost, no bonus
+    solved = new_state(level).apply([list(row) for row in level.solution])
+    assert solved.solved and solved.reward > first + again.reward
+
+
 def test_sudoku_bad_fills_and_out_of_range_grids_change_nothing() -> None:
     level = make_level("sudoku", "eval", 6)
     clues = [v for row in level.layout.clues for v in row]

@@ -222,7 +222,32 @@ def select_step(rows: Sequence[Mapping[str, Any]], settings: GroupFilter) -> Sel
     if not rows or not (settings.active or any(failed or ())):
         return None
     table = {name: [row[name] for row in rows] for name in BRANCH_COLUMNS}
-    return select_rows(table, settings, failed)
+    return select_per_seat(table, settings, failed)
+
+
+def select_per_seat(
+    turns: Mapping[str, Any], settings: GroupFilter, failed: Any = None
+) -> Selection:
+    """`select_rows` within each seat (role) apart, merged: the reference filters each agent's
+    batch, and roles' rewards have scales of their own (ranked together, one role could lose
+    most of its groups to another's higher rewards)."""
+    seats = np.asarray(turns["seat"])
+    flags = None if failed is None else np.asarray(failed, dtype=bool)
+    keep = np.zeros(seats.size, dtype=bool)
+    groups = kept_groups = 0
+    dropped_groups: dict[str, int] = {}
+    dropped_samples: dict[str, int] = {}
+    for seat in np.unique(seats):
+        where = np.flatnonzero(seats == seat)
+        table = {name: np.asarray(values)[where] for name, values in turns.items()}
+        chosen = select_rows(table, settings, None if flags is None else flags[where])
+        keep[where] = chosen.keep
+        groups, kept_groups = groups + chosen.groups, kept_groups + chosen.kept_groups
+        for totals, counts in ((dropped_groups, chosen.dropped_groups),
+                               (dropped_samples, chosen.dropped_samples)):  # fmt: skip
+            for reason, count in counts.items():
+                totals[reason] = totals.get(reason, 0) + count
+    return Selection(keep, groups, kept_groups, dropped_groups, dropped_samples)
 
 
 def kept_advantages(

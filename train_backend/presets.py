@@ -49,13 +49,16 @@ MARSHAL_PRESET: dict[str, Any] = {
     "parse_mode": "strict",
 }
 
-# Stronger-MAS (AT-GRPO; PettingLLMs' training scripts and configs, facts.md 10.3 and 10.5): for
-# `mars train-mas`. 200 steps of 32 environments, K = 4 with greedy continuation, 4 turns, 4096
-# prompt / 2048 response tokens, lr 5e-6, no KL, one PPO epoch, clip 0.2, the configs' group
-# filter (mean, ratio 0.5). Sampling: T 1.5 in the stateful (puzzle) environments, 1.0 in code and
-# math, top-p 0.9, top-k 20 (their evaluation uses T 0 in puzzles, 0.6 in code and math: pass it to
-# `mars eval --temperature`). Departures: the branch's return (the role's rewards from that call
-# on) is grouped, not the turn's immediate reward; no dual clip (their loss has none).
+# Stronger-MAS (AT-GRPO; PettingLLMs' training scripts and configs, facts.md 8, 10.3 and 10.5):
+# for `mars train-mas`. 200 steps of 32 environments, K = 4 with greedy continuation, 4 turns (a
+# turn is one call per role: `max_turns` / `rounds` 4), 4096 prompt / 2048 response tokens, lr
+# 5e-6, no KL, one PPO epoch, clip 0.2. Group filters by domain: stateful drops the half of the
+# groups with the lowest mean, code the equal-reward groups (dapo), math none. Sampling: T 1.5 in
+# the stateful (puzzle) environments, 1.0 in code and math, top-p 0.9, top-k 20 (their evaluation
+# uses T 0 in puzzles, 0.6 in code and math: pass it to `mars eval --temperature`). Departures:
+# the branch's return (the role's rewards from that call on) is grouped, not the turn's immediate
+# reward; no dual clip (their loss has none); code trains on a JSONL file of yours (`train_set:
+# code` + `train_file`: their CodeContests + APPS mix is not downloaded here).
 _STRONGER_MAS_COMMON: dict[str, Any] = {
     "estimator": "at_grpo",
     "estimator_options": {},
@@ -71,11 +74,9 @@ _STRONGER_MAS_COMMON: dict[str, Any] = {
     "clip_ratio": 0.2,
     "dual_clip": None,
     "max_new_tokens": 2048,
-    "max_game_tokens": 4096 + 4 * 2 * 2048,  # the prompt budget plus every call's reply
+    "max_game_tokens": 4096 + 2048,  # a call's prompt and its reply (each call a fresh chat)
     "top_p": 0.9,
     "top_k": 20,
-    "group_filter": "mean",
-    "group_filter_ratio": 0.5,
 }
 STRONGER_MAS_PLAN_PRESET: dict[str, Any] = {
     **_STRONGER_MAS_COMMON,
@@ -83,19 +84,25 @@ STRONGER_MAS_PLAN_PRESET: dict[str, Any] = {
     "workflow_options": {"max_turns": 4},
     "train_set": "plan_path",
     "temperature": 1.5,
+    "group_filter": "mean",
+    "group_filter_ratio": 0.5,
 }
 STRONGER_MAS_CODE_PRESET: dict[str, Any] = {
     **_STRONGER_MAS_COMMON,
     "workflow": "code_tester",
     "workflow_options": {"max_turns": 4},
+    "train_set": "code",
     "temperature": 1.0,
+    "group_filter": "dapo",
+    "group_filter_ratio": 0.2,
 }
 STRONGER_MAS_MATH_PRESET: dict[str, Any] = {
     **_STRONGER_MAS_COMMON,
     "workflow": "reasoner_tool",
-    "workflow_options": {"rounds": 2},
+    "workflow_options": {"rounds": 4},
     "train_set": "math",
     "temperature": 1.0,
+    "group_filter": "none",
 }
 
 PRESETS: dict[str, dict[str, Any]] = {"marshal": MARSHAL_PRESET}

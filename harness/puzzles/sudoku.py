@@ -157,7 +157,7 @@ class SudokuState(PuzzleState):
         count = options.bit_count()
         reward = (
             STEP_REWARD
-            + (SINGLE_CANDIDATE if count == 1 else TWO_CANDIDATES if count == 2 else 0.0)
+            + _candidate_bonus(count, was_empty)
             + (MOST_CONSTRAINED if was_empty and count == fewest else 0.0)
             + FILLED_WEIGHT * (1 if was_empty else 0) / (n * n)
             + UNITS_WEIGHT * (units_after - units_before)
@@ -240,3 +240,12 @@ class SudokuEnv(PuzzleEnv):
             f"{n} rows of {n} values such as [[{','.join(['v'] * n)}], ...], or with a list of "
             "fills [[row, column, value], ...], for example [[0, 1, 3], [2, 2, 4]]."
         )
+
+
+def _candidate_bonus(count: int, was_empty: bool) -> float:
+    """The reference's bonus for a fill with one or two candidates, paid only when the cell was
+    empty: refilling a cell with the value it holds would otherwise pay again and again (ours;
+    the reference's loop is worth more than solving)."""
+    if not was_empty:
+        return 0.0
+    return SINGLE_CANDIDATE if count == 1 else TWO_CANDIDATES if count == 2 else 0.0

@@ -247,8 +247,10 @@ class TreeRollout:
                 await asyncio.gather(
                     *(self._score_branch(spec, node, b, prefix) for b in range(len(replies)))
                 )
-                best = max(node.returns[b] for b in range(len(replies)))  # type: ignore[type-var]
-                node.chosen = node.returns.index(best)
+                # The best return among the branches whose replay finished (the lowest index
+                # among equals); a failed replay's placeholder 0 must not win over real returns.
+                finished = [b for b in range(len(replies)) if b not in node.failed_branches]
+                node.chosen = max(finished or range(len(replies)), key=node.returns.__getitem__)
             else:
                 rng = self._rng(spec.name, seed, call)
                 if self.tree.explore > 0 and rng.random() < self.tree.explore:

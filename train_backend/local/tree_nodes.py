@@ -74,6 +74,7 @@ class Node:
     legal: list[bool | None] = field(default_factory=list)
     off_policy: bool = False  # reached after the other seat's exploratory move: not trained
     failed: bool = False  # a branch's replay could not finish (a model call failed): not trained
+    failed_branches: set[int] = field(default_factory=set)  # which ones (greedy skips them)
 
 
 # A model call of a main line as its replays answer it: the reply, its prompt's token count and
@@ -129,6 +130,7 @@ def set_branch_return(node: Node, branch: int, result: EpisodeResult, team_weigh
     calls = [t for t in result.turns if "usage" in t]
     if result.error is not None:
         node.failed = True
+        node.failed_branches.add(branch)
         node.returns[branch] = 0.0
         node.legal[branch] = False
         return

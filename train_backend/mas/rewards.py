@@ -28,7 +28,7 @@ from typing import Any
 from core.errors import MarsError
 from harness.puzzles import level_from_ref, new_state, parse_actions
 from mas.answers import answer_key, extract_answer
-from mas.base import Task, Transcript
+from mas.base import Task, Transcript, task_kinds
 
 RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
 
@@ -107,16 +107,17 @@ def plan_tool_rewards(
 def code_tester_rewards(
     transcript: Transcript, reference: str, task: Task
 ) -> dict[tuple[str, int], float]:
-    """Per round r: the coder gets its program's pass ratio on the ground-truth tests (0 with no
-    program); the tester gets the share of its tests the reference solution passes (their
-    validity) plus 1 when the coder's program is wrong on the ground truth and one of the
+    """Per round r: the coder gets its program's pass ratio on the ground-truth tests (0 when its
+    reply has no program); the tester gets the share of its tests the reference solution passes
+    (their validity) plus 1 when the coder's program is wrong on the ground truth and one of the
     tester's valid tests fails it (a caught bug); a tester with no tests gets 0. The reference
     code's tester reward is always 0 (its golden code is never set)."""
     rewards: dict[tuple[str, int], float] = {}
     for index, record in enumerate(transcript.extra.get("rounds", [])):
         truth = record.get("ground_truth")
-        ratio = float(truth["pass_ratio"]) if truth and truth["ok"] else 0.0
-        rewards[("coder", index)] = ratio
+        ratio = float(truth["pass_ratio"]) if truth else 0.0  # of the program that stands
+        # A reply without a program earns nothing, though the last program stands for the tests.
+        rewards[("coder", index)] = ratio if record.get("wrote_code") else 0.0
         if "tests" in record:  # code_single has no tester
             rewards[("tester", index)] = tester_reward(record, ratio)
     return rewards
@@ -159,7 +160,7 @@ def main_line_figures(transcript: dict[str, Any]) -> dict[str, float]:
     truths = [r["ground_truth"] for r in rounds if isinstance(r, dict) and r.get("ground_truth")]
     if truths:
         last = truths[-1]
-        figures["code/pass_ratio"] = float(last["pass_ratio"]) if last["ok"] else 0.0
+        figures["code/pass_ratio"] = float(last["pass_ratio"])
     checked = [
         r["reference_on_tests"]
         for r in rounds
@@ -243,6 +244,20 @@ ROLES: dict[str, tuple[str, ...]] = {
     "code_single": ("coder",),
     "ensemble_judge": ("reasoner", "tool", "judge"),
 }
+
+
+def check_problem_kind(workflow: str, kind: str, train_set: str) -> None:
+    """One line when a workflow is given problems it cannot score (its rewards would all be 0)."""
+    # A workflow that needs one kind says so (mas.base); `single` answers any; the others are
+    # scored on a math answer.
+    kinds = task_kinds(workflow) or (
+        ("math", "puzzle", "code") if workflow == "single" else ("math",)
+    )
+    if kind not in kinds:
+        raise MarsError(
+            f"workflow {workflow} trains on {' or '.join(kinds)} problems; the training set "
+            f"{train_set!r} holds {kind} problems"
+        )
 
 
 def succeeded(transcript: Transcript, reference: str, task: Task) -> bool:

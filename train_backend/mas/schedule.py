@@ -21,6 +21,7 @@ from train_backend.mas.data import (
     load_train_set,
     puzzle_problems,
 )
+from train_backend.mas.rewards import check_problem_kind
 
 ARITHMETIC_POOL = 2048  # distinct training expressions drawn for the arithmetic set
 PUZZLE_POOL = 1024  # training levels of a puzzle set (generated once per run)
@@ -28,9 +29,16 @@ CODE_POOL = 120  # of the code miniature's 160 training problems
 
 
 def training_problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
-    """(training pool, held-out problems). Arithmetic: its own held-out split. A real set: its
-    last `heldout_problems` problems are held out of training (the benchmarks' test sets are
-    never used: the loader refuses any overlap with them)."""
+    """(training pool, held-out problems), checked to be of a kind the workflow scores."""
+    pool, heldout = _problems(config)
+    check_problem_kind(config.workflow, pool[0].kind, config.train_set)
+    return pool, heldout
+
+
+def _problems(config: WorkflowTrainConfig) -> tuple[list[Problem], list[Problem]]:
+    """Arithmetic, code_mini: their own held-out split. A puzzle suite: its evaluation levels. A
+    real set: its last `heldout_problems` problems are held out of training (the benchmarks'
+    test sets are never used: the loader refuses any overlap with them)."""
     if config.train_set == "arithmetic" and config.train_file is None:
         pool = arithmetic_problems(ARITHMETIC_POOL, config.seed)
         return pool, arithmetic_problems(config.heldout_problems, config.seed, "heldout")

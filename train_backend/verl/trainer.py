@@ -10,7 +10,7 @@ Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trai
    samples (at_grpo), each branch's tree group key (episode, seat, turn) into verl's `uid`, so
    the prompt groups verl passes its estimator are the tree's groups;
 3. with group filtering (`names.GROUP_FILTER_ENV`), or when a branch's replay failed, it picks
-   the turns the update keeps (`group_filter.select_rows`), sets the response mask of every
+   the turns the update keeps (`group_filter.select_per_seat`), sets the response mask of every
    other row to 0 (verl then leaves it out of the loss, as it does its own padding rows) and
    adds the filter's counts to the step's metrics;
 4. it binds the rows (`turns.bound_turn_rows`) and calls verl's own `_compute_advantage`, whose
@@ -36,7 +36,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from core.errors import MarsError
-from train_backend.group_filter import GroupFilter, select_rows
+from train_backend.group_filter import GroupFilter, select_per_seat
 from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
 
@@ -107,7 +107,7 @@ def filter_groups(batch: KVBatchMeta, rows: TurnRows, metrics: dict[str, Any]) -
         return rows
     table = {"game": rows.game, "episode": rows.episode, "seat": rows.seat}
     table |= {"turn": rows.turn, "reward": rows.reward}
-    selection = select_rows(table, settings, rows.failed)
+    selection = select_per_seat(table, settings, rows.failed)
     metrics.update(selection.metrics())
     kept_rows = {int(row) for row in rows.row[selection.keep]}
     dropped = sorted({int(row) for row in rows.row} - kept_rows)
