@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.sandbox import SandboxLimits, TestCase, TestsResult, run_tests_async
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import int_option
+from mas.options import int_option, seconds_option
 from mas.reasoner_tool import code_of
 
 CODER_SYSTEM = (
@@ -129,8 +129,8 @@ async def play_code(
 ) -> Transcript:
     max_turns = int_option(config, "max_turns", 4) if with_tester else 1
     train_tests = int_option(config, "train_tests", 4, minimum=0)
-    limits = SandboxLimits(wall_seconds=float(config.get("code_seconds", 20.0)))
-    test_seconds = float(config.get("test_seconds", 5.0))
+    limits = SandboxLimits(wall_seconds=seconds_option(config, "code_seconds", 20.0))
+    test_seconds = seconds_option(config, "test_seconds", 5.0)
     run_tests = config.get("tests_runner", run_tests_async)
 
     async def run(code: str | None, tests: list[TestCase]) -> TestsResult | None:

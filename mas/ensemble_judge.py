@@ -20,7 +20,7 @@ from typing import Any
 from harness.sandbox import SandboxLimits, run_python_async
 from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import int_option
+from mas.options import int_option, seconds_option
 from mas.prompts import answer_format
 from mas.reasoner_tool import NO_CODE, TOOL_SYSTEM, code_of, printed_answer
 
@@ -50,7 +50,7 @@ def judge_prompt(task: Task, solutions: list[str], programs: list[dict[str, Any]
 async def ensemble_judge(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     reasoners = int_option(config, "reasoners", 2)
     tools = int_option(config, "tools", 1, minimum=0)
-    limits = SandboxLimits(wall_seconds=float(config.get("code_seconds", 10.0)))
+    limits = SandboxLimits(wall_seconds=seconds_option(config, "code_seconds", 10.0))
     run_code = config.get("code_runner", run_python_async)
     conversation = Conversation(models, task)
     solutions: list[str] = []

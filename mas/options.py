@@ -14,6 +14,14 @@ def int_option(config: dict[str, Any], key: str, default: int, *, minimum: int =
     return value
 
 
+def seconds_option(config: dict[str, Any], key: str, default: float) -> float:
+    """A positive number of seconds (an int or a float)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise MarsError(f"MAS option '{key}' must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def bool_option(config: dict[str, Any], key: str, default: bool) -> bool:
     value = config.get(key, default)
     if not isinstance(value, bool):

@@ -39,7 +39,7 @@ from harness.puzzles import (
 )
 from harness.sandbox import SandboxLimits, run_python_async
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import int_option, str_option
+from mas.options import int_option, seconds_option, str_option
 from mas.reasoner_tool import NO_CODE, code_of
 
 REWARD_SETTINGS = ("default", "reference")
@@ -174,7 +174,7 @@ async def play_puzzle(
             f"MAS option 'rewards' must be one of {', '.join(REWARD_SETTINGS)}, got {setting!r}"
         )
     if with_tool:  # plan_single has no program to run: these are not its options
-        limits = SandboxLimits(wall_seconds=float(config.get("code_seconds", 10.0)))
+        limits = SandboxLimits(wall_seconds=seconds_option(config, "code_seconds", 10.0))
         run_code = config.get("code_runner", run_python_async)
     state = puzzle_of(task)
     env = state.level.env

@@ -22,7 +22,7 @@ from typing import Any
 from harness.sandbox import SandboxLimits, run_python_async
 from mas.answers import answer_key, extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
-from mas.options import int_option
+from mas.options import int_option, seconds_option
 
 TOOL_SYSTEM = (
     "You are a tool agent. Write one Python program that computes the answer to the problem and "
@@ -69,7 +69,7 @@ def reasoner_prompt(task: Task, code: str | None, output: str, execution: str) -
 @mas("reasoner_tool")
 async def reasoner_tool(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     max_rounds = int_option(config, "rounds", 2)
-    limits = SandboxLimits(wall_seconds=float(config.get("code_seconds", 10.0)))
+    limits = SandboxLimits(wall_seconds=seconds_option(config, "code_seconds", 10.0))
     run_code = config.get("code_runner", run_python_async)
     conversation = Conversation(models, task)
     rounds: list[dict[str, Any]] = []

@@ -122,6 +122,9 @@ def test_options_are_checked_on_a_puzzle_and_a_non_puzzle_task_is_refused() -> N
         asyncio.run(check_options(get_mas("plan_tool"), {"max_turn": 2}, name="plan_tool"))
     with pytest.raises(MarsError, match="has no option 'code_seconds'"):
         asyncio.run(check_options(get_mas("plan_single"), {"code_seconds": 2}, name="plan_single"))
+    for name in ("plan_tool", "code_tester", "ensemble_judge", "reasoner_tool"):
+        with pytest.raises(MarsError, match="'code_seconds' must be a positive number of sec"):
+            asyncio.run(check_options(get_mas(name), {"code_seconds": "ten"}, name=name))
     with pytest.raises(MarsError, match="'rewards' must be one of default, reference"):
         asyncio.run(check_options(get_mas("plan_tool"), {"rewards": "x"}, name="plan_tool"))
     with pytest.raises(MarsError, match="needs a puzzle task"):

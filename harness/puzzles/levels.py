@@ -80,7 +80,7 @@ def level_from_ref(ref: str) -> Level:
             f"puzzle ref {ref!r} comes from {env} generator {version}; this build has "
             f"v{puzzle_env.version}"
         )
-    if not index_text.isdigit():
+    if not (index_text.isascii() and index_text.isdecimal()):
         raise MarsError(f"malformed puzzle ref {ref!r}: the index is not a whole number")
     params: dict[str, Any] = {}
     for item in filter(None, params_text.split(",")):
