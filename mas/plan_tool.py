@@ -40,7 +40,7 @@ from harness.puzzles import (
 from harness.sandbox import SandboxLimits, run_python_async
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.options import int_option, seconds_option, str_option
-from mas.reasoner_tool import NO_CODE, code_of
+from mas.reasoner_tool import run_reply_program
 
 REWARD_SETTINGS = ("default", "reference")
 
@@ -58,7 +58,6 @@ PLAN_ALONE_SYSTEM = (
     "You are a plan agent for a puzzle. Read the task and the current state, then answer the "
     "moves to make now on a last line #### [...]."
 )
-_OUTPUT_SHOWN = 500  # characters of a program's output shown to the plan agent
 
 
 def puzzle_of(task: Task) -> PuzzleState:
@@ -135,13 +134,9 @@ async def _run_tool(
         ],
         round=round_number,
     )
-    code = code_of(tool.text)
-    if code is None:
-        execution, output = NO_CODE, ""
-    else:
-        result = await run_code(code, limits, stdin=state.observation())
-        execution = "ok" if result.ok else str(result.reason)
-        output = result.stdout.strip()[-_OUTPUT_SHOWN:]
+    code, execution, output = await run_reply_program(
+        tool.text, run_code, limits, stdin=state.observation()
+    )
     actions = parse_actions(env, output) if execution == "ok" else None
     tried = state.copy().apply(actions) if actions is not None else None
     return {

@@ -42,6 +42,21 @@ def code_of(reply: str) -> str | None:
     return blocks[-1] if blocks else None
 
 
+OUTPUT_SHOWN = 500  # characters of a program's output an agent is shown (its end)
+
+
+async def run_reply_program(
+    reply: str, run_code: Any, limits: SandboxLimits, **stdin: str
+) -> tuple[str | None, str, str]:
+    """(the reply's program, how its run ended: `ok`, `no_code` or the sandbox's reason, the end
+    of what it printed); `run_code` is the sandbox runner (or a trainer's cached one)."""
+    code = code_of(reply)
+    if code is None:
+        return None, NO_CODE, ""
+    result = await run_code(code, limits, **stdin)
+    return code, "ok" if result.ok else str(result.reason), result.stdout.strip()[-OUTPUT_SHOWN:]
+
+
 def printed_answer(stdout: str) -> str | None:
     """What a program answers: the last non-empty line it printed."""
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
@@ -84,13 +99,7 @@ async def reasoner_tool(task: Task, models: Models, config: dict[str, Any]) -> T
             ],
             round=round_number,
         )
-        code = code_of(tool.text)
-        if code is None:
-            execution, output = NO_CODE, ""
-        else:
-            result = await run_code(code, limits)
-            execution = "ok" if result.ok else str(result.reason)
-            output = result.stdout.strip()[-500:]
+        code, execution, output = await run_reply_program(tool.text, run_code, limits)
         tool_answer = printed_answer(output) if execution == "ok" else None
         reasoner = await conversation.call(
             "reasoner",

@@ -48,6 +48,11 @@ class ListOutcome:
     done: bool
     solved: bool
 
+    @classmethod
+    def of(cls, rewards: list[float], invalid: int, state: PuzzleState) -> ListOutcome:
+        """The outcome of the moves that earned `rewards`, `state` as they left it."""
+        return cls(sum(rewards), tuple(rewards), len(rewards), invalid, state.done, state.solved)
+
 
 class PuzzleState(ABC):
     """The state of one episode on a level. `apply` is the only way it changes."""

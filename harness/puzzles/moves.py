@@ -24,6 +24,18 @@ def canonical_move(token: object) -> str | None:
     return None
 
 
+_MOVE_INDEX = {move: index for index, move in enumerate(MOVES)}
+
+
+def move_index(action: object) -> int | None:
+    """The index in MOVES of a move token in any spelling, or None for anything else."""
+    move = _MOVE_INDEX.get(action) if isinstance(action, str) else None  # the common case
+    if move is None:
+        canonical = canonical_move(action)
+        move = None if canonical is None else _MOVE_INDEX[canonical]
+    return move
+
+
 def step_table(rows: int, cols: int, open_cells: set[int] | frozenset[int]) -> list[list[int]]:
     """For each cell index (row * cols + col) and move (in MOVES order), the cell it leads to,
     or -1 when that is off the grid or not open."""

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from harness.puzzles.base import Generated, Level, ListOutcome, ParamSpec, PuzzleEnv, PuzzleState
-from harness.puzzles.moves import MOVES, canonical_move, step_table
+from harness.puzzles.moves import MOVES, move_index, step_table
 
 VERSION = "1"
 STEP_REWARD = -0.01
@@ -26,8 +26,6 @@ OPTIMAL_BONUS = 0.5
 STEP_LIMIT = 10_000
 STEP_LIMIT_PENALTY = -1.0
 BLOCKED, FREE = "#", "."
-
-_MOVE_INDEX = {move: index for index, move in enumerate(MOVES)}
 
 
 @dataclass(frozen=True)
@@ -110,14 +108,11 @@ class PlanPathState(PuzzleState):
         for action in actions:
             if self.done:
                 break
-            move = _MOVE_INDEX.get(action) if isinstance(action, str) else None
-            if move is None:
-                canonical = canonical_move(action)
-                if canonical is None:  # not a move: penalised, not counted as a move
-                    rewards.append(INVALID_REWARD)
-                    invalid += 1
-                    continue
-                move = _MOVE_INDEX[canonical]
+            move = move_index(action)
+            if move is None:  # not a move: penalised, not counted as a move
+                rewards.append(INVALID_REWARD)
+                invalid += 1
+                continue
             moves_taken += 1
             self.history.append(MOVES[move])
             target = table[position][move]
@@ -137,14 +132,7 @@ class PlanPathState(PuzzleState):
                 self.done = True
             rewards.append(reward)
         self.position, self.moves_taken = position, moves_taken
-        return ListOutcome(
-            reward=sum(rewards),
-            rewards=tuple(rewards),
-            applied=len(rewards),
-            invalid=invalid,
-            done=self.done,
-            solved=self.solved,
-        )
+        return ListOutcome.of(rewards, invalid, self)
 
     def observation(self) -> str:
         size, layout = self._board.size, self.level.layout

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from harness.puzzles.base import Generated, Level, ListOutcome, ParamSpec, PuzzleEnv, PuzzleState
-from harness.puzzles.moves import MOVES, canonical_move
+from harness.puzzles.moves import MOVES, move_index
 from harness.puzzles.sokoban_generator import (
     box_distances,
     carve_room,
@@ -35,8 +35,6 @@ SOLVED_REWARD = 10.0
 STEP_LIMIT = 200
 STEP_LIMIT_PENALTY = -5.0
 WALL, FLOOR, GOAL, BOX, BOX_ON_GOAL_SYMBOL, PLAYER, PLAYER_ON_GOAL = "#_.$*@+"
-
-_MOVE_INDEX = {move: index for index, move in enumerate(MOVES)}
 
 
 @dataclass(frozen=True)
@@ -108,14 +106,11 @@ class SokobanState(PuzzleState):
         for action in actions:
             if self.done:
                 break
-            move = _MOVE_INDEX.get(action) if isinstance(action, str) else None
-            if move is None:
-                canonical = canonical_move(action)
-                if canonical is None:  # not a move: penalised, not counted as a move
-                    rewards.append(INVALID_REWARD)
-                    invalid += 1
-                    continue
-                move = _MOVE_INDEX[canonical]
+            move = move_index(action)
+            if move is None:  # not a move: penalised, not counted as a move
+                rewards.append(INVALID_REWARD)
+                invalid += 1
+                continue
             self.moves_taken += 1
             self.history.append(MOVES[move])
             delta = deltas[move]
@@ -150,14 +145,7 @@ class SokobanState(PuzzleState):
                 reward += STEP_LIMIT_PENALTY
                 self.done = True
             rewards.append(reward)
-        return ListOutcome(
-            reward=sum(rewards),
-            rewards=tuple(rewards),
-            applied=len(rewards),
-            invalid=invalid,
-            done=self.done,
-            solved=self.solved,
-        )
+        return ListOutcome.of(rewards, invalid, self)
 
     def observation(self) -> str:
         board, layout = self._board, self.level.layout

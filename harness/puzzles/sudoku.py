@@ -179,14 +179,7 @@ class SudokuState(PuzzleState):
             reward, valid = self._grid_step(step) if grid_answer else self._fill_step(step)
             rewards.append(reward)
             invalid += not valid
-        return ListOutcome(
-            reward=sum(rewards),
-            rewards=tuple(rewards),
-            applied=len(rewards),
-            invalid=invalid,
-            done=self.done,
-            solved=self.solved,
-        )
+        return ListOutcome.of(rewards, invalid, self)
 
     def observation(self) -> str:
         n = self.n
