@@ -222,13 +222,13 @@ def become_batch_runner() -> None:
 
 def load_batch_runner():
     """batch_child.py beside this file, imported while its folder is still readable."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    try:
-        import batch_child
-    finally:
-        sys.path.remove(here)
-    return batch_child
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "batch_child.py")
+    spec = importlib.util.spec_from_file_location("batch_child", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def boot(config: dict):
