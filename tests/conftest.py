@@ -4,9 +4,10 @@ With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fa
 then means every test ran.
 
 Under pytest-xdist (`make test` runs two workers) a file is one unit of work, so a module's
-fixtures are built once, and every `test_verl*` file is part of a single unit that starts first:
-verl's runs (each its own local Ray cluster, about half of the session) go one after another on
-one worker while the other worker runs everything else.
+fixtures are built once, and the files that train on verl's CPU device (`test_verl_*_cpu.py`) are
+one unit that starts first: verl's runs (each its own local Ray cluster, the session's longest
+chain, about 13 minutes here) go one after another on one worker while the other worker runs
+everything else, verl's lighter files (config, preflight, agent loops, no Ray cluster) included.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _is_verl(nodeid: str) -> bool:
-    return Path(nodeid.split("::", 1)[0]).name.startswith("test_verl")
+    """A file that trains on verl's CPU device, each run a Ray cluster of its own."""
+    name = Path(nodeid.split("::", 1)[0]).name
+    return name.startswith("test_verl") and name.endswith("_cpu.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
