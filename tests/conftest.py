@@ -4,10 +4,9 @@ With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fa
 then means every test ran.
 
 Under pytest-xdist (`make test` runs two workers) a file is one unit of work, so a module's
-fixtures are built once, and the files that train on verl's CPU device (`test_verl_*_cpu.py`) are
-one unit that starts first: verl's runs (each its own local Ray cluster, the session's longest
-chain, about 13 minutes here) go one after another on one worker while the other worker runs
-everything else, verl's lighter files (config, preflight, agent loops, no Ray cluster) included.
+fixtures are built once, and every `test_verl*` file is part of a single unit that starts first:
+verl's runs (each its own local Ray cluster, about half of the session) go one after another on
+one worker while the other worker runs everything else.
 """
 
 from __future__ import annotations
@@ -52,9 +51,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _is_verl(nodeid: str) -> bool:
-    """A file that trains on verl's CPU device, each run a Ray cluster of its own."""
-    name = Path(nodeid.split("::", 1)[0]).name
-    return name.startswith("test_verl") and name.endswith("_cpu.py")
+    return Path(nodeid.split("::", 1)[0]).name.startswith("test_verl")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
