@@ -2,7 +2,8 @@
 
 `code_single` is the coder alone (one program, no tests): the single-agent baseline.
 
-After Stronger-MAS's code environment (PettingLLMs, facts.md 10.4), written from its description.
+After Stronger-MAS's code environment (PettingLLMs; docs/mas_training.md), written from its
+description.
 Each round (up to `max_turns`, default 4), coder first: the coder writes a complete Python program
 that reads stdin and writes stdout; the tester writes test cases as `**Test Input:**` /
 `**Test Output:**` pairs of fenced blocks; the program runs on the tester's tests in the sandbox

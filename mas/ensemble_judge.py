@@ -1,6 +1,6 @@
 """`ensemble_judge`: N reasoners and M tool agents answer, a judge decides (Stronger-MAS Figure 5).
 
-After the ensemble workflow of Stronger-MAS (PettingLLMs' `math_aggretion`, facts.md 10.5),
+After the ensemble workflow of Stronger-MAS (PettingLLMs' `math_aggretion`; docs/mas_training.md),
 written from its description: `reasoners` reasoners (default 2) each solve the problem and answer
 in `\\boxed{}`; `tools` tool agents (default 1) each write a Python program that prints the answer,
 run in the sandbox (`code_seconds`, default 10); then a judge sees every solution (each cut at

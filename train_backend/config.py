@@ -1,6 +1,6 @@
 """The training configuration: one typed source for the CPU trainer and the verl backend.
 
-Defaults follow the MARSHAL setup (facts.md section 1) where they make sense on any machine; the
+Defaults follow the MARSHAL setup (docs/parity.md) where they make sense on any machine; the
 CPU trainer's small-model defaults (compact prompts, short replies, a larger learning rate) are
 set by `TrainConfig.for_local()`. YAML files and CLI flags override fields.
 """

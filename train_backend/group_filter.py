@@ -1,8 +1,8 @@
 """Group filtering before the update (PettingLLMs' `filter_method` / `filter_ratio`).
 
 A step's tree samples fall into groups: the K replies sampled at one state, keyed by (game,
-episode, seat, turn) as at_grpo's (facts.md 8 and 10.5: the reference's (environment, turn,
-agent)). `select_in_groups` decides, from each sample's return and group code alone, which samples
+episode, seat, turn) as at_grpo's (the reference's (environment, turn, agent); docs/estimators.md).
+`select_in_groups` decides, from each sample's return and group code alone, which samples
 the update sees; a dropped sample is left out of the loss altogether (the loss is the mean over
 the kept ones), and the estimator runs on the kept rows only (`kept_advantages`). In order:
 

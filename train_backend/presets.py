@@ -49,7 +49,7 @@ MARSHAL_PRESET: dict[str, Any] = {
     "parse_mode": "strict",
 }
 
-# Stronger-MAS (AT-GRPO; PettingLLMs' training scripts and configs, facts.md 8, 10.3 and 10.5):
+# Stronger-MAS (AT-GRPO; PettingLLMs' training scripts and configs; docs/mas_training.md):
 # for `mars train-mas`. 200 steps of 32 environments, K = 4 with greedy continuation, 4 turns (a
 # turn is one call per role: `max_turns` / `rounds` 4), 4096 prompt / 2048 response tokens, lr
 # 5e-6, no KL, one PPO epoch, clip 0.2. Group filters by domain: stateful drops the half of the

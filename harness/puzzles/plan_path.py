@@ -1,6 +1,6 @@
 """Plan-Path: walk from the start to the goal on an N x N grid with blocked cells.
 
-Generator, rewards and step limit as the reference's planning environment (facts.md 10.1-10.2,
+Generator, rewards and step limit as the reference's planning environment (docs/puzzles.md,
 PettingLLMs `stateful/env_state.py`); the observation shows the current position (the
 reference shows only the start). Details and departures: docs/puzzles.md.
 """

@@ -2,7 +2,7 @@
 
 Levels from reverse play (harness/puzzles/sokoban_generator.py), each certified by a BFS
 solver whose shortest move list is the level's solution. Rewards and step limit as the
-reference's Sokoban environment (facts.md 10.2, PettingLLMs `stateful/env_state.py`); success is
+reference's Sokoban environment (docs/puzzles.md, PettingLLMs `stateful/env_state.py`); success is
 `solved` (every box on a goal), never merely `done`. Details and departures: docs/puzzles.md.
 """
 

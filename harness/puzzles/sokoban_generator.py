@@ -1,7 +1,7 @@
 """Sokoban levels by reverse play, and the BFS solver that certifies them.
 
 The generator follows the description of gym-sokoban's `generate_room` as PettingLLMs
-configures it (facts.md 10.1): carve a room by a random walk, put the boxes on their goals and
+configures it (docs/puzzles.md): carve a room by a random walk, put the boxes on their goals and
 the player on a free cell, then play backwards (the player walks and pulls boxes) and keep the
 reachable position whose boxes lie farthest from the goals; up to `tries` rooms, then a few
 random player steps. Playing backwards can only reach positions from which the goals are

@@ -2,7 +2,7 @@
 (environment, version, split, index, parameters), and belongs to the split its CONTENT hashes
 to. The evaluation split keeps only levels whose content falls in the evaluation bucket and the
 training split only the others, so no training level can equal an evaluation level, however
-small the space of puzzles (the reference evaluates on training puzzles: facts.md 10.1)."""
+small the space of puzzles (the reference evaluates on training puzzles: docs/puzzles.md)."""
 
 from __future__ import annotations
 

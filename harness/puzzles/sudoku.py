@@ -3,7 +3,7 @@ value once, keeping the given clues.
 
 Puzzles have exactly one solution (harness/puzzles/sudoku_solver.py counts them). Success is a
 complete, valid grid that keeps every clue (the reference accepts any valid grid). Rewards as
-the reference's Sudoku environment (facts.md 10.2, PettingLLMs `stateful/env_state.py`) for a
+the reference's Sudoku environment (docs/puzzles.md, PettingLLMs `stateful/env_state.py`) for a
 full-grid answer and for a list of fills. Details and departures: docs/puzzles.md.
 """
 

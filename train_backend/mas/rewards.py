@@ -64,7 +64,7 @@ def single_rewards(
     return {("solver", 0): 2.0 * float(correct(answer, reference, task))}
 
 
-# --- puzzles (facts.md 10.2: PettingLLMs' stateful env and agents) ------------------------------
+# --- puzzles (PettingLLMs' stateful env; docs/puzzles.md) ------------------------------
 
 NO_LIST_PENALTY = -2.0  # a reply with no parsable move list (the reference's plan and tool agents)
 
@@ -101,7 +101,7 @@ def plan_tool_rewards(
     return rewards
 
 
-# --- code (facts.md 10.4) -----------------------------------------------------------------------
+# --- code (docs/mas_training.md) ------------------------------------------------------------------
 
 
 def code_tester_rewards(
@@ -172,7 +172,7 @@ def main_line_figures(transcript: dict[str, Any]) -> dict[str, float]:
     return figures
 
 
-# --- ensemble (facts.md 10.5) -------------------------------------------------------------------
+# --- ensemble (docs/mas_training.md) --------------------------------------------------------------
 
 
 def ensemble_judge_rewards(
