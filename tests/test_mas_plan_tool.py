@@ -143,3 +143,15 @@ def test_the_miniatures_programs_print_what_its_data_says_they_print() -> None:
             moves = printed_moves(state.observation(), swapped=swapped)
             assert printed == f"Actions: {format_actions('plan_path', moves)}"
             assert state.copy().apply(moves).solved is not swapped or not moves
+
+
+def test_a_single_agent_on_a_puzzle_is_scored_by_playing_its_one_list() -> None:
+    from mas.base import Transcript
+    from train_backend.mas.rewards import single_rewards
+
+    right = Transcript(final_answer=f"Here.\n#### {SOLUTION}")
+    wrong, none = Transcript(final_answer="#### [L]"), Transcript(final_answer="no list")
+    solved_reward = _list_reward(list(LEVEL.solution))
+    assert single_rewards(right, LEVEL.ref, TASK) == {("solver", 0): pytest.approx(solved_reward)}
+    assert single_rewards(none, LEVEL.ref, TASK) == {("solver", 0): -2.0}
+    assert succeeded(right, LEVEL.ref, TASK) and not succeeded(wrong, LEVEL.ref, TASK)

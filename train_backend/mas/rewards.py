@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import MarsError
-from harness.puzzles import level_from_ref, new_state, parse_actions
+from harness.puzzles import ListOutcome, level_from_ref, new_state, parse_actions
 from mas.answers import answer_key, extract_answer
 from mas.base import Task, Transcript, task_kinds
 
@@ -69,13 +69,17 @@ def single_rewards(
 NO_LIST_PENALTY = -2.0  # a reply with no parsable move list (the reference's plan and tool agents)
 
 
-def puzzle_list_reward(reply: str, task: Task) -> float:
-    """r(the reply's move list) on a fresh state of the task's puzzle; -2 with no list."""
+def played_reply(reply: str, task: Task) -> ListOutcome | None:
+    """The reply's move list played on a fresh state of the task's puzzle (None: no list)."""
     state = new_state(level_from_ref(task.metadata["environment"]))
     actions = parse_actions(state.level.env, reply)
-    if actions is None:
-        return NO_LIST_PENALTY
-    return state.apply(actions).reward
+    return None if actions is None else state.apply(actions)
+
+
+def puzzle_list_reward(reply: str, task: Task) -> float:
+    """r(the reply's move list) on a fresh state of the task's puzzle; -2 with no list."""
+    outcome = played_reply(reply, task)
+    return NO_LIST_PENALTY if outcome is None else outcome.reward
 
 
 def _list_reward(outcome: dict[str, Any] | None) -> float | None:
@@ -266,16 +270,11 @@ def succeeded(transcript: Transcript, reference: str, task: Task) -> bool:
     if task.kind == "puzzle":
         if "solved" in transcript.extra:
             return bool(transcript.extra["solved"])
-        return _replay_solves(transcript.final_answer, task)
+        outcome = played_reply(transcript.final_answer, task)
+        return outcome is not None and outcome.solved
     if task.kind == "code":
         return code_success(transcript)
     return correct(extract_answer(task, transcript.final_answer), reference, task)
-
-
-def _replay_solves(reply: str, task: Task) -> bool:
-    state = new_state(level_from_ref(task.metadata["environment"]))
-    actions = parse_actions(state.level.env, reply)
-    return actions is not None and state.apply(actions).solved
 
 
 def reward_function(workflow: str) -> RewardFn:
