@@ -2,11 +2,11 @@
 
 `mars train-mas --trainer verl --device cpu`: reasoner_tool problems tree-sampled by the workflow
 agent loop (K = 4 branches at every call, the tool agent's programs in the sandbox), one shared
-policy, at_grpo with each branch's verl `uid` set to its (problem, role, call) group; then a
-rerun resumes from verl's checkpoint, and `mars eval --trained` reads what it published. One
-policy per role: two alternating phases, each training its policy against the other's served
-checkpoint; then a rerun to step 2 resumes the first policy from its own verl checkpoint and is
-stopped by SIGTERM as the next phase starts.
+policy, at_grpo with each branch's verl `uid` set to its (problem, role, call) group, and
+`mars eval --trained` reads what it published. One policy per role: two alternating phases, each
+training its policy against the other's served checkpoint; then a rerun to step 2 resumes the
+first policy from its own verl checkpoint (the resume of a MAS run on verl: a shared policy's
+goes the same way, one policy folder) and is stopped by SIGTERM as the next phase starts.
 """
 
 from __future__ import annotations
@@ -99,21 +99,16 @@ def test_each_branch_of_a_workflow_call_is_scored_in_its_group(mas_run):
     assert {turn["reward"] for turn in everything if turn["seat"] == 0} <= {-1.0, 0.0, 1.0, 2.0}
 
 
-def test_a_rerun_resumes_from_verls_checkpoint_and_eval_reads_the_published_ones(mas_run):
-    run, config, _ = mas_run
-    before = {step: step_turns(run, step) for step in (1, 2)}
-    result = run_mars(*train_args(run, config, 3), timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
-    assert "setting global step to 2" in (run / "logs/verl.log").read_text()
-    assert {step: step_turns(run, step) for step in (1, 2)} == before  # not played again
-    assert {turn["weights_step"] for turn in step_turns(run, 3)} == {2}
+def test_eval_reads_the_checkpoints_that_the_run_published(mas_run):
+    run, _, _ = mas_run
     trained = trained_mas(run)
-    assert trained.step == 3 and trained.workflow == "reasoner_tool"
+    assert trained.step == 2 and trained.workflow == "reasoner_tool"
     assert trained.role_models == {
-        "tool": run / "checkpoints" / "step_3",
-        "reasoner": run / "checkpoints" / "step_3",
+        "tool": run / "checkpoints" / "step_2",
+        "reasoner": run / "checkpoints" / "step_2",
     }
-    assert (run / "checkpoints" / "step_3" / "model.safetensors").is_file()
+    assert trained_mas(run, step=1).role_models["tool"] == run / "checkpoints" / "step_1"
+    assert (run / "checkpoints" / "step_2" / "model.safetensors").is_file()
 
 
 POLICIES = ("--policies", "tool=coder,reasoner=thinker")
