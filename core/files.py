@@ -15,9 +15,11 @@ replaces (a records file rewritten on resume).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,26 @@ def mars_cache_dir() -> Path:
     unset), else ~/.cache/mars."""
     root = os.environ.get("MARS_CACHE_DIR")
     return Path(root).expanduser() if root else Path.home() / ".cache" / "mars"
+
+
+LOCKS_DIR = ".locks"
+
+
+@contextlib.contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock on building `target` (a cached model folder): a second process that
+    wants the same folder waits here and then finds it built, instead of building it again beside
+    the first (two test workers starting at once, two commands on one cache). The lock is a
+    file in `.locks/` beside the target, kept (removing it would let a late process lock a new
+    file while an early one still holds the old); the lock goes with a process that dies."""
+    locks = target.parent / LOCKS_DIR
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{target.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass

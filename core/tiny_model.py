@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
-from core.files import mars_cache_dir
+from core.files import build_lock, mars_cache_dir
 from core.tiny_corpus import (
     CORPUS_VERSION,
     END_OF_TEXT,
@@ -85,20 +85,26 @@ def ensure_tiny_model() -> Path:
     A folder built by an older recipe (other shape, corpus or pre-training) is rebuilt in place.
     """
     target = default_tiny_model_dir()
-    marker = target / _MARKER_FILE
-    stale = False
-    if marker.is_file():
-        if json.loads(marker.read_text()).get("recipe") == build_recipe(PRETRAIN_STEPS):
+    if _is_current(target):
+        return target
+    with build_lock(target):  # a concurrent caller builds it once, the others wait for it
+        if _is_current(target):
             return target
-        stale = True
-    elif target.exists():
-        # A folder without the marker is not ours to replace silently.
-        raise MarsError(f"{target} exists but is not a built tiny model; remove it and retry")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # FileExistsError: another process finished first; its folder is whole (renamed atomically).
-    with contextlib.suppress(FileExistsError):
-        build_tiny_model(target, overwrite=stale, pretrain_steps=PRETRAIN_STEPS)
+        marker = target / _MARKER_FILE
+        if not marker.is_file() and target.exists():
+            # A folder without the marker is not ours to replace silently.
+            raise MarsError(f"{target} exists but is not a built tiny model; remove it and retry")
+        # FileExistsError: a process without the lock (an older mars) finished first.
+        with contextlib.suppress(FileExistsError):
+            build_tiny_model(target, overwrite=marker.is_file(), pretrain_steps=PRETRAIN_STEPS)
     return target
+
+
+def _is_current(folder: Path) -> bool:
+    marker = folder / _MARKER_FILE
+    if not marker.is_file():
+        return False
+    return json.loads(marker.read_text()).get("recipe") == build_recipe(PRETRAIN_STEPS)
 
 
 def build_recipe(pretrain_steps: int) -> dict[str, Any]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from core.files import (
     jsonl_slots,
@@ -67,3 +70,35 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
         write_atomic(path, "new")
     assert path.read_text() == '{"kept": true}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]
+
+
+_LOCKED_BUILD = """
+import sys, time
+from pathlib import Path
+from core.files import build_lock
+target, log = Path(sys.argv[1]), Path(sys.argv[2])
+with build_lock(target):
+    built = target.is_dir()
+    with log.open("a") as out:
+        out.write(f"start {time.monotonic()}\\n")
+    if not built:
+        time.sleep(0.4)
+        target.mkdir()
+    with log.open("a") as out:
+        out.write(f"end {time.monotonic()} built={built}\\n")
+"""
+
+
+def test_a_build_lock_lets_one_process_build_and_the_others_find_it_built(tmp_path: Path) -> None:
+    target, log = tmp_path / "cache" / "model", tmp_path / "log.txt"
+    processes = [
+        subprocess.Popen([sys.executable, "-c", _LOCKED_BUILD, str(target), str(log)], cwd=REPO)
+        for _ in range(3)
+    ]
+    assert [process.wait(timeout=60) for process in processes] == [0, 0, 0]
+    lines = [line.split() for line in log.read_text().splitlines()]
+    # start/end pairs never interleave: one process holds the lock at a time
+    assert [line[0] for line in lines] == ["start", "end"] * 3
+    # the first builds (it found nothing); the two that waited found the folder built
+    assert [line[2] for line in lines if line[0] == "end"] == ["built=False"] + ["built=True"] * 2
+    assert target.is_dir()

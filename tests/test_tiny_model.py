@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from core import tiny_model
 from core.errors import MarsError
+from core.files import LOCKS_DIR
 from core.tiny_corpus import render_chat, synthetic_conversations
 
 ACTION_STRINGS = [
@@ -160,6 +161,11 @@ def test_existing_folder_needs_overwrite_and_must_be_a_tiny_model(tmp_path: Path
     assert (someone_elses / "keep.txt").read_text() == "precious"
 
 
+def _built(cache: Path) -> list[str]:
+    """What a cache folder holds besides the build locks: no staging folder left behind."""
+    return [path.name for path in cache.iterdir() if path.name != LOCKS_DIR]
+
+
 def test_ensure_builds_once_into_the_cache_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,13 +178,13 @@ def test_ensure_builds_once_into_the_cache_dir(
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert tiny_model.ensure_tiny_model() == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tiny-model-v1"]
+    assert _built(tmp_path / "cache") == ["tiny-model-v1"]
 
     # A changed recipe (here: more pre-training) makes the cached build stale: rebuilt in place.
     monkeypatch.setattr(tiny_model, "PRETRAIN_STEPS", 2)
     assert tiny_model.ensure_tiny_model() == folder
     assert tiny_model.read_build_info(folder)["pretrain_steps"] == 2
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tiny-model-v1"]
+    assert _built(tmp_path / "cache") == ["tiny-model-v1"]
 
 
 def test_ensure_refuses_a_foreign_folder_in_the_cache(

@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.files import build_lock
 from mas.reasoner_tool import REASONER_SYSTEM, TOOL_SYSTEM, reasoner_prompt, tool_prompt
 from mas.single import SOLVER_SYSTEM
 from train_backend.format_data import Example
@@ -138,19 +139,37 @@ def build_start(
 ) -> Path:
     """The tiny model fine-tuned on each stage's `examples(stage_settings)` for its steps, saved
     once into the cache folder `name` and rebuilt when `settings` (its recipe) change.
-    `settings` gives the seed, batch size and learning rate; `on_step(step, loss)` follows it."""
-    from core.tiny_model import ensure_tiny_model, move_into_place
+    `settings` gives the seed and learning rate, each stage its batch size; `on_step(step, loss)`
+    follows it."""
+    from core.tiny_model import ensure_tiny_model
     from train_backend.pretrain import default_pretrained_dir
-    from train_backend.pretrain_recipe import PretrainSettings
-    from train_backend.reply_training import encode_examples, train_on_replies
 
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
     recipe = {"recipe": settings.model_dump(), "base": str(base)}
     if _recorded_recipe(target) == recipe:
         return target
+    with build_lock(target):  # a concurrent caller builds it once, the others wait for it
+        if _recorded_recipe(target) != recipe:
+            _build(settings, stages, examples, base, target, recipe, on_step)
+    return target
+
+
+def _build(
+    settings: Any,
+    stages: list[tuple[Any, int]],
+    examples: Callable[[Any], list[Example]],
+    base: Path,
+    target: Path,
+    recipe: dict[str, Any],
+    on_step: Callable[[int, float], None] | None,
+) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from core.tiny_model import move_into_place
+    from train_backend.pretrain_recipe import PretrainSettings
+    from train_backend.reply_training import encode_examples, train_on_replies
 
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -160,7 +179,7 @@ def build_start(
             continue
         loop = PretrainSettings(
             steps=steps,
-            batch_size=settings.batch_size,
+            batch_size=stage.batch_size,
             learning_rate=settings.learning_rate,
             seed=settings.seed,
         )
@@ -176,7 +195,6 @@ def build_start(
     (staging / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
     with contextlib.suppress(FileExistsError):
         move_into_place(staging, target, overwrite=True)
-    return target
 
 
 def _recorded_recipe(folder: Path) -> dict[str, Any] | None:
