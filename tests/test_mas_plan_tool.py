@@ -145,6 +145,36 @@ def test_the_miniatures_programs_print_what_its_data_says_they_print() -> None:
             assert state.copy().apply(moves).solved is not swapped or not moves
 
 
+def test_the_start_models_stages_teach_copying_then_each_role_at_its_rates() -> None:
+    import re
+
+    from train_backend.mas.plan_pretrain import TAIL_FROM, PlanPretrainSettings, plan_examples
+
+    settings = PlanPretrainSettings(examples=60)
+
+    def printed(example: Any) -> str:  # the list the program printed, as the plan agent sees it
+        prompt = example.messages[1]["content"]
+        return re.search(r"Printed \(ok\):\nActions: (\[[^\]]*\])", prompt).group(1)
+
+    tails = plan_examples(settings.tails())
+    assert {e.kind for e in tails} == {"plan"}
+    for example in tails:
+        prompt = example.messages[1]["content"]
+        assert prompt.startswith(TAIL_FROM) and "Tool agent's program" not in prompt
+        assert example.reply == f"#### {printed(example)}"  # copy what was printed
+    whole = plan_examples(settings.plan_only())
+    assert {e.kind for e in whole} == {"plan"} and len(whole) == 60
+    assert all(e.reply == f"#### {printed(e)}" for e in whole)
+    # later rounds come after lists of different lengths, each told to the tool agent
+    tools = [e for e in plan_examples(settings) if e.kind == "tool"]
+    told = [re.search(r"plan agent answered (\[[^\]]*\])", e.messages[1]["content"]) for e in tools]
+    lengths = {found.group(1).count(",") + 1 for found in told if found is not None}
+    assert 0 < sum(found is not None for found in told) < len(tools) and len(lengths) >= 4
+    mixed = [e for e in plan_examples(settings) if e.kind == "plan"]
+    copied = [e.reply == f"#### {printed(e)}" for e in mixed]
+    assert 0.3 < sum(copied) / len(copied) < 0.8  # plan_copies 0.5 (and chance agreements)
+
+
 def test_a_single_agent_on_a_puzzle_is_scored_by_playing_its_one_list() -> None:
     from mas.base import Transcript
     from train_backend.mas.rewards import single_rewards
