@@ -290,3 +290,30 @@ def test_a_recipe_file_sets_the_pretraining_and_flags_override_it(
     for text in (bad.stderr, missing.stderr):
         assert "Traceback" not in text and len(text.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists()
+
+
+def test_a_stage_with_stop_below_ends_once_its_loss_has_fallen() -> None:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from train_backend.reply_training import STOP_WINDOW, train_on_replies
+
+    def trained(stop_below: float | None, steps: int) -> list[float]:
+        torch.manual_seed(0)
+        config = Qwen3Config(
+            vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+            num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+        )  # fmt: skip
+        rows = [([1, 2, 3, 4, 5], 2), ([1, 6, 7, 8, 9], 2)]  # two replies to learn by heart
+        settings = PretrainSettings(steps=steps, batch_size=2, learning_rate=1e-2, warmup_steps=0)
+        return train_on_replies(Qwen3ForCausalLM(config), rows, settings, 0, None, stop_below)
+
+    stopped = trained(0.3, 400)
+    assert STOP_WINDOW <= len(stopped) < 400
+
+    def mean(window: list[float]) -> float:
+        return sum(window) / len(window)
+
+    # it stopped at the first step whose last 25 losses averaged under 0.3, not later
+    assert mean(stopped[-STOP_WINDOW:]) < 0.3 <= mean(stopped[-STOP_WINDOW - 1 : -1])
+    assert len(trained(None, 60)) == 60  # without it, every step runs

@@ -61,6 +61,7 @@ def _reply_loss(model: PreTrainedModel, input_ids: Any, attention: Any, labels: 
 
 
 LONG_ROW_TOKENS = 320
+STOP_WINDOW = 25  # steps whose mean loss `stop_below` compares
 
 
 def _batches(rows: Sequence[Row], batch_size: int, generator: Any) -> Iterator[list[int]]:
@@ -86,14 +87,25 @@ def _batches(rows: Sequence[Row], batch_size: int, generator: Any) -> Iterator[l
             yield batches[index]
 
 
+def _learnt(losses: list[float], stop_below: float) -> bool:
+    recent = losses[-STOP_WINDOW:]
+    return len(recent) == STOP_WINDOW and sum(recent) / STOP_WINDOW < stop_below
+
+
 def train_on_replies(
     model: PreTrainedModel,
     rows: Sequence[Row],
     settings: PretrainSettings,
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
+    stop_below: float | None = None,
 ) -> list[float]:
-    """AdamW, warm-up / constant / linear decay; batches drawn in seeded shuffled passes."""
+    """AdamW, warm-up / constant / linear decay; batches drawn in seeded shuffled passes.
+
+    With `stop_below`, training ends early once the mean loss of the last STOP_WINDOW steps is
+    under it: for a stage that teaches one mechanism (copying), which is learnt suddenly at a
+    step that differs from run to run, so that `settings.steps` is a bound, not a guess.
+    """
 
     import torch
 
@@ -133,6 +145,8 @@ def train_on_replies(
             losses.append(float(loss.detach()))
             if on_step is not None:
                 on_step(step + 1, losses[-1])
+            if stop_below is not None and _learnt(losses, stop_below):
+                break
     finally:
         model.eval()
     return losses

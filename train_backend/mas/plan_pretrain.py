@@ -20,10 +20,11 @@ learnt in a few hundred (held-out, greedy: 28% copied after 300 steps of 32, 88%
 after 900, 95% after 1,200); 200 steps on whole plan prompts then carried it over (83% on whole
 prompts; 2 of 20 when those steps were every role's instead: in a batch of every role the tool
 agent's 290-token program outweighs the plan agent's 15-token reply twenty to one in the loss).
-So the carrying over has a stage of its own:
-`tail_steps` on the plan agent's prompt tail (from `Printed` on) with lists of random moves,
-`copy_steps` on faithful whole replies of every role (the right program, the copied list),
-`plan_steps` on the plan agent's faithful whole replies alone, then `steps` at the rates above.
+So the stages are: the plan agent's prompt tail (from `Printed` on) with lists of random moves
+until its loss has fallen (the drop came at about 500 steps in one build and not by 800 in
+another; `tail_steps` bounds it), then `copy_steps` on faithful whole replies of every role (the
+right program, the copied list), then `plan_steps` on the plan agent's faithful whole replies
+alone, then `steps` at the rates above.
 Built once into `$MARS_CACHE_DIR/<name>`.
 """
 
@@ -72,10 +73,11 @@ WRONG_PROGRAM = RIGHT_PROGRAM.replace('("U",-1,0),("D",1,0)', '("U",1,0),("D",-1
 class PlanPretrainSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: int = 3
+    version: int = 4
     suite: str = "plan_path_5x5"
     examples: int = Field(1200, ge=1)
-    tail_steps: int = Field(800, ge=0)
+    tail_steps: int = Field(2000, ge=0)  # at most: the stage ends once its loss is under...
+    tail_stop_below: float = Field(0.05, gt=0)  # ...this (mean of the last 25 steps)
     tail_batch_size: int = Field(32, ge=1)
     copy_steps: int = Field(600, ge=0)
     plan_steps: int = Field(200, ge=0)
@@ -89,12 +91,14 @@ class PlanPretrainSettings(BaseModel):
     # which examples a stage draws: the plan agent's prompt tails, its whole prompts, or whole
     # prompts of each role
     part: Literal["tail", "plan", "whole"] = "whole"
+    stop_below: float | None = None  # set on the tail stage only (see build_start)
 
     def faithful(self) -> PlanPretrainSettings:
         return self.model_copy(update={"tool_right": 1.0, "plan_copies": 1.0})
 
     def tails(self) -> PlanPretrainSettings:
-        return self.model_copy(update={"part": "tail", "batch_size": self.tail_batch_size})
+        update = {"part": "tail", "batch_size": self.tail_batch_size}
+        return self.model_copy(update={**update, "stop_below": self.tail_stop_below})
 
     def plan_only(self) -> PlanPretrainSettings:
         return self.faithful().model_copy(update={"part": "plan"})

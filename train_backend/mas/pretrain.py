@@ -184,7 +184,8 @@ def _build(
             seed=settings.seed,
         )
         rows = encode_examples(tokenizer, examples(stage), loop)
-        train_on_replies(model, rows, loop, tokenizer.pad_token_id, on_step)
+        stop_below = getattr(stage, "stop_below", None)  # a stage that ends once it is learnt
+        train_on_replies(model, rows, loop, tokenizer.pad_token_id, on_step, stop_below)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     model.save_pretrained(staging, safe_serialization=True)
