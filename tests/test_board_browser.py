@@ -106,8 +106,10 @@ def test_the_replay_draws_the_board_at_a_turn_beside_the_reply(tmp_path: Path) -
     png = ARTIFACTS / "replay-board.png"
     url_path = f"/?page=games&run=arena-board&turn={TURN}"
     with _dashboard(root, _free_port(), ARTIFACTS / "dashboard.log") as url:
-        attempts = 0
-        while attempts < 8:  # the first runs may still show Streamlit's skeleton
+        attempts, deadline = 0, time.monotonic() + 180
+        # The first runs may still show Streamlit's skeleton, for longer on a loaded machine
+        # (8 tries once ran out there): tries until a board is drawn, bounded in time and count.
+        while attempts < 20 and (attempts < 8 or time.monotonic() < deadline):
             attempts += 1
             started = time.perf_counter()
             html = _capture(url + url_path, png, tmp_path / "profile")
