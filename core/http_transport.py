@@ -3,7 +3,7 @@
 The `openai` client sends through an httpx2 client. Its default connection pool re-checks every
 pooled connection on every request (socket-readability probes through anyio), which cost about
 as much client CPU per request as everything else together: at 64 requests in flight the
-client's CPU, not the server, became the limit on this 2-core machine (facts.md, section 4).
+client's CPU, not the server, became the limit on a 2-core machine (measured).
 
 This transport keeps idle keep-alive connections in a plain list per host and speaks just what
 an OpenAI-compatible server answers to non-streaming requests: a status line, headers, and a

@@ -133,7 +133,7 @@ AUTOGEN_CRITIC_SYSTEM = (
 )
 
 
-# --- protocol=maslab: MASLab's versions of mad, debate and autogen (facts.md sections 2, 6) -------
+# --- protocol=maslab: MASLab's versions of mad, debate and autogen (MASLab's repository) -------
 # Same turns, same information in each turn and the same JSON keys as MASLab's code; the wording
 # is ours. The topic / query is the suite's task prompt.
 

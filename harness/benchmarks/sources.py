@@ -68,8 +68,9 @@ class RawRows:
 
 
 def checkout_data_root() -> Path:
-    """`../shared/data/benchmarks` beside the checkout (the repo root is two levels above this
-    package's `__init__`)."""
+    """A `shared/data/benchmarks` folder next to the checkout's own folder, where a machine that
+    hosts several checkouts may keep the test sets (the repo root is two levels above this
+    package's `__init__`). A clone without one reads `--data-dir`, `$MARS_DATA_DIR` or the hub."""
     return Path(harness.__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
 
 
