@@ -19,7 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,16 @@ def build_lock(target: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(target: Path, is_current: Callable[[], bool], build: Callable[[], None]) -> Path:
+    """`target`, built by `build()` unless `is_current()` already holds; the check is repeated
+    under `build_lock`, so of several processes that find it missing only the first builds."""
+    if not is_current():
+        with build_lock(target):
+            if not is_current():
+                build()
+    return target
 
 
 @dataclass

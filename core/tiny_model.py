@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
-from core.files import build_lock, mars_cache_dir
+from core.files import build_once, mars_cache_dir
 from core.tiny_corpus import (
     CORPUS_VERSION,
     END_OF_TEXT,
@@ -85,11 +85,8 @@ def ensure_tiny_model() -> Path:
     A folder built by an older recipe (other shape, corpus or pre-training) is rebuilt in place.
     """
     target = default_tiny_model_dir()
-    if _is_current(target):
-        return target
-    with build_lock(target):  # a concurrent caller builds it once, the others wait for it
-        if _is_current(target):
-            return target
+
+    def build() -> None:
         marker = target / _MARKER_FILE
         if not marker.is_file() and target.exists():
             # A folder without the marker is not ours to replace silently.
@@ -97,7 +94,8 @@ def ensure_tiny_model() -> Path:
         # FileExistsError: a process without the lock (an older mars) finished first.
         with contextlib.suppress(FileExistsError):
             build_tiny_model(target, overwrite=marker.is_file(), pretrain_steps=PRETRAIN_STEPS)
-    return target
+
+    return build_once(target, lambda: _is_current(target), build)
 
 
 def _is_current(folder: Path) -> bool:

@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from core.files import build_lock
+from core.files import build_once
 from core.tiny_model import ensure_tiny_model, read_build_info
 from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
 
@@ -43,12 +43,11 @@ def format_model(settings: PretrainSettings, name: str) -> Path:
     recipe = [read_build_info(base).get("recipe"), settings.recipe()]
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
     folder = base.parent / f"test-{name}-{digest}"
-    if (folder / REPORT_FILE).is_file():
-        return folder
-    with build_lock(folder):  # the other xdist worker waits for this build instead of its own
-        if not (folder / REPORT_FILE).is_file():
-            pretrain_tiny_model(base, folder, settings=settings)
-    return folder
+    return build_once(  # the other xdist worker waits for this build instead of its own
+        folder,
+        lambda: (folder / REPORT_FILE).is_file(),
+        lambda: pretrain_tiny_model(base, folder, settings=settings),
+    )
 
 
 @functools.cache

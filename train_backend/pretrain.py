@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from core.errors import MarsError
-from core.files import build_lock
+from core.files import build_once
 from core.tiny_model import move_into_place
 from train_backend.format_data import Example
 from train_backend.format_eval import prompt_key, reply_rates
@@ -320,18 +320,16 @@ def ensure_pretrained_tiny_model(
     settings = settings or PretrainSettings()
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
-    if is_current_build(target, base, settings):
-        return target
-    with build_lock(target):  # a concurrent caller builds it once, the others wait for it
-        if is_current_build(target, base, settings):
-            return target
+
+    def build() -> None:
         if target.exists() and any(target.iterdir()) and not (target / REPORT_FILE).is_file():
             raise MarsError(
                 f"{target} exists but is not a pre-trained tiny model; remove it and retry"
             )
         with contextlib.suppress(FileExistsError):
             pretrain_tiny_model(base, target, overwrite=True, settings=settings)
-    return target
+
+    return build_once(target, lambda: is_current_build(target, base, settings), build)
 
 
 def is_current_build(folder: Path, base: Path, settings: PretrainSettings | None = None) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.files import build_lock
+from core.files import build_once
 from mas.reasoner_tool import REASONER_SYSTEM, TOOL_SYSTEM, reasoner_prompt, tool_prompt
 from mas.single import SOLVER_SYSTEM
 from train_backend.format_data import Example
@@ -147,12 +147,11 @@ def build_start(
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
     recipe = {"recipe": settings.model_dump(), "base": str(base)}
-    if _recorded_recipe(target) == recipe:
-        return target
-    with build_lock(target):  # a concurrent caller builds it once, the others wait for it
-        if _recorded_recipe(target) != recipe:
-            _build(settings, stages, examples, base, target, recipe, on_step)
-    return target
+    return build_once(
+        target,
+        lambda: _recorded_recipe(target) == recipe,
+        lambda: _build(settings, stages, examples, base, target, recipe, on_step),
+    )
 
 
 def _build(
