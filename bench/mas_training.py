@@ -181,6 +181,8 @@ def main() -> None:
     parser.add_argument("--arms", default=",".join(ARMS), help="single, mas_shared, mas_per_role")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-mas-training"))
     parser.add_argument("--table", type=Path, help="print the table of a finished results.json")
+    parser.add_argument("--parallel", type=int, default=1, help="(arm, seed) jobs run at once")
+    parser.add_argument("--job", help=argparse.SUPPRESS)  # ARM:SEED, from --parallel
     args = parser.parse_args()
     if args.table is not None:
         rows = {
@@ -198,26 +200,73 @@ def main() -> None:
         from train_backend.mas.pretrain import ensure_workflow_start
 
         start = str(ensure_workflow_start())
+    if args.job is not None:  # one (arm, seed) of a parallel run, in its own process
+        arm, seed = args.job.split(":")
+        run_job(arm, int(seed), start, args, args.out)
+        return
     arms = args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
     root.mkdir(parents=True, exist_ok=True)
     print(f"start model {start}; {args.steps} steps x {args.problems} problems, K {args.branches}")
+    jobs = [(arm, seed) for arm in arms for seed in seeds]
+    if args.parallel > 1:
+        run_jobs_in_processes(jobs, root, args)
+    else:
+        for arm, seed in jobs:
+            run_job(arm, seed, start, args, root)
     rows: dict[str, dict[int, dict[str, Any]]] = {}
-    for arm in arms:
-        for seed in seeds:
-            starts = {"policy": start, "tool": start, "reasoner": start, "plan": start}
-            before = measure(arm, seed, starts, args)
-            run_dir = train_arm(arm, seed, start, args, root)
-            trained = trained_models(run_dir, DOMAINS[args.domain][arm], args.steps)
-            after = measure(arm, seed, trained, args)
-            rows.setdefault(arm, {})[seed] = {"before": _cell(before), "after": _cell(after)}
-            b, a = rows[arm][seed]["before"], rows[arm][seed]["after"]
-            print(f"  {arm} seed {seed}: {b[0]:.2f} [{b[1]:.2f}, {b[2]:.2f}] -> "
-                  f"{a[0]:.2f} [{a[1]:.2f}, {a[2]:.2f}]", flush=True)  # fmt: skip
+    for arm, seed in jobs:
+        rows.setdefault(arm, {})[seed] = json.loads((root / f"{arm}-seed{seed}.json").read_text())
     (root / "results.json").write_text(json.dumps(rows, indent=2))
     print(f"domain {args.domain}")
     summarise(rows, seeds, args.steps)
+
+
+def run_job(arm: str, seed: int, start: str, args: argparse.Namespace, root: Path) -> None:
+    """Measure the start, train, measure the end: `root/ARM-seedS.json` holds both cells."""
+    starts = {"policy": start, "tool": start, "reasoner": start, "plan": start}
+    before = _cell(measure(arm, seed, starts, args))
+    run_dir = train_arm(arm, seed, start, args, root)
+    after = _cell(
+        measure(arm, seed, trained_models(run_dir, DOMAINS[args.domain][arm], args.steps), args)
+    )
+    (root / f"{arm}-seed{seed}.json").write_text(json.dumps({"before": before, "after": after}))
+    print(f"  {arm} seed {seed}: {before[0]:.2f} [{before[1]:.2f}, {before[2]:.2f}] -> "
+          f"{after[0]:.2f} [{after[1]:.2f}, {after[2]:.2f}]", flush=True)  # fmt: skip
+
+
+# what a job process is told: the settings that shape the training and the measuring
+JOB_SETTINGS = ("domain", "steps", "problems", "branches", "lr", "kl_coef", "epochs", "heldout")
+
+
+def run_jobs_in_processes(
+    jobs: list[tuple[str, int]], root: Path, args: argparse.Namespace
+) -> None:
+    """At most `--parallel` jobs at once, each this script again with `--job ARM:SEED` (one
+    thread each: on a small machine, processes use its cores better than threads)."""
+    passed = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in JOB_SETTINGS]
+    waiting = list(jobs)
+    running: list[tuple[tuple[str, int], subprocess.Popen[bytes]]] = []
+    while waiting or running:
+        while waiting and len(running) < args.parallel:
+            arm, seed = waiting.pop(0)
+            command = [
+                sys.executable,
+                __file__,
+                *passed,
+                "--job",
+                f"{arm}:{seed}",
+                "--out",
+                str(root),
+            ]
+            running.append(((arm, seed), subprocess.Popen(command, cwd=REPO)))
+        time.sleep(5)
+        for job, process in list(running):
+            if process.poll() is not None:
+                running.remove((job, process))
+                if process.returncode != 0:
+                    raise RuntimeError(f"{job[0]} seed {job[1]} failed (exit {process.returncode})")
 
 
 def print_table(rows: dict[str, dict[int, dict[str, Any]]]) -> list[dict[str, Any]]:
