@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 PAGE_SLUGS = {
     "Runs": "runs",
     "Samples": "samples",
+    "Compare": "compare",
     "Failure modes": "failure-modes",
     "Games": "games",
     "Training": "training",
@@ -86,6 +88,17 @@ def row_where(frame: pd.DataFrame, **match: Any) -> pd.Series:
 
 def texts(elements: Any) -> list[str]:
     return [str(e.value) for e in elements]
+
+
+def chart_specs(test: AppTest) -> list[dict[str, Any]]:
+    """The Vega-Lite spec of every chart on the page (their data travel apart)."""
+    return [json.loads(chart.proto.spec) for chart in test.get("vega_lite_chart")]
+
+
+def number(cell: Any) -> float:
+    """A table cell as a number: a column with an empty cell ("-") is shown as text, its
+    numbers to 6 significant digits (compare with `pytest.approx(x, rel=1e-5)`)."""
+    return float(cell)
 
 
 def metric(test: AppTest, label: str) -> str:

@@ -6,7 +6,8 @@ fields become None (shown as "-"), unknown fields are ignored.
 
 One module per view: `files` (reading a run's files), `values` (loosely typed fields), `runs`,
 `evals` (samples and accuracy), `failures` (MAST rates), `arenas` (seats, episodes, replays),
-`training` (metrics and curves), `exploitability`. The views use them as `data.NAME`.
+`training` (metrics and curves), `families` (columns folded into one chart per figure),
+`exploitability`. The views use them as `data.NAME`.
 """
 
 from dashboard.data.arenas import (
@@ -43,6 +44,14 @@ from dashboard.data.exploitability import (
 from dashboard.data.failures import (
     failure_rates,
     verdicts_showing,
+)
+from dashboard.data.families import (
+    FamilyPlan,
+    Series,
+    family_frame,
+    family_of,
+    last_values,
+    plan_families,
 )
 from dashboard.data.files import (
     CURVE_FILES,
@@ -87,10 +96,12 @@ __all__ = [
     "SEAT_COLUMNS",
     "TRAINING_PREFIXES",
     "TRI_STATE",
+    "FamilyPlan",
     "JsonlData",
     "MessageView",
     "RunEntry",
     "RunScan",
+    "Series",
     "TurnView",
     "accuracy_rows",
     "accuracy_table",
@@ -107,13 +118,17 @@ __all__ = [
     "exploitability_runs_table",
     "exploitability_table",
     "failure_rates",
+    "family_frame",
+    "family_of",
     "file_stamp",
     "filter_samples",
     "fmt_key",
     "key_of",
+    "last_values",
     "learning_curve",
     "metrics_frame",
     "numeric_columns",
+    "plan_families",
     "read_csv_rows",
     "read_json",
     "read_jsonl",

@@ -41,6 +41,7 @@ EVAL_COLUMNS = [
     "llm_calls",
     "tokens",
     "latency_s",
+    "question",
     "row",
     "search",
 ]
@@ -74,6 +75,7 @@ def eval_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 int((record.get("metrics") or {}).get("llm_calls") or len(messages)),
                 _record_tokens(record, messages),
                 as_float(record.get("latency_s")),
+                as_text(record.get("question")),
                 index,
                 "\n".join(pieces).lower(),
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.runstore import RECORDS_FILE
-from core.runstore import scan_runs as runstore_scan
+from core.errors import MarsError
+from core.runstore import RECORDS_FILE, RUN_FILE, RunDir
 from dashboard.data.files import CURVE_FILES, METRICS_FILE
 from dashboard.paths import PathRefused, inside_root, relative_name
 from harness.failures import FAILURES_FILE
@@ -65,24 +66,59 @@ class RunScan:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (name, why), never hidden
 
 
+# How deep below the root a run.json is looked for: the demo's loop evaluations sit at
+# <root>/demo-TIME/loop/step_N-exploit-kuhn_poker/.
+MAX_DEPTH = 4
+# Folders that never hold a run (weights, caches): not walked into.
+SKIPPED_DIRS = frozenset({"checkpoints", "__pycache__", "node_modules"})
+
+
+def run_dirs(root: Path, max_depth: int = MAX_DEPTH) -> list[Path]:
+    """Every folder with a run.json from the root's children down to `max_depth` levels, a run's
+    own sub-runs included (a loop's evaluations). A symlinked folder is looked at but not walked
+    into (no cycles); hidden folders and `SKIPPED_DIRS` are left out."""
+    found: list[Path] = []
+    level = [Path(root)]
+    for _ in range(max_depth):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                children = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for child in children:
+                if child.name.startswith(".") or child.name in SKIPPED_DIRS:
+                    continue
+                try:
+                    if not child.is_dir():
+                        continue
+                    symlink = child.is_symlink()
+                except OSError:
+                    continue
+                path = Path(child.path)
+                if (path / RUN_FILE).is_file():
+                    found.append(path)
+                if not symlink:
+                    below.append(path)
+        level = below
+    return sorted(found)
+
+
 def scan_runs(root: Path) -> RunScan:
-    """Every run directory under the root (`core.runstore.scan_runs`), newest first, and the
+    """Every run directory under the root (`run_dirs`: nested ones too), newest first, and the
     ones that could not be read (a broken run.json, a path that leaves the root), with why.
     """
     root = Path(root).resolve()
     scan = RunScan()
-    found, broken = runstore_scan(root)
-    for item in broken:
-        scan.unreadable.append((_name_of(root, item.path), " ".join(item.reason.split())))
-    for run in found:
+    for found in run_dirs(root):
         try:
-            path = inside_root(root, run.path)
-            info = run.info()
+            path = inside_root(root, found)
+            info = RunDir.read_info(path)
         except PathRefused:
-            scan.unreadable.append((_name_of(root, run.path), "leaves the runs root"))
+            scan.unreadable.append((_name_of(root, found), "leaves the runs root"))
             continue
-        except Exception as exc:  # a run.json that broke after listing
-            scan.unreadable.append((_name_of(root, run.path), " ".join(str(exc).split())))
+        except (MarsError, OSError, ValueError) as exc:  # a broken run.json
+            scan.unreadable.append((_name_of(root, found), " ".join(str(exc).split())))
             continue
         scan.entries.append(
             RunEntry(

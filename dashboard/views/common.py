@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -44,6 +45,92 @@ def fmt(value: Any, digits: int = 3) -> str:
         return f"{value:.{digits}f}"
     text = str(value)
     return text if text else "-"
+
+
+def cell_text(value: Any) -> str:
+    """A cell of a column that has gaps, as text: numbers short (6 significant digits)."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: in a column with a missing value (None, NaN) that cell reads "-" and
+    the others are text; a complete column keeps its type, so its numbers still sort as numbers.
+    (Streamlit itself writes "None" in an empty cell.)"""
+    gaps = [i for i in range(frame.shape[1]) if frame.iloc[:, i].isna().any()]
+    if not gaps:
+        return frame
+    shown = frame.copy()
+    columns = shown.columns
+    shown.columns = pd.RangeIndex(len(columns))
+    for i in gaps:
+        values = frame.iloc[:, i]
+        shown[i] = pd.Series(
+            ["-" if gap else cell_text(v) for v, gap in zip(values, values.isna(), strict=True)],
+            index=frame.index,
+            dtype=object,
+        )
+    shown.columns = columns
+    return shown
+
+
+def show_table(
+    frame: pd.DataFrame, *, key: str | None = None, hide_index: bool = True, **options: Any
+) -> None:
+    """`st.dataframe` with "-" in empty cells (`display_frame`)."""
+    st.dataframe(display_frame(frame), hide_index=hide_index, key=key, **options)
+
+
+def legend(columns: int = 2) -> alt.Legend:
+    """A legend under the chart, labels never cut: a long series name (run · game · opponent)
+    on the right would squeeze the plot at 1400 px."""
+    return alt.Legend(orient="bottom", title=None, labelLimit=0, columns=columns)
+
+
+def sized(chart: alt.TopLevelMixin, height: int) -> alt.TopLevelMixin:
+    """`height` is the plot's own height and the width follows the page: with Streamlit's default
+    autosize ("fit") the height would also hold the title, the axes and a legend under the plot,
+    which leaves a plot a few pixels high."""
+    return chart.properties(
+        height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    )
+
+
+def bars_with_ci(
+    frame: pd.DataFrame,
+    *,
+    x: str,
+    series: str,
+    value: str,
+    low: str,
+    high: str,
+    y_title: str,
+    tooltip: Sequence[str],
+    domain: tuple[float, float] | None = None,
+) -> alt.LayerChart:
+    """Grouped bars with their 95% interval: the whisker in grey, a dot in the bar's colour at
+    the value and the value written above, so a bar of 0 is still a mark of its series rather
+    than a lone whisker."""
+    scale = alt.Scale(domain=list(domain)) if domain else alt.Undefined
+    base = alt.Chart(frame).encode(
+        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0)),
+        xOffset=f"{series}:N",
+        color=alt.Color(f"{series}:N", legend=legend(1)),
+    )
+    bars = base.mark_bar().encode(
+        y=alt.Y(f"{value}:Q", title=y_title, scale=scale), tooltip=list(tooltip)
+    )
+    dots = base.mark_point(filled=True, size=60, opacity=1).encode(y=f"{value}:Q")
+    whiskers = base.mark_rule(strokeWidth=1.5).encode(
+        y=f"{low}:Q", y2=f"{high}:Q", color=alt.value("#555555")
+    )
+    labels = base.mark_text(dy=-8, fontSize=11).encode(
+        y=alt.Y(f"{high}:Q"),
+        text=alt.Text(f"{value}:Q", format=".1f"),
+        color=alt.value("#333333"),
+    )
+    return bars + whiskers + dots + labels
 
 
 def pct(value: Any) -> float | None:
@@ -122,7 +209,7 @@ def transcript(record: dict[str, Any], verdict: dict[str, Any] | None = None) ->
             st.text(f"{chr(65 + i)}) {choice}")
     messages = data.transcript_messages(record)
     if messages:
-        st.dataframe(message_table(messages), hide_index=True)
+        show_table(message_table(messages))
     for message in messages:
         with st.container(border=True):
             head = f"**{message.index}. {message.agent}**"

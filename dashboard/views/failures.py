@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
+    bars_with_ci,
     ci_text,
     empty_state,
     failure_verdict,
     malformed_note,
     pct,
+    show_table,
+    sized,
     transcript,
 )
 from harness.failures import FAILURES_FILE, compare_failures, summarize_failures
@@ -57,10 +59,14 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
     rates = data.failure_rates(verdicts)
     st.subheader("Per category")
-    st.dataframe(_pivot(rates[rates["level"].isin(["category", "any"])]), key="failures_categories")
+    show_table(
+        _pivot(rates[rates["level"].isin(["category", "any"])]),
+        hide_index=False,
+        key="failures_categories",
+    )
     st.subheader("Per mode")
     modes = rates[rates["level"] == "mode"]
-    st.dataframe(_pivot(modes), key="failures_modes")
+    show_table(_pivot(modes), hide_index=False, key="failures_modes")
     _chart(modes)
 
     if len(selected) == 2:
@@ -111,15 +117,17 @@ def _chart(modes: pd.DataFrame) -> None:
     chart_data = modes.assign(
         rate=100 * modes["rate"], ci_low=100 * modes["ci_low"], ci_high=100 * modes["ci_high"]
     )
-    base = alt.Chart(chart_data).encode(
-        x=alt.X("id:N", title=None), xOffset="run:N", color=alt.Color("run:N", title=None)
-    )
-    bars = base.mark_bar().encode(
-        y=alt.Y("rate:Q", title="% of judged transcripts"),
+    chart = bars_with_ci(
+        chart_data,
+        x="id",
+        series="run",
+        value="rate",
+        low="ci_low",
+        high="ci_high",
+        y_title="% of judged transcripts",
         tooltip=["run", "id", "name", "count", "n", "rate", "ci_low", "ci_high"],
     )
-    whiskers = base.mark_rule().encode(y="ci_low:Q", y2="ci_high:Q", color=alt.value("black"))
-    st.altair_chart((bars + whiskers).properties(height=300))
+    st.altair_chart(sized(chart, 300))
 
 
 def _comparison(name_a: str, name_b: str, verdicts: dict[str, list[dict]]) -> None:
@@ -139,4 +147,4 @@ def _comparison(name_a: str, name_b: str, verdicts: dict[str, list[dict]]) -> No
         }
         for row in [*result["categories"].values(), {"name": "any", **result["any_failure"]}]
     ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="failures_compare")
+    show_table(pd.DataFrame(rows), hide_index=True, key="failures_compare")

@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import boards, cache, data
-from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run
+from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run, show_table
 from dashboard.views.runs import ARENA_KINDS
 
 MAX_OPTIONS = 1000
@@ -43,12 +43,12 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     ]
     columns = ["game", "opponent", "seat", "n", "win %", "win 95% CI", "draw %", "loss %"]
     columns += ["mean_return", "invalid_rate %", "errors"]
-    st.dataframe(shown[columns], hide_index=True, key="games_outcomes")
+    show_table(shown[columns], hide_index=True, key="games_outcomes")
     summaries = data.arena_summaries(cache.summary(root, run.path))
     if summaries:
         seats = data.seat_table({run.name: summaries})
         st.caption("normalised return per seat, 0-100 (from summary.json)")
-        st.dataframe(
+        show_table(
             seats[["game", "opponent", "seat", "n", "normalized_return", "mean_return"]],
             hide_index=True,
             key="games_normalized",
@@ -95,7 +95,7 @@ def _replay(record: dict[str, Any], rules: Any = None) -> None:
             for i, name in enumerate(data.SEATS)
         ]
     )
-    st.dataframe(result, hide_index=True, key="games_result")
+    show_table(result, hide_index=True, key="games_result")
     flags = []
     if record.get("invalid"):
         flags.append(f"ended by an invalid move of seat {fmt(record.get('invalid_seat'))}")
@@ -109,7 +109,7 @@ def _replay(record: dict[str, Any], rules: Any = None) -> None:
     if not turns:
         st.info("this episode has no recorded turns")
         return
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {

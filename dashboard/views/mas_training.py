@@ -13,7 +13,7 @@ import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data, mas_data
-from dashboard.views.common import empty_state, fmt, malformed_note
+from dashboard.views.common import empty_state, fmt, legend, malformed_note, show_table, sized
 
 STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
 STAT_TITLES = {"loss": "loss", "kl": "KL to the reference", "grad_norm": "gradient norm"}
@@ -67,16 +67,21 @@ def _overview(root: Path, run: data.RunEntry, roles: list[str]) -> None:
         f"`{config.get('train_set') or '-'}` · {sharing}"
     )
     checkpoints = mas_data.policy_checkpoints(root, run.path, config, roles)
-    st.dataframe(checkpoints, hide_index=True, key="mas_checkpoints")
+    show_table(checkpoints, hide_index=True, key="mas_checkpoints")
 
 
 def _line_chart(long: pd.DataFrame, y: str, color: str, title: str) -> alt.Chart:
-    return (
+    chart = (
         alt.Chart(long)
         .mark_line(point=len(long) < 60)
-        .encode(x=STEP_AXIS, y=alt.Y(f"{y}:Q", title=title), color=alt.Color(f"{color}:N"))
-        .properties(height=220, title=title)
+        .encode(
+            x=STEP_AXIS,
+            y=alt.Y(f"{y}:Q", title=title),
+            color=alt.Color(f"{color}:N", legend=legend(2)),
+        )
+        .properties(title=title)
     )
+    return sized(chart, 200)
 
 
 def _role_returns(frame: pd.DataFrame) -> None:
@@ -87,7 +92,7 @@ def _role_returns(frame: pd.DataFrame) -> None:
     st.altair_chart(_line_chart(curves, "return_mean", "role", "return by role (all branches)"))
     with st.expander("return by role: values"):
         wide = curves.pivot_table(index="step", columns="role", values="return_mean")
-        st.dataframe(wide.reset_index(), hide_index=True, key="mas_role_returns")
+        show_table(wide.reset_index(), hide_index=True, key="mas_role_returns")
 
 
 def _policy_updates(frame: pd.DataFrame) -> None:
@@ -104,7 +109,7 @@ def _policy_updates(frame: pd.DataFrame) -> None:
     with st.expander("policy updates: values"):
         wide = curves.pivot_table(index=["step", "policy"], columns="stat", values="value")
         wide = wide.reset_index()[["step", "policy", *_present(wide, mas_data.UPDATE_STATS)]]
-        st.dataframe(wide, hide_index=True, key="mas_policy_updates")
+        show_table(wide, hide_index=True, key="mas_policy_updates")
 
 
 def _present(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[str]:
@@ -126,9 +131,9 @@ def _accuracy(frame: pd.DataFrame) -> None:
         .mark_area(opacity=0.2)
         .encode(x=STEP_AXIS, y="ci_low:Q", y2="ci_high:Q", color="series:N")
     )
-    st.altair_chart((band + line).properties(height=220, title="accuracy"))
+    st.altair_chart(sized((band + line).properties(title="accuracy"), 200))
     with st.expander("accuracy: values"):
-        st.dataframe(curves, hide_index=True, key="mas_accuracy")
+        show_table(curves, hide_index=True, key="mas_accuracy")
 
 
 def _role_rewards(records: list[dict[str, Any]]) -> None:
@@ -138,7 +143,7 @@ def _role_rewards(records: list[dict[str, Any]]) -> None:
         st.caption("no rewards in the records")
         return
     st.altair_chart(_line_chart(summary, "mean_reward", "role", "mean reward per problem"))
-    st.dataframe(summary, hide_index=True, key="mas_role_rewards")
+    show_table(summary, hide_index=True, key="mas_role_rewards")
 
 
 def _transcript_browser(records: list[dict[str, Any]], table: pd.DataFrame) -> None:
@@ -168,7 +173,7 @@ def _transcript(record: dict[str, Any], step: int) -> None:
     right.metric("correct", "yes" if record.get("correct") is True else "no")
     messages = mas_data.workflow_messages(record)
     if messages:
-        st.dataframe(mas_data.message_table(messages), hide_index=True, key="mas_messages")
+        show_table(mas_data.message_table(messages), hide_index=True, key="mas_messages")
     for message in messages:
         with st.container(border=True):
             head = f"**{message.index}. {message.agent}**"
@@ -191,4 +196,4 @@ def _transcript(record: dict[str, Any], step: int) -> None:
     rounds = mas_data.workflow_rounds(record)
     if not rounds.empty:
         with st.expander("workflow rounds (transcript extra)"):
-            st.dataframe(rounds, hide_index=True, key="mas_rounds")
+            show_table(rounds, hide_index=True, key="mas_rounds")

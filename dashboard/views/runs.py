@@ -12,12 +12,15 @@ import streamlit as st
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
+    bars_with_ci,
     ci_text,
     empty_state,
     malformed_note,
     pct,
     round_or_none,
     score_pct,
+    show_table,
+    sized,
 )
 from harness.unscored import NO_SCORE
 
@@ -31,7 +34,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         empty_state(f"no runs under {root} yet", "runs")
         return
     counts = {r.name: cache.line_count(root, r.path / RECORDS_FILE) for r in runs}
-    st.dataframe(data.runs_table(runs, counts), hide_index=True, key="runs_table")
+    show_table(data.runs_table(runs, counts), hide_index=True, key="runs_table")
 
     eval_runs = [r for r in runs if r.kind == "eval"]
     st.subheader("Accuracy by suite x MAS x model")
@@ -58,7 +61,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         st.subheader("Exploitability of poker policies (0 = a Nash equilibrium)")
         summaries = {r.name: cache.summary(root, r.path) for r in exploit_runs}
         table = data.exploitability_runs_table(summaries)
-        st.dataframe(table, hide_index=True, key="exploit_table")
+        show_table(table, hide_index=True, key="exploit_table")
 
     arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
     st.subheader("Game results by seat")
@@ -89,7 +92,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     )
     columns = ["run", "game", "player", "opponent", "seat", "n", "win %", "draw %", "loss %"]
     columns += ["mean_return", "normalized_return (0-100)", "invalid_rate %"]
-    st.dataframe(shown[columns], hide_index=True, key="seat_table")
+    show_table(shown[columns], hide_index=True, key="seat_table")
 
 
 def _accuracy_view(table: pd.DataFrame) -> None:
@@ -103,7 +106,7 @@ def _accuracy_view(table: pd.DataFrame) -> None:
     )
     columns = ["suite", "mas", "model", "run", "n", "correct", "accuracy %", "95% CI", "errors"]
     columns.append("extraction_failures")
-    st.dataframe(shown[columns], hide_index=True, key="accuracy_table")
+    show_table(shown[columns], hide_index=True, key="accuracy_table")
     st.altair_chart(accuracy_chart(table))
 
 
@@ -116,12 +119,15 @@ def accuracy_chart(table: pd.DataFrame) -> alt.LayerChart:
         ci_low=100 * scored["ci_low"].astype(float),
         ci_high=100 * scored["ci_high"].astype(float),
     )
-    base = alt.Chart(chart_data).encode(
-        x=alt.X("suite:N", title=None), xOffset="label:N", color=alt.Color("label:N", title=None)
-    )
-    bars = base.mark_bar().encode(
-        y=alt.Y("accuracy:Q", title="accuracy %", scale=alt.Scale(domain=[0, 100])),
+    chart = bars_with_ci(
+        chart_data,
+        x="suite",
+        series="label",
+        value="accuracy",
+        low="ci_low",
+        high="ci_high",
+        y_title="accuracy %",
         tooltip=["suite", "mas", "model", "run", "n", "accuracy", "ci_low", "ci_high"],
+        domain=(0, 100),
     )
-    whiskers = base.mark_rule().encode(y="ci_low:Q", y2="ci_high:Q", color=alt.value("black"))
-    return (bars + whiskers).properties(height=320)
+    return sized(chart, 320)

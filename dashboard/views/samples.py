@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
-from dashboard.views.common import empty_state, malformed_note, pick_run, transcript
+from dashboard.views.common import empty_state, malformed_note, pick_run, show_table, transcript
 from harness.failures import FAILURES_FILE
 
 MAX_OPTIONS = 1000  # samples offered in the picker; the table above shows every match
@@ -54,9 +54,13 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         f"{100 * graded['correct'].mean():.1f}%" if len(graded) else "-",
     )
     counts[2].metric("errored", int(matches["has_error"].sum()))
-    columns = ["suite", "sample_id", "epoch", "correct", "extracted", "gold"]
+    columns = ["suite", "sample_id", "epoch", "question", "correct", "extracted", "gold"]
     columns += ["extraction_failed", "error", "llm_calls", "tokens", "latency_s"]
-    st.dataframe(matches[columns], hide_index=True, key="samples_table")
+    show_table(
+        matches[columns],
+        key="samples_table",
+        column_config={"question": st.column_config.TextColumn(width="large")},
+    )
     if matches.empty:
         st.info("no sample matches these filters")
         return

@@ -11,11 +11,15 @@ import streamlit as st
 
 from dashboard import cache, data
 from dashboard.views import mas_training
-from dashboard.views.common import empty_state, malformed_note
+from dashboard.views.common import empty_state, legend, malformed_note, show_table, sized
 
 DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate", "train_accuracy")
 CURVE_X = ("step", "iteration", "round", "checkpoint_step", "checkpoint")
 STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
+CHARTS_PER_ROW = 2
+# Figures with a section of their own (the exploitability chart above the family charts).
+DRAWN_APART = ("exploitability", "exploitability_avg")
+TOOLTIP = ["series", "x", "value", "ci_low", "ci_high"]
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -51,39 +55,29 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
     if not frames:
         st.info("the chosen runs have no metrics yet")
         return
-    available: list[str] = []
-    for frame in frames.values():
-        available += [c for c in data.numeric_columns(frame) if c not in available]
-    curves = [c for c in available if not c.startswith("eval/")]
-    default = [m for m in DEFAULT_METRICS if m in curves] or curves[:2]
-    metrics = st.multiselect("metrics", curves, default=default, key="train_metrics")
+    plans = {
+        name: data.plan_families(
+            [c for c in data.numeric_columns(f) if not c.startswith("eval/")], curve=False
+        )
+        for name, f in frames.items()
+    }
+    figures = _figures(plans)
+    default = [m for m in DEFAULT_METRICS if m in figures] or figures[:2]
+    metrics = st.multiselect(
+        "metrics (one chart per figure; its per-game and per-seat splits drawn together)",
+        figures,
+        default=default,
+        key="train_metrics",
+    )
     latest = []
     for name, frame in frames.items():
-        last = frame.iloc[-1]
-        row = {"run": name, "steps": len(frame), "last step": last["step"]}
-        for metric in metrics:
-            row[metric] = last.get(metric)
+        row = {"run": name, "steps": len(frame), "last step": frame.iloc[-1]["step"]}
+        columns = [s.column for m in metrics for s in plans[name].families.get(m, [])]
+        row.update(data.last_values(frame, columns))
         latest.append(row)
-    st.dataframe(pd.DataFrame(latest), hide_index=True, key="train_latest")
-    for metric in metrics:
-        long = pd.concat(
-            [
-                pd.DataFrame({"run": name, "step": f["step"], "value": f[metric]})
-                for name, f in frames.items()
-                if metric in f.columns
-            ]
-        ).dropna()
-        chart = (
-            alt.Chart(long)
-            .mark_line(point=len(long) < 60)
-            .encode(
-                x=STEP_AXIS,
-                y=alt.Y("value:Q", title=metric),
-                color=alt.Color("run:N", title=None),
-            )
-            .properties(height=220, title=metric)
-        )
-        st.altair_chart(chart)
+    show_table(pd.DataFrame(latest), key="train_latest")
+    _family_charts(frames, plans, metrics, "step")
+    _folded_note(plans)
     _win_rates(frames)
     _exploitability(frames, "step", key="train_exploit")
     _card_use(frames, "step")
@@ -105,20 +99,23 @@ def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
         .encode(
             x=STEP_AXIS,
             y=alt.Y("win:Q", title="win rate", scale=alt.Scale(domain=[0, 1])),
-            color="series:N",
+            color=alt.Color("series:N", legend=legend(1)),
         )
     )
     band = (
         alt.Chart(wins.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
         .encode(
-            x=STEP_AXIS, y=alt.Y("ci_low:Q", title="win rate"), y2="ci_high:Q", color="series:N"
+            x=STEP_AXIS,
+            y=alt.Y("ci_low:Q", title="win rate"),
+            y2="ci_high:Q",
+            color=alt.Color("series:N", legend=legend(1)),
         )
     )
-    st.altair_chart((band + line).properties(height=260))
+    st.altair_chart(sized(band + line, 240))
     keys = ["run", "game", "opponent", "seat"]
     last = wins.sort_values("step").groupby(keys, as_index=False).last()
-    st.dataframe(
+    show_table(
         last[[*keys, "step", "win", "ci_low", "ci_high"]],
         hide_index=True,
         key="train_wins",
@@ -139,38 +136,81 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
         if frame.empty:
             st.info("no rows yet")
             continue
-        st.dataframe(frame, hide_index=True, key=f"curve_{run.name}")
+        show_table(frame, hide_index=True, key=f"curve_{run.name}")
         frames[run.name] = frame
     # Overlay the runs, one chart per metric, against the first step-like column they share.
     shared_x = [c for c in CURVE_X if all(c in f.columns for f in frames.values())]
     if not frames or not shared_x:
         return
     x = shared_x[0]
-    metrics: list[str] = []
-    for frame in frames.values():
-        metrics += [c for c in data.numeric_columns(frame, exclude=(x,)) if c not in metrics]
-    numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
     _exploitability(frames, x, key="loop_exploit")
     _card_use(frames, x)
-    for metric in metrics:
-        long = pd.concat(
-            [
-                pd.DataFrame({"run": name, x: f[x], "value": f[metric]})
-                for name, f in frames.items()
-                if metric in f.columns
-            ]
-        ).dropna()
-        chart = (
+    plans = {
+        name: data.plan_families(data.numeric_columns(f, exclude=(x,)), curve=True)
+        for name, f in frames.items()
+    }
+    figures = [f for f in _figures(plans) if f not in DRAWN_APART]
+    if figures:
+        st.markdown("**Every figure of the curves, one chart each**")
+        _family_charts(frames, plans, figures, x)
+    _folded_note(plans)
+
+
+def _figures(plans: dict[str, data.FamilyPlan]) -> list[str]:
+    figures: list[str] = []
+    for plan in plans.values():
+        figures += [f for f in plan.families if f not in figures]
+    return figures
+
+
+def _family_charts(
+    frames: dict[str, pd.DataFrame], plans: dict[str, data.FamilyPlan], figures: list[str], x: str
+) -> None:
+    """One chart per figure, two to a row: a line per run and item, its 95% band where the
+    figure has bounds."""
+    numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
+    axis = (
+        alt.X("x:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1))
+        if numeric_x
+        else alt.X("x:O", title=x)
+    )
+    drawn = [(f, data.family_frame(frames, plans, f, x)) for f in figures]
+    drawn = [(f, long) for f, long in drawn if not long.empty]
+    for i, (figure, long) in enumerate(drawn):
+        if i % CHARTS_PER_ROW == 0:
+            row = st.columns(CHARTS_PER_ROW)
+        color = alt.Color("series:N", legend=legend(1))
+        line = (
             alt.Chart(long)
-            .mark_line(point=True)
-            .encode(
-                x=f"{x}:{'Q' if numeric_x else 'O'}",
-                y=alt.Y("value:Q", title=metric),
-                color=alt.Color("run:N", title=None),
-            )
-            .properties(height=220, title=metric)
+            .mark_line(point=len(long) < 60)
+            .encode(x=axis, y=alt.Y("value:Q", title=figure), color=color, tooltip=TOOLTIP)
         )
-        st.altair_chart(chart)
+        bounded = long.dropna(subset=["ci_low", "ci_high"])
+        chart: alt.Chart | alt.LayerChart = line
+        if not bounded.empty:
+            band = (
+                alt.Chart(bounded)
+                .mark_area(opacity=0.2)
+                .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color=color)
+            )
+            chart = band + line
+        row[i % CHARTS_PER_ROW].altair_chart(sized(chart.properties(title=figure), 200))
+
+
+def _folded_note(plans: dict[str, data.FamilyPlan]) -> None:
+    bands = sum(len(p.bands) for p in plans.values())
+    shares = sum(len(p.shares) for p in plans.values())
+    notes = []
+    if bands:
+        notes.append(f"{_columns(bands)} drawn as bands on their figure")
+    if shares:
+        notes.append(f"{_columns(shares, '`policy/<state>/<action>` ')} in the card-use heatmap")
+    if notes:
+        st.caption("; ".join(notes) + ".")
+
+
+def _columns(count: int, what: str = "interval ") -> str:
+    return f"{count} {what}column{'' if count == 1 else 's'}"
 
 
 def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> None:
@@ -186,17 +226,21 @@ def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> Non
     line = (
         alt.Chart(table)
         .mark_line(point=True)
-        .encode(x=axis, y=alt.Y("exploitability:Q", title="exploitability"), color="series:N")
+        .encode(
+            x=axis,
+            y=alt.Y("exploitability:Q", title="exploitability"),
+            color=alt.Color("series:N", legend=legend(1)),
+        )
     )
     band = (
         alt.Chart(table.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
-        .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color="series:N")
+        .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color=alt.Color("series:N", legend=None))
     )
-    st.altair_chart((band + line).properties(height=260))
+    st.altair_chart(sized(band + line, 240))
     last = table.sort_values("x").groupby("series", as_index=False).last()
     columns = ["series", "x", "exploitability", "ci_low", "ci_high", "nash_conv"]
-    st.dataframe(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
+    show_table(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
 
 
 def _card_use(frames: dict[str, pd.DataFrame], x: str) -> None:
@@ -220,9 +264,9 @@ def _card_use(frames: dict[str, pd.DataFrame], x: str) -> None:
                 color=alt.Color("share:Q", title=f"P({action})", scale=alt.Scale(domain=[0, 1])),
                 tooltip=["state", "x", "share"],
             )
-            .properties(height=22 * shown["state"].nunique() + 40, title=f"{run} · {game}")
+            .properties(title=f"{run} · {game}")
         )
-        st.altair_chart(chart)
+        st.altair_chart(sized(chart, 22 * shown["state"].nunique()))
         latest = part[part["x"] == part["x"].max()]
         pivot = latest.pivot_table(index="state", columns="action", values="share")
-        st.dataframe(pivot.round(2), key=f"card_use_{run}_{game}")
+        show_table(pivot.round(2), hide_index=False, key=f"card_use_{run}_{game}")
