@@ -3,7 +3,8 @@
 Or directly: `streamlit run dashboard/app.py -- --runs DIR`.
 
 It reads run directories under one root and nothing else (see dashboard/paths.py). Pages are
-chosen in the sidebar, or with `?page=samples` in the URL; `?run=NAME` preselects a run.
+chosen in the sidebar, or with `?page=samples` in the URL; `?run=NAME` preselects a run
+(`?a=NAME&b=NAME` the two runs of the Compare page).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import streamlit as st
 
 from dashboard.data import scan_runs
 from dashboard.paths import runs_root
-from dashboard.views import failures, games, runs, samples, training
+from dashboard.views import compare, failures, games, runs, samples, training
 
 PAGES = {
     "Runs": runs.render,
     "Samples": samples.render,
+    "Compare": compare.render,
     "Failure modes": failures.render,
     "Games": games.render,
     "Training": training.render,

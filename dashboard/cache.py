@@ -111,3 +111,8 @@ def curve(root: Path, path: Path) -> data.JsonlData:
 
 def summary(root: Path, run_path: Path) -> dict[str, Any] | None:
     return data.summary_of(inside_root(root, run_path))
+
+
+def usage(root: Path, run_path: Path) -> dict[str, Any] | None:
+    """An eval run's usage.json (small: read on every rerun, like summary.json)."""
+    return data.read_json(inside_root(root, run_path / data.USAGE_FILE))

@@ -23,6 +23,7 @@ WARM_MODULES = (
     "dashboard.cache",
     "dashboard.views.runs",
     "dashboard.views.samples",
+    "dashboard.views.compare",
     "dashboard.views.failures",
     "dashboard.views.games",
     "dashboard.views.training",

@@ -271,6 +271,7 @@ def test_a_run_outside_the_root_is_refused(app: Any, root: Path, tmp_path: Path)
     [
         ("Runs", "mars eval --suite gsm8k --limit 5"),
         ("Samples", "no eval runs yet: run `mars eval --suite gsm8k --limit 5`"),
+        ("Compare", "no eval runs yet: run `mars eval --suite gsm8k --limit 5`"),
         ("Failure modes", "no failure analysis yet: run `mars failures"),
         ("Games", "no arena runs yet: run `mars arena"),
         ("Training", "no training runs yet: run `mars train"),

@@ -17,6 +17,7 @@ from dashboard_apptest import (
     OpenPage,
     interval_text,
     metric,
+    number,
     page_opener,
     pct,
     row_where,
@@ -27,7 +28,7 @@ from dashboard_runs import RealRuns, read_json, read_jsonl, shared_runs
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found")
 
-PAGES = ("Runs", "Samples", "Failure modes", "Games", "Training")
+PAGES = ("Runs", "Samples", "Compare", "Failure modes", "Games", "Training")
 DEFAULT_CURVES = ("reward_mean", "loss", "kl", "invalid_rate")
 
 
@@ -337,6 +338,31 @@ def test_training_page_curves_equal_the_training_summary(app: OpenPage, runs: Re
     assert "loss" not in latest.index
     assert latest["lr"] == pytest.approx(last["lr"])
     assert any("mars loop --watch" in i for i in texts(test.info))  # no loop run here yet
+
+
+def test_compare_page_pairs_the_two_evals_and_reads_their_usage(
+    app: OpenPage, runs: RealRuns
+) -> None:
+    test = app("Compare", via="url", a="eval-base", b="eval-trained")
+    # By the scripted plans: gsm8k 2, 3 and aqua 2 are wrong in base and right when trained;
+    # gsm8k 4 is wrong in both; base's gsm8k 5 was refused (not graded).
+    assert (metric(test, "A right, B wrong"), metric(test, "B right, A wrong")) == ("0", "3")
+    assert metric(test, "both wrong") == "2"  # gsm8k 4, aqua 3
+    assert metric(test, "McNemar p") == "0.25"  # 2 * 1/2**3
+    table = table_with(test, "sample_id", "A", "B")
+    samples = runs.samples
+    expected = {samples["gsm8k"][2].id, samples["gsm8k"][3].id, samples["aqua"][2].id}
+    assert set(table["sample_id"]) == expected and set(table["B"]) == {"right"}
+
+    records = len(read_jsonl(runs.eval_base / "records.jsonl"))
+    usage = read_json(runs.eval_base / "usage.json")
+    roles = table_with(test, "run", "role", "calls / question")
+    assert set(roles.loc[roles["run"] == "eval-base", "role"]) == set(usage["by_role"])
+    for role, counts in usage["by_role"].items():
+        row = row_where(roles, run="eval-base", role=role)
+        assert row["calls"] == counts["calls"]
+        per_question = counts["calls"] / records
+        assert number(row["calls / question"]) == pytest.approx(per_question, abs=0.005)
 
 
 @pytest.mark.parametrize("page", ["Samples", "Games"])

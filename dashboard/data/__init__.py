@@ -7,7 +7,8 @@ fields become None (shown as "-"), unknown fields are ignored.
 One module per view: `files` (reading a run's files), `values` (loosely typed fields), `runs`,
 `evals` (samples and accuracy), `failures` (MAST rates), `arenas` (seats, episodes, replays),
 `training` (metrics and curves), `families` (columns folded into one chart per figure),
-`exploitability`. The views use them as `data.NAME`.
+`exploitability`, `compare` (two eval runs sample by sample),
+`usage` (calls and tokens per role). The views use them as `data.NAME`.
 """
 
 from dashboard.data.arenas import (
@@ -18,6 +19,13 @@ from dashboard.data.arenas import (
     episode_table,
     replay_turns,
     seat_table,
+)
+from dashboard.data.compare import (
+    OUTCOMES,
+    PairedCounts,
+    mcnemar_exact_p,
+    pair_samples,
+    paired_counts,
 )
 from dashboard.data.evals import (
     CORRECTNESS,
@@ -77,6 +85,13 @@ from dashboard.data.training import (
     summary_of,
     win_rate_table,
 )
+from dashboard.data.usage import (
+    USAGE_FILE,
+    cost_row,
+    overall_accuracy,
+    role_table,
+    role_usage,
+)
 from dashboard.data.values import (
     as_float,
     as_int,
@@ -92,13 +107,16 @@ __all__ = [
     "EXPLOIT_COLUMNS",
     "EXPLOIT_RUN_COLUMNS",
     "METRICS_FILE",
+    "OUTCOMES",
     "SEATS",
     "SEAT_COLUMNS",
     "TRAINING_PREFIXES",
     "TRI_STATE",
+    "USAGE_FILE",
     "FamilyPlan",
     "JsonlData",
     "MessageView",
+    "PairedCounts",
     "RunEntry",
     "RunScan",
     "Series",
@@ -112,6 +130,7 @@ __all__ = [
     "as_int",
     "as_text",
     "ci_bounds",
+    "cost_row",
     "discover_runs",
     "episode_table",
     "eval_frame",
@@ -126,13 +145,19 @@ __all__ = [
     "key_of",
     "last_values",
     "learning_curve",
+    "mcnemar_exact_p",
     "metrics_frame",
     "numeric_columns",
+    "overall_accuracy",
+    "pair_samples",
+    "paired_counts",
     "plan_families",
     "read_csv_rows",
     "read_json",
     "read_jsonl",
     "replay_turns",
+    "role_table",
+    "role_usage",
     "runs_table",
     "scan_runs",
     "seat_table",
