@@ -150,14 +150,14 @@ def test_the_start_models_stages_teach_copying_then_each_role_at_its_rates() -> 
 
     from train_backend.mas.plan_pretrain import TAIL_FROM, PlanPretrainSettings, plan_examples
 
-    settings = PlanPretrainSettings(examples=60)
+    settings = PlanPretrainSettings(examples=60, tail_examples=90)
 
     def printed(example: Any) -> str:  # the list the program printed, as the plan agent sees it
         prompt = example.messages[1]["content"]
         return re.search(r"Printed \(ok\):\nActions: (\[[^\]]*\])", prompt).group(1)
 
     tails = plan_examples(settings.tails())
-    assert {e.kind for e in tails} == {"plan"}
+    assert {e.kind for e in tails} == {"plan"} and len(tails) == 90  # a level each
     for example in tails:
         prompt = example.messages[1]["content"]
         assert prompt.startswith(TAIL_FROM) and "Tool agent's program" not in prompt
