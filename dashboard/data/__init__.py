@@ -7,7 +7,8 @@ fields become None (shown as "-"), unknown fields are ignored.
 One module per view: `files` (reading a run's files), `values` (loosely typed fields), `runs`,
 `evals` (samples and accuracy), `failures` (MAST rates), `arenas` (seats, episodes, replays),
 `training` (metrics and curves), `families` (columns folded into one chart per figure),
-`exploitability`, `compare` (two eval runs sample by sample),
+`exploitability`, `equilibrium` (poker equilibria per information state), `policy` (a policy
+against them over training), `compare` (two eval runs sample by sample),
 `usage` (calls and tokens per role). The views use them as `data.NAME`.
 """
 
@@ -26,6 +27,12 @@ from dashboard.data.compare import (
     mcnemar_exact_p,
     pair_samples,
     paired_counts,
+)
+from dashboard.data.equilibrium import (
+    Reference,
+    game_of,
+    kuhn_reference,
+    leduc_reference,
 )
 from dashboard.data.evals import (
     CORRECTNESS,
@@ -70,6 +77,19 @@ from dashboard.data.files import (
     read_csv_rows,
     read_json,
     read_jsonl,
+)
+from dashboard.data.policy import (
+    PolicyRow,
+    PolicyView,
+    aggressive_title,
+    best_response_by_state,
+    exploitability_by_x,
+    last_deviations,
+    policy_difference,
+    policy_grid,
+    policy_table_at,
+    policy_view,
+    x_text,
 )
 from dashboard.data.runs import (
     RunEntry,
@@ -117,6 +137,9 @@ __all__ = [
     "JsonlData",
     "MessageView",
     "PairedCounts",
+    "PolicyRow",
+    "PolicyView",
+    "Reference",
     "RunEntry",
     "RunScan",
     "Series",
@@ -124,16 +147,19 @@ __all__ = [
     "accuracy_rows",
     "accuracy_table",
     "action_share_table",
+    "aggressive_title",
     "arena_outcomes",
     "arena_summaries",
     "as_float",
     "as_int",
     "as_text",
+    "best_response_by_state",
     "ci_bounds",
     "cost_row",
     "discover_runs",
     "episode_table",
     "eval_frame",
+    "exploitability_by_x",
     "exploitability_runs_table",
     "exploitability_table",
     "failure_rates",
@@ -142,9 +168,13 @@ __all__ = [
     "file_stamp",
     "filter_samples",
     "fmt_key",
+    "game_of",
     "key_of",
+    "kuhn_reference",
+    "last_deviations",
     "last_values",
     "learning_curve",
+    "leduc_reference",
     "mcnemar_exact_p",
     "metrics_frame",
     "numeric_columns",
@@ -152,6 +182,10 @@ __all__ = [
     "pair_samples",
     "paired_counts",
     "plan_families",
+    "policy_difference",
+    "policy_grid",
+    "policy_table_at",
+    "policy_view",
     "read_csv_rows",
     "read_json",
     "read_jsonl",
@@ -165,4 +199,5 @@ __all__ = [
     "transcript_messages",
     "verdicts_showing",
     "win_rate_table",
+    "x_text",
 ]

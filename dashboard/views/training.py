@@ -1,5 +1,6 @@
-"""Training page: metrics.jsonl curves of train runs overlaid, win rates, exploitability, MAS
-training runs role by role (views/mas_training.py), loop learning curves."""
+"""Training page: metrics.jsonl curves of train runs overlaid on one step axis with their
+exploitability and win rates, the policy against equilibrium (views/policy.py), MAS training runs
+role by role (views/mas_training.py), loop learning curves."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, data
-from dashboard.views import mas_training
+from dashboard.views import mas_training, policy
 from dashboard.views.common import empty_state, legend, malformed_note, show_table, sized
 
 DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate", "train_accuracy")
 CURVE_X = ("step", "iteration", "round", "checkpoint_step", "checkpoint")
-STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
 CHARTS_PER_ROW = 2
 # Figures with a section of their own (the exploitability chart above the family charts).
 DRAWN_APART = ("exploitability", "exploitability_avg")
@@ -76,20 +76,29 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
         row.update(data.last_values(frame, columns))
         latest.append(row)
     show_table(pd.DataFrame(latest), key="train_latest")
-    _family_charts(frames, plans, metrics, "step")
+    # Every chart over steps spans the same steps, exploitability's included (it is measured at
+    # evaluation steps only), so a change in one lines up with the others.
+    steps = alt.Scale(domain=_step_domain(frames))
+    _family_charts(frames, plans, metrics, "step", scale=steps)
+    _exploitability(frames, "step", key="train_exploit", scale=steps)
     _folded_note(plans)
-    _win_rates(frames)
-    _exploitability(frames, "step", key="train_exploit")
-    _card_use(frames, "step")
+    _win_rates(frames, steps)
+    policy.render(frames, "step", key="train_policy")
 
 
-def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
+def _step_domain(frames: dict[str, pd.DataFrame]) -> list[float]:
+    steps = pd.concat([f["step"] for f in frames.values()])
+    return [float(steps.min()), float(steps.max())]
+
+
+def _win_rates(frames: dict[str, pd.DataFrame], scale: alt.Scale) -> None:
     tables = [data.win_rate_table(f).assign(run=name) for name, f in frames.items()]
     wins = pd.concat(tables) if tables else pd.DataFrame()
     if wins.empty:
         st.caption("no in-training evaluation (`eval/.../win`) in these runs' metrics")
         return
     st.subheader("Win rate against each opponent")
+    axis = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1), scale=scale)
     wins = wins.assign(
         series=wins["run"] + " · " + wins["game"] + " · " + wins["opponent"] + " · " + wins["seat"]
     )
@@ -97,7 +106,7 @@ def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
         alt.Chart(wins)
         .mark_line(point=True)
         .encode(
-            x=STEP_AXIS,
+            x=axis,
             y=alt.Y("win:Q", title="win rate", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("series:N", legend=legend(1)),
         )
@@ -106,7 +115,7 @@ def _win_rates(frames: dict[str, pd.DataFrame]) -> None:
         alt.Chart(wins.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
         .encode(
-            x=STEP_AXIS,
+            x=axis,
             y=alt.Y("ci_low:Q", title="win rate"),
             y2="ci_high:Q",
             color=alt.Color("series:N", legend=legend(1)),
@@ -144,7 +153,7 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
         return
     x = shared_x[0]
     _exploitability(frames, x, key="loop_exploit")
-    _card_use(frames, x)
+    policy.render(frames, x, key="loop_policy")
     plans = {
         name: data.plan_families(data.numeric_columns(f, exclude=(x,)), curve=True)
         for name, f in frames.items()
@@ -164,13 +173,19 @@ def _figures(plans: dict[str, data.FamilyPlan]) -> list[str]:
 
 
 def _family_charts(
-    frames: dict[str, pd.DataFrame], plans: dict[str, data.FamilyPlan], figures: list[str], x: str
+    frames: dict[str, pd.DataFrame],
+    plans: dict[str, data.FamilyPlan],
+    figures: list[str],
+    x: str,
+    scale: alt.Scale | None = None,
 ) -> None:
     """One chart per figure, two to a row: a line per run and item, its 95% band where the
     figure has bounds."""
     numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
     axis = (
-        alt.X("x:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1))
+        alt.X(
+            "x:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1), scale=scale or alt.Undefined
+        )
         if numeric_x
         else alt.X("x:O", title=x)
     )
@@ -213,7 +228,9 @@ def _columns(count: int, what: str = "interval ") -> str:
     return f"{count} {what}column{'' if count == 1 else 's'}"
 
 
-def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> None:
+def _exploitability(
+    frames: dict[str, pd.DataFrame], x: str, *, key: str, scale: alt.Scale | None = None
+) -> None:
     """Exploitability per run and game (or loop item) with its 95% band, and the last values."""
     tables = [data.exploitability_table(f, x).assign(run=name) for name, f in frames.items()]
     table = pd.concat(tables) if tables else pd.DataFrame()
@@ -222,7 +239,9 @@ def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> Non
     st.subheader("Exploitability (0 = a Nash equilibrium)")
     table = table.assign(series=table["run"] + " · " + table["series"])
     numeric_x = pd.api.types.is_numeric_dtype(table["x"])
-    axis = alt.X("x:Q" if numeric_x else "x:O", title=x)
+    axis = (
+        alt.X("x:Q", title=x, scale=scale or alt.Undefined) if numeric_x else alt.X("x:O", title=x)
+    )
     line = (
         alt.Chart(table)
         .mark_line(point=True)
@@ -241,32 +260,3 @@ def _exploitability(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> Non
     last = table.sort_values("x").groupby("series", as_index=False).last()
     columns = ["series", "x", "exploitability", "ci_low", "ci_high", "nash_conv"]
     show_table(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
-
-
-def _card_use(frames: dict[str, pd.DataFrame], x: str) -> None:
-    """P(action | information state) over training: a card-blind policy shows as one colour down
-    a column (the same share whatever the card)."""
-    tables = [data.action_share_table(f, x).assign(run=name) for name, f in frames.items()]
-    table = pd.concat(tables) if tables else pd.DataFrame()
-    if table.empty:
-        return
-    st.subheader("Card use: P(action | information state)")
-    for (run, game), part in table.groupby(["run", "game"], sort=True):
-        actions = sorted(part["action"].unique())
-        action = actions[-1]  # Kuhn: BET, Leduc: RAISE (the aggressive move)
-        shown = part[part["action"] == action]
-        chart = (
-            alt.Chart(shown)
-            .mark_rect()
-            .encode(
-                x=alt.X("x:O", title=x),
-                y=alt.Y("state:N", title="state", sort="ascending"),
-                color=alt.Color("share:Q", title=f"P({action})", scale=alt.Scale(domain=[0, 1])),
-                tooltip=["state", "x", "share"],
-            )
-            .properties(title=f"{run} · {game}")
-        )
-        st.altair_chart(sized(chart, 22 * shown["state"].nunique()))
-        latest = part[part["x"] == part["x"].max()]
-        pivot = latest.pivot_table(index="state", columns="action", values="share")
-        show_table(pivot.round(2), hide_index=False, key=f"card_use_{run}_{game}")
