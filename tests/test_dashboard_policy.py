@@ -153,17 +153,17 @@ def test_best_response_per_state_against_the_uniform_policy() -> None:
     states = data.best_response_by_state("kuhn_poker", table).set_index("state")
     # Player 1 holding K facing a bet: player 0 bet J or Q (1/6 each, times 1/2): calling wins
     # 2 x 2/12 = 1/3, folding loses 2/12, the uniform mix is 1/12; gain 1/3 - 1/12 = 1/4.
-    king = states.loc["K b"]
+    king = states.loc["P1 b K"]
     assert king["best response"] == "BET"
     assert (king["value of best response"], king["value of policy"]) == pytest.approx(
         (1 / 3, 1 / 12)
     )
     assert king["gain"] == pytest.approx(0.25)
-    jack = states.loc["J b"]  # folding loses 2/12, calling 4/12: the mix -3/12
+    jack = states.loc["P1 b J"]  # folding loses 2/12, calling 4/12: the mix -3/12
     assert jack["best response"] == "PASS" and jack["gain"] == pytest.approx(1 / 12)
-    assert states.loc["K pb", "reach"] == pytest.approx(0.5)  # player 0's own pass
+    assert states.loc["P0 pb K", "reach"] == pytest.approx(0.5)  # player 0's own pass
     assert states["gain"].sum() == pytest.approx(11 / 12)  # NashConv
-    assert list(states["player"]) == ["P0"] * 6 + ["P1"] * 6
+    assert list(states.index) == GROUPED
 
 
 def test_leduc_reference_from_cfr_is_cached_and_matches_the_trainers_grouping() -> None:
@@ -252,7 +252,7 @@ def test_the_training_page_shows_the_policy_against_equilibrium(app: Any) -> Non
     assert f"recorded by the run: {recorded:.4f}" in " ".join(texts(test.caption))
     test.select_slider(key="train_policy_br_x").set_value(0).run()
     (states,) = _tables_with(test, "best response")
-    assert row_where(states, state="K b")["gain"] == pytest.approx(0.25)
+    assert row_where(states, state="P1 b K")["gain"] == pytest.approx(0.25)
 
     (diff,) = _tables_with(test, "A - B")
     queen = row_where(diff, state="P0 - Q")

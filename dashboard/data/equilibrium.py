@@ -20,7 +20,6 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 KUHN = "kuhn_poker"
 LEDUC = "leduc_poker"
@@ -221,17 +220,3 @@ def deviation(share: float, bounds: Range) -> float:
     if share < low:
         return share - low
     return 0.0
-
-
-def state_index(game: str) -> dict[str, InfoState]:
-    return {state.title: state for state in information_states(game)}
-
-
-def describe_title(game: str, title: str) -> dict[str, Any]:
-    """Player, card and history of a state title, for the tables ('card J' groups both seats)."""
-    state = state_index(game).get(title)
-    if state is not None:
-        return {"player": f"P{state.seat}", "card": state.card, "history": state.history or "-"}
-    if title.startswith("card "):
-        return {"player": "both", "card": title[5:], "history": "all (mean)"}
-    return {"player": "-", "card": "-", "history": "-"}

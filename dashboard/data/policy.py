@@ -269,11 +269,12 @@ BEST_RESPONSE_COLUMNS = [
 
 
 def best_response_by_state(game: str, table: Table) -> pd.DataFrame:
-    """Per information state, OpenSpiel's best response of that state's player to the other
-    seat's policy: the policy's probabilities, the best action, the counterfactual value (chance
-    and the other seat's reach) of the best action and of the policy's own mix there, both
-    followed by best play, and `gain` = the policy's own reach x their difference. A seat's gains
-    add up to what its best response wins over the policy, so all gains add up to NashConv."""
+    """Per information state (named as in the grid: player, history, card), OpenSpiel's best
+    response of that state's player to the other seat's policy: the policy's probabilities, the
+    best action, the counterfactual value (chance and the other seat's reach) of the best action
+    and of the policy's own mix there, both followed by best play, and `gain` = the policy's own
+    reach x their difference. A seat's gains add up to what its best response wins over the
+    policy, so all gains add up to NashConv."""
     import pyspiel
     from open_spiel.python import policy as os_policy
     from open_spiel.python.algorithms.best_response import BestResponsePolicy
@@ -299,7 +300,7 @@ def best_response_by_state(game: str, table: Table) -> pd.DataFrame:
             reach = _own_reach(loaded, nodes[0][0].history(), seat, table)
             lines.append(
                 {
-                    "state": info.title,
+                    "state": f"P{seat} {info.history or '-'} {info.card}",
                     "player": f"P{seat}",
                     "history": info.history or "-",
                     "card": info.card,
@@ -315,8 +316,8 @@ def best_response_by_state(game: str, table: Table) -> pd.DataFrame:
                 }
             )
     frame = pd.DataFrame(lines, columns=BEST_RESPONSE_COLUMNS)
-    if game == KUHN:
-        order = {r.state: i for i, r in enumerate(_kuhn_rows())}
+    if game == KUHN:  # the grid's order
+        order = {r.label: i for i, r in enumerate(_kuhn_rows())}
         frame = frame.sort_values("state", key=lambda s: s.map(order), kind="stable")
     return frame.reset_index(drop=True)
 

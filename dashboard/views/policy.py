@@ -58,6 +58,30 @@ def render(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> None:
     _difference(views, key=key)
 
 
+def _height(rows: int) -> int:
+    """Every row in view up to 20 (Streamlit's rows are 35 px), then a scroll."""
+    return 38 + 35 * min(rows, 20)
+
+
+def _digits(digits: int) -> dict[str, Any]:
+    """Numbers shown to `digits` decimals (the table's values stay exact)."""
+    number = st.column_config.NumberColumn(format=f"%.{digits}f")
+    return {
+        column: number
+        for column in (
+            "value of best response",
+            "value of policy",
+            "reach",
+            "gain",
+            "A",
+            "B",
+            "A - B",
+            "A deviation",
+            "B deviation",
+        )
+    }
+
+
 def _short(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
@@ -159,7 +183,8 @@ def _grid(view: data.PolicyView, *, key: str) -> None:
                     css.iloc[i, frame.columns.get_loc(column)] = FLAG_STYLE
         return css
 
-    st.dataframe(shown.style.apply(style, axis=None), hide_index=True, key=key)
+    styled = shown.style.apply(style, axis=None).format(precision=3)
+    st.dataframe(styled, hide_index=True, key=key, height=_height(len(shown)))
 
 
 def _best_response(views: dict[str, _Policy], x: str, *, key: str) -> None:
@@ -193,7 +218,7 @@ def _best_response(views: dict[str, _Policy], x: str, *, key: str) -> None:
         "counterfactual (weighted by chance and the other seat's reach), both followed by best "
         "play; gain = the policy's own reach x (best response - policy)."
     )
-    show_table(states, key=f"{key}_br_table")
+    show_table(states, key=f"{key}_br_table", height=_height(len(states)), column_config=_digits(4))
 
 
 def _recorded_exploitability(frame: pd.DataFrame, x: str, step: Any, series: str) -> str:
@@ -218,7 +243,7 @@ def _difference(views: dict[str, _Policy], *, key: str) -> None:
         st.info(f"A is {a.game} and B is {b.game}: pick two policies of one game")
         return
     diff = data.policy_difference(a, b)
-    show_table(diff, key=f"{key}_diff_table")
+    show_table(diff, key=f"{key}_diff_table", height=_height(len(diff)), column_config=_digits(3))
     drawn = diff.dropna(subset=["A - B"])
     if drawn.empty:
         return
