@@ -133,6 +133,20 @@ def test_deviations_are_flagged_with_their_size() -> None:
     assert {d["label"] for d in data.last_deviations(loose)} == {"P0 - Q", "P1 b J"}
 
 
+def test_player_0s_states_must_agree_on_one_alpha() -> None:
+    inside = EQUILIBRIUM | {"J -": 0.3, "K -": 0.1, "Q pb": 0.5}  # each within its range
+    view = data.policy_view(_kuhn_shares(inside), "kuhn_poker")
+    assert data.last_deviations(view) == []
+    assert data.kuhn_alphas(view) == pytest.approx(
+        {"J -": 0.3, "K -": 0.1 / 3, "Q pb": 0.5 - THIRD}
+    )
+    table = policy.policy_table_at(_kuhn_shares(inside), "kuhn_poker", 0)
+    assert table is not None and policy.nash_conv("kuhn_poker", table) > 0.01  # not an equilibrium
+    member = EQUILIBRIUM | {"J -": 0.1, "K -": 0.3, "Q pb": 0.1 + THIRD}
+    alphas = data.kuhn_alphas(data.policy_view(_kuhn_shares(member), "kuhn_poker"))
+    assert alphas == pytest.approx(dict.fromkeys(("J -", "K -", "Q pb"), 0.1))
+
+
 def test_exploitability_of_the_uniform_policy_is_openspiels() -> None:
     shares = pd.concat([_kuhn_shares(UNIFORM, 0), _kuhn_shares(EQUILIBRIUM, 10)])
     shares = pd.concat([shares, _kuhn_shares({"J -": 0.5}, 20)])  # incomplete: left out
@@ -244,6 +258,8 @@ def test_the_training_page_shows_the_policy_against_equilibrium(app: Any) -> Non
     markdown = " ".join(texts(test.markdown))
     assert "**P0 - Q**: 0.51 at step 50, range 0, off by +0.51" in markdown
     assert "**P1 b J**: 0.28 at step 50, range 0, off by +0.28" in markdown
+    captions = " ".join(texts(test.caption))
+    assert "alpha = 0.00 (J -), 0.00 (K -), 0.00 (Q pb)" in captions  # 0.33 - 1/3 = -0.003
 
     # Best response to train-a at step 50: the gains add up to the run's own recorded figure.
     (states,) = _tables_with(test, "best response")

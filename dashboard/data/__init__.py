@@ -29,6 +29,7 @@ from dashboard.data.compare import (
     paired_counts,
 )
 from dashboard.data.equilibrium import (
+    KUHN_ALPHA,
     Reference,
     game_of,
     kuhn_reference,
@@ -84,6 +85,7 @@ from dashboard.data.policy import (
     aggressive_title,
     best_response_by_state,
     exploitability_by_x,
+    kuhn_alphas,
     last_deviations,
     policy_difference,
     policy_grid,
@@ -126,6 +128,7 @@ __all__ = [
     "EVAL_COLUMNS",
     "EXPLOIT_COLUMNS",
     "EXPLOIT_RUN_COLUMNS",
+    "KUHN_ALPHA",
     "METRICS_FILE",
     "OUTCOMES",
     "SEATS",
@@ -170,6 +173,7 @@ __all__ = [
     "fmt_key",
     "game_of",
     "key_of",
+    "kuhn_alphas",
     "kuhn_reference",
     "last_deviations",
     "last_values",

@@ -30,6 +30,7 @@ ALPHA_MAX = 1 / 3
 # after 200 iterations).
 LEDUC_CFR_ITERATIONS = 100
 LEDUC_TOLERANCE = 0.05
+ROUNDING = 1e-9
 # The aggressive move whose probability the heatmap colours: Kuhn's BET is a bet, or after a
 # bet a call; Leduc's RAISE.
 AGGRESSIVE = {KUHN: "BET", LEDUC: "RAISE"}
@@ -139,6 +140,15 @@ KUHN_FAMILY: dict[str, Callable[[float], float]] = {
 }
 
 
+# Player 0's three states that move with alpha, and the alpha each probability implies: within
+# their ranges they still form an equilibrium only when the three agree.
+KUHN_ALPHA: dict[str, Callable[[float], float]] = {
+    "J -": lambda p: p,
+    "K -": lambda p: p / 3,
+    "Q pb": lambda p: p - 1 / 3,
+}
+
+
 def kuhn_equilibrium(alpha: float) -> Table:
     """The member `alpha` of Kuhn's family, as an OpenSpiel policy table (action 1 is BET)."""
     table = {}
@@ -153,9 +163,8 @@ def kuhn_reference() -> Reference:
     ends of the interval are the ends of the range), and PASS as its complement."""
     ranges = {}
     for title, bet in KUHN_FAMILY.items():
-        ends = sorted((bet(0.0), bet(ALPHA_MAX)))
-        low, high = round(ends[0], 12), round(ends[1], 12)
-        ranges[title] = {"BET": (low, high), "PASS": (round(1 - high, 12), round(1 - low, 12))}
+        low, high = sorted((bet(0.0), bet(ALPHA_MAX)))
+        ranges[title] = {"BET": (low, high), "PASS": (1 - high, 1 - low)}
     return Reference(KUHN, ranges, "Kuhn's family, alpha in [0, 1/3]", 0.0)
 
 
@@ -213,10 +222,11 @@ def reference(game: str) -> Reference | None:
 
 
 def deviation(share: float, bounds: Range) -> float:
-    """How far `share` lies outside [low, high]: positive above, negative below, 0 inside."""
+    """How far `share` lies outside [low, high]: positive above, negative below, 0 inside (or
+    off by rounding only: 1/3 written out is not 1/3)."""
     low, high = bounds
-    if share > high:
+    if share > high + ROUNDING:
         return share - high
-    if share < low:
+    if share < low - ROUNDING:
         return share - low
     return 0.0

@@ -18,6 +18,7 @@ import pandas as pd
 from dashboard.data.equilibrium import (
     AGGRESSIVE,
     KUHN,
+    KUHN_ALPHA,
     LEDUC,
     RANKS,
     Reference,
@@ -214,6 +215,18 @@ def last_deviations(view: PolicyView) -> list[dict[str, Any]]:
                 }
             )
     return sorted(found, key=lambda d: -abs(d["deviation"]))
+
+
+def kuhn_alphas(view: PolicyView) -> dict[str, float]:
+    """The alpha that player 0's bet with J, with K, and call with Q after pass-bet each imply at
+    their last checkpoint (Kuhn; {} for another game or a state not recorded)."""
+    if view.game != KUHN:
+        return {}
+    last = {
+        part.iloc[-1]["state"]: float(part.iloc[-1]["share"])
+        for _, part in view.long.groupby("label", sort=False)
+    }
+    return {title: KUHN_ALPHA[title](last[title]) for title in KUHN_ALPHA if title in last}
 
 
 def policy_table_at(shares: pd.DataFrame, game: str, x: Any) -> Table | None:

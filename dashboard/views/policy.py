@@ -152,6 +152,14 @@ def _deviations(view: data.PolicyView, x: str) -> None:
         st.caption("no equilibrium known for this game")
         return
     st.caption(f"equilibrium: {view.reference.source}")
+    alphas = data.kuhn_alphas(view)
+    if len(alphas) == len(data.KUHN_ALPHA):
+        implied = ", ".join(f"{a:.2f} ({title})" for title, a in alphas.items())
+        spread = max(alphas.values()) - min(alphas.values())
+        st.caption(
+            f"player 0's mixed states imply alpha = {implied}: one equilibrium needs one alpha "
+            f"in [0, 1/3] (spread {spread:.2f})"
+        )
     found = data.last_deviations(view)
     if not found:
         st.caption("at its last checkpoint every state lies within its range (+- the slack)")
