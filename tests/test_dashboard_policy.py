@@ -61,35 +61,55 @@ def _kuhn_shares(bets: Mapping[str, float], x: Any = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _tallies(game: str, policy_of: Any) -> list[StateTally]:
+    """Exact tallies of a policy given as state -> probabilities in OpenSpiel's action order."""
+    spec = get_game(game)
+    return [
+        StateTally(state, legal_labels(spec, state), [0] * len(state.legal), exact=policy_of(state))
+        for state in information_states(spec)
+    ]
+
+
 def _metrics(bets: Mapping[str, float]) -> dict[str, float]:
     """The trainer's metrics.jsonl fields of an exact Kuhn policy (as its evaluation writes
     them for a sampled one)."""
-    spec = get_game("kuhn_poker")
-    tallies = []
-    for state in information_states(spec):
+
+    def of(state: Any) -> tuple[float, float]:
         bet = bets[f"{'JQK'[int(state.key[0])]} {state.key[1:] or '-'}"]
-        labels = legal_labels(spec, state)
-        tallies.append(StateTally(state, labels, [0, 0], exact=(1 - bet, bet)))
-    return metrics_of(summarize(spec, tallies), samples=0)
+        return (1 - bet, bet)
+
+    return metrics_of(summarize(get_game("kuhn_poker"), _tallies("kuhn_poker", of)), samples=0)
 
 
-def _train_run(path: Path, evaluations: Mapping[int, Mapping[str, float]]) -> None:
+def _leduc_metrics(solved: bool) -> dict[str, float]:
+    """Leduc's fields (per private card) of the CFR+ policy, or of the uniform one."""
+    table, _ = equilibrium.leduc_solution()
+
+    def of(state: Any) -> tuple[float, ...]:
+        if not solved:
+            return tuple(1 / len(state.legal) for _ in state.legal)
+        probabilities = dict(table[state.key])
+        return tuple(probabilities[a] for a in state.legal)
+
+    return metrics_of(summarize(get_game("leduc_poker"), _tallies("leduc_poker", of)), samples=0)
+
+
+def _train_run(path: Path, evaluations: Mapping[int, dict[str, float]]) -> None:
     run = RunDir.resolve(out=None, run_dir=path, kind="train", slug="train")
-    run.start(command=["mars", "train"], config={"games": ["kuhn_poker"]}, model="tiny")
+    run.start(command=["mars", "train"], config={}, model="tiny")
     with (run.path / "metrics.jsonl").open("w") as handle:
         for step in range(0, 51, 10):
             row: dict[str, Any] = {"step": step, "loss": 1 / (step + 1), "reward_mean": step / 50}
-            if step in evaluations:
-                row |= _metrics(evaluations[step])
-            handle.write(json.dumps(row) + "\n")
+            handle.write(json.dumps(row | evaluations.get(step, {})) + "\n")
     run.finish()
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    _train_run(root / "train-a", {0: UNIFORM, 50: ISSUE_POLICY})
-    _train_run(root / "train-b", {0: UNIFORM, 50: ALWAYS_BET})
+    _train_run(root / "train-a", {0: _metrics(UNIFORM), 50: _metrics(ISSUE_POLICY)})
+    _train_run(root / "train-b", {0: _metrics(UNIFORM), 50: _metrics(ALWAYS_BET)})
+    _train_run(root / "train-leduc", {0: _leduc_metrics(False), 50: _leduc_metrics(True)})
     return root
 
 
@@ -247,7 +267,7 @@ def test_the_training_page_shows_the_policy_against_equilibrium(app: Any) -> Non
     assert heat["layer"][0]["encoding"]["x"]["scale"]["domain"] == ["0", "50", "Nash"]
     assert any(layer["mark"].get("stroke") == "#d62728" for layer in heat["layer"])  # flagged
 
-    grid_a, grid_b = _tables_with(test, "deviation (last)")
+    grid_a, grid_b, grid_leduc = _tables_with(test, "deviation (last)")
     grid_a = grid_a.assign(label=GROUPED).set_index("label")
     queen = grid_a.loc["P0 - Q"]
     assert (queen["Nash low"], queen["Nash high"], queen["0"], queen["50"]) == (0, 0, 0.5, 0.51)
@@ -255,6 +275,13 @@ def test_the_training_page_shows_the_policy_against_equilibrium(app: Any) -> Non
     assert grid_a.loc["P1 b J", "deviation (last)"] == pytest.approx(0.28)
     assert grid_a.loc["P0 - K", "outside at"] == ""  # 0.5 then 0: inside [0, 1] throughout
     assert grid_b.set_index(pd.Index(GROUPED)).loc["P1 b J", "50"] == 1.0
+    # Leduc, recorded per private card: the CFR+ policy at step 50 is inside every range, the
+    # uniform one at step 0 is not.
+    leduc = specs["train-leduc · leduc_poker"]["layer"][0]["encoding"]
+    cards = [f"card {c} · {a}" for c in "JQK" for a in ("FOLD", "CALL", "RAISE")]
+    assert leduc["y"]["scale"]["domain"] == cards and leduc["color"]["title"] == "P(RAISE)"
+    assert set(grid_leduc["deviation (last)"]) == {0}
+    assert (grid_leduc["outside at"] != "").any()
     markdown = " ".join(texts(test.markdown))
     assert "**P0 - Q**: 0.51 at step 50, range 0, off by +0.51" in markdown
     assert "**P1 b J**: 0.28 at step 50, range 0, off by +0.28" in markdown
