@@ -4,9 +4,9 @@ With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fa
 then means every test ran.
 
 Under pytest-xdist (`make test` runs two workers) a file is one unit of work, so a module's
-fixtures are built once, and every `test_verl*` file is part of a single unit that starts first:
-verl's runs (each its own local Ray cluster, about half of the session) go one after another on
-one worker while the other worker runs everything else.
+fixtures are built once, and every `test_verl*_cpu` file is part of a single unit that starts
+first: verl's real runs (each its own local Ray cluster, about 40% of the session) go one after
+another on one worker while the other runs everything else (the first joins it when done).
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _is_verl(nodeid: str) -> bool:
-    return Path(nodeid.split("::", 1)[0]).name.startswith("test_verl")
+    """A file that trains with verl for real here (`test_verl*_cpu.py`): each run is its own
+    local Ray cluster. verl's other files (dry runs, configs, the merger) are scheduled as any."""
+    name = Path(nodeid.split("::", 1)[0]).name
+    return name.startswith("test_verl") and name.endswith("_cpu.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
