@@ -129,33 +129,6 @@ SMALL = PretrainSettings(
 )
 
 
-def test_a_short_pretraining_raises_the_legal_move_rate_and_saves_a_loadable_model(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    out = tmp_path / "pretrained"
-    report = pretrain_tiny_model(tiny_model_dir, out, games=SMALL.games, seed=0, settings=SMALL)
-    before = report["evaluation"]["legal_rate_before"]["kuhn_poker/compact"]
-    after = report["evaluation"]["legal_rate_after"]["kuhn_poker/compact"]
-    assert after > before
-    assert after >= 0.9
-    assert report["training"]["last_loss"] < report["training"]["first_loss"]
-    written = json.loads((out / REPORT_FILE).read_text())
-    assert written["evaluation"]["legal_rate_after"] == report["evaluation"]["legal_rate_after"]
-    assert written["recipe"]["games"] == ["kuhn_poker"] and written["recipe"]["steps"] == 30
-    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
-        assert (out / name).is_file()
-    model = AutoModelForCausalLM.from_pretrained(out)
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    assert model.num_parameters() == report["parameters"]
-    assert tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
-    ).endswith("assistant\n")
-    with pytest.raises(MarsError, match="already exists"):
-        pretrain_tiny_model(tiny_model_dir, out, settings=SMALL, games=SMALL.games)
-
-
 def test_the_same_seed_gives_the_same_weights(tiny_model_dir: Path, tmp_path: Path) -> None:
     tiny = SMALL.model_copy(update={"steps": 4, "examples": 40, "eval_positions": 0})
     paths = []
@@ -196,8 +169,24 @@ def test_pretrain_command_prints_the_rates_and_writes_the_model(
     report = json.loads((out / REPORT_FILE).read_text())
     after = report["evaluation"]["after"]["kuhn_poker/compact"]
     assert after["n"] == 16 and after["rate"] >= 0.9
+    assert report["evaluation"]["legal_rate_before"]["kuhn_poker/compact"] < after["rate"]
     assert f"{after['rate']:.3f}" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == str(out)
+    assert report["training"]["last_loss"] < report["training"]["first_loss"]
+    assert report["recipe"]["games"] == ["kuhn_poker"] and report["recipe"]["steps"] == 30
+    # a model folder transformers loads as it is, with the tiny model's chat template
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (out / name).is_file()
+    assert AutoModelForCausalLM.from_pretrained(out).num_parameters() == report["parameters"]
+    assert (
+        AutoTokenizer.from_pretrained(out)
+        .apply_chat_template(
+            [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+        )
+        .endswith("assistant\n")
+    )
 
     again = run_mars(
         "tiny-model", "pretrain", "--model", str(tiny_model_dir), "--out", str(out), "--quiet"
