@@ -4,19 +4,15 @@
 agent loop (K = 4 branches at every call, the tool agent's programs in the sandbox), one shared
 policy, at_grpo with each branch's verl `uid` set to its (problem, role, call) group, and
 `mars eval --trained` reads what it published. One policy per role: two alternating phases, each
-training its policy against the other's served checkpoint; then a rerun to step 2 resumes the
-first policy from its own verl checkpoint (the resume of a MAS run on verl: a shared policy's
-goes the same way, one policy folder) and is stopped by SIGTERM as the next phase starts.
+training its policy against the other's served checkpoint. (A rerun that resumes a policy from
+its own verl checkpoint is not run here: one more verl launch does not fit CI's 15 minutes; the
+resume itself is verl's, tested on a game run in test_verl_train_cpu.)
 """
 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,9 +20,9 @@ import pytest
 
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
-from conftest import REPO, mars_env, run_mars
+from conftest import run_mars
 from model_testkit import mas_model
-from verl_testkit import TAG, step_turns, tagged_processes
+from verl_testkit import step_turns
 
 from core.servers import model_fingerprint
 from train_backend.advantage import compute_advantages
@@ -153,48 +149,3 @@ def test_one_policy_per_role_trains_in_phases_against_the_others_served_checkpoi
         "tool": coder_step,
         "reasoner": policies / "thinker" / "checkpoints" / "step_1",
     }
-
-
-def test_a_multi_policy_rerun_resumes_each_policy_from_its_own_verl_checkpoint(phases_run):
-    run, config, _ = phases_run
-    coder, thinker = run / "policies" / "coder", run / "policies" / "thinker"
-    coder_step_1 = step_turns(coder, 1)
-    tag = uuid.uuid4().hex
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mars", *train_args(run, config, 2), *POLICIES],
-        cwd=REPO,
-        env=mars_env(**{TAG: tag}),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    published = coder / "checkpoints" / "step_2" / "checkpoint.json"
-    try:
-        # Phases 0 and 1 are done: the rerun starts at phase 2 (coder to step 2); once that is
-        # published, phase 3 (thinker) is starting, and SIGTERM stops it.
-        deadline = time.monotonic() + 600
-        while not published.is_file():
-            assert process.poll() is None, process.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the coder's step 2 never came"
-            time.sleep(0.5)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=180) == 130
-    finally:
-        if process.poll() is None:
-            process.kill()
-    deadline = time.monotonic() + 30  # Ray's daemons may take a moment after the driver
-    while tagged_processes(tag) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert tagged_processes(tag) == []
-    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
-    # The coder resumed from its own verl checkpoint of phase 0: step 1 was not trained again,
-    # step 2 was played with the weights saved at step 1, on the coder's calls only.
-    assert "setting global step to 1" in (coder / "logs" / "verl.log").read_text()
-    assert step_turns(coder, 1) == coder_step_1
-    turns = step_turns(coder, 2)
-    assert {turn["weights_step"] for turn in turns} == {1} and {t["seat"] for t in turns} == {0}
-    # Its partner was the thinker's checkpoint of phase 1, served.
-    partner = json.loads((coder / "run.json").read_text())["config"]["frozen_partners"]
-    thinker_step_1 = thinker / "checkpoints" / "step_1"
-    assert partner["reasoner"]["model_identity"] == model_fingerprint(str(thinker_step_1.resolve()))
-    assert not (thinker / "checkpoints" / "step_2").exists()
-    assert json.loads((thinker / "run.json").read_text())["status"] in ("completed", "interrupted")
