@@ -37,6 +37,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -252,27 +253,15 @@ def run_jobs_in_processes(
     """At most `--parallel` jobs at once, each this script again with `--job ARM:SEED` (one
     thread each: on a small machine, processes use its cores better than threads)."""
     passed = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in JOB_SETTINGS]
-    waiting = list(jobs)
-    running: list[tuple[tuple[str, int], subprocess.Popen[bytes]]] = []
-    while waiting or running:
-        while waiting and len(running) < args.parallel:
-            arm, seed = waiting.pop(0)
-            command = [
-                sys.executable,
-                __file__,
-                *passed,
-                "--job",
-                f"{arm}:{seed}",
-                "--out",
-                str(root),
-            ]
-            running.append(((arm, seed), subprocess.Popen(command, cwd=REPO)))
-        time.sleep(5)
-        for job, process in list(running):
-            if process.poll() is not None:
-                running.remove((job, process))
-                if process.returncode != 0:
-                    raise RuntimeError(f"{job[0]} seed {job[1]} failed (exit {process.returncode})")
+
+    def run(job: tuple[str, int]) -> None:
+        arm, seed = job
+        command = [sys.executable, __file__, *passed, "--job", f"{arm}:{seed}", "--out", str(root)]
+        if subprocess.run(command, cwd=REPO, check=False).returncode != 0:
+            raise RuntimeError(f"{arm} seed {seed} failed")
+
+    with ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(run, jobs))
 
 
 def print_table(rows: dict[str, dict[int, dict[str, Any]]]) -> list[dict[str, Any]]:
