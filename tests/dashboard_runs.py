@@ -7,7 +7,10 @@
 - `mars failures` on both eval runs against a scripted judge (one reply is not JSON);
 - `mars arena`: an `llm` player (the scripted server, one invalid reply) vs `random` at
   tic-tac-toe;
-- `mars train --trainer local` on the embedded tiny model: 2 steps of 2 games, eval every step.
+- `mars train --trainer local` on the embedded tiny model: 2 steps of 2 games, eval every step,
+  with Kuhn exploitability from 4 replies per information state at each evaluation (replies of 8
+  tokens are all invalid, so each state is played uniformly: the Training page's policy against
+  equilibrium has all 12 states, about 1 s added).
 
 Then it appends one malformed line to each of the files the pages read, as a killed writer would
 leave it. The tests compare what the pages show with the commands' own summaries.
@@ -51,6 +54,7 @@ JUDGE_TRAINED = {
     ("gsm8k", 4): '{"failure_modes": [{"id": "FM-2.5", "evidence": "talked past each other"}]}',
     ("aqua", 3): '{"failure_modes": []}',
 }
+KUHN_SAMPLES = 4  # replies per Kuhn information state in the training run's evaluations
 MALFORMED = '{"suite": "gsm8k", "sample_id": "cut sh'  # a line a kill cut short
 
 
@@ -182,7 +186,13 @@ def build_runs(root: Path) -> RealRuns:
     start = time.perf_counter()
     config = root.parent / "train.yaml"
     config.write_text(
-        json.dumps({"eval_episodes": 2, "eval_opponents": {"tic_tac_toe": ["random"]}})
+        json.dumps(
+            {
+                "eval_episodes": 2,
+                "eval_opponents": {"tic_tac_toe": ["random"]},
+                "eval_exploitability": {"kuhn_poker": KUHN_SAMPLES},
+            }
+        )
     )
     _mars(
         "train", "--trainer", "local", "--config", str(config), "--games", "tic_tac_toe",

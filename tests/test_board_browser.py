@@ -1,6 +1,7 @@
 """The replay's board in a real browser: `mars dashboard` served, the Games page opened in headless
 Chromium at one turn of a recorded Tic-Tac-Toe game (`?turn=4`), and the screenshot read pixel by
-pixel at every cell of the board (see test_dashboard_browser.py for how Chromium is driven).
+pixel at every cell of the board (Chromium is driven as in test_dashboard_browser.py, with
+the helpers of dashboard/browser.py).
 
 The game is a real `mars arena` run: a scripted model (a reasoning text, then the first legal
 move) as X against `tactics:first` as O. What each cell must show comes from replaying the record
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_mars
-from test_dashboard_browser import CHROMIUM, CHROMIUM_FLAGS, _dashboard, _free_port, dom_text
+from conftest import REPO, mars_env, run_mars
 
 from dashboard.boards import COLORS
+from dashboard.browser import CHROMIUM, capture, dom_text, serve
 from games.positions import replay_positions
 from games.prompts import legal_actions_in
 from harness.testing.scripted_server import Reply, ScriptedServer
@@ -42,21 +43,6 @@ def reply(request: dict[str, Any]) -> Reply:
 def rgb(hex_colour: str) -> tuple[int, int, int]:
     value = hex_colour.lstrip("#")
     return int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16)
-
-
-def _capture(url: str, png: Path, profile: Path) -> str:
-    import subprocess
-
-    assert CHROMIUM is not None
-    flags = [f for f in CHROMIUM_FLAGS if not f.startswith("--window-size")]
-    png.unlink(missing_ok=True)
-    result = subprocess.run(
-        [CHROMIUM, *flags, "--window-size=1400,2600", "--force-device-scale-factor=1",
-         f"--user-data-dir={profile}", f"--screenshot={png}", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120, check=False, start_new_session=True,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 def _board_box(image: Any) -> tuple[int, int, int, int] | None:
@@ -105,14 +91,14 @@ def test_the_replay_draws_the_board_at_a_turn_beside_the_reply(tmp_path: Path) -
     ARTIFACTS.mkdir(parents=True)
     png = ARTIFACTS / "replay-board.png"
     url_path = f"/?page=games&run=arena-board&turn={TURN}"
-    with _dashboard(root, _free_port(), ARTIFACTS / "dashboard.log") as url:
+    with serve(root, ARTIFACTS / "dashboard.log", env=mars_env(), cwd=REPO) as url:
         attempts, deadline = 0, time.monotonic() + 180
         # The first runs may still show Streamlit's skeleton, for longer on a loaded machine
         # (8 tries once ran out there): tries until a board is drawn, bounded in time and count.
         while attempts < 20 and (attempts < 8 or time.monotonic() < deadline):
             attempts += 1
             started = time.perf_counter()
-            html = _capture(url + url_path, png, tmp_path / "profile")
+            html = capture(url + url_path, png, tmp_path / "profile", height=2600)
             image = Image.open(io.BytesIO(png.read_bytes())).convert("RGB")
             box = _board_box(image)
             if box is not None and 'data-cell="0-0"' in html:

@@ -2,41 +2,38 @@
 
 The app is started with the real command (`python -m mars dashboard --runs ROOT --port N`, on
 127.0.0.1) over the run directories of dashboard_runs.py (made by `mars eval`, `mars failures`,
-`mars arena`, `mars train`). Each page is opened by URL (`?page=<slug>`) with one Chromium call that
-both dumps the DOM and takes a screenshot, with the flags of facts.md
-(`--no-sandbox --disable-gpu --disable-background-networking --virtual-time-budget=15000`). The
-test checks that the DOM holds the page's own text and that the screenshot is not blank, and keeps
-both under test-artifacts/dashboard/ at the repository root.
+`mars arena`, `mars train`; the training run also measures Kuhn exploitability, so the Training
+page draws the policy against equilibrium). Each page is opened by URL (`?page=<slug>`, the
+Compare page with `&a=eval-base&b=eval-trained`) with one Chromium call that both dumps the DOM
+and takes a screenshot, with the flags of facts.md (`--no-sandbox --disable-gpu
+--disable-background-networking --virtual-time-budget=15000`; the helpers are
+dashboard/browser.py, shared with dashboard/screenshots.py). The test fails on a Streamlit
+exception, on a page that lacks its own text, on an empty chart (every page's charts have data
+here), on a missing Kuhn state label in the policy heatmap, and on a blank screenshot; it keeps
+the DOM and the screenshot under test-artifacts/dashboard/ at the repository root.
 
 Virtual time runs fast while the page only waits on its websocket, so a page whose first script
-run is slow (the server's first imports, a page's first read of its files) comes back as
-Streamlit's loading skeleton; that run still finishes and fills the server's caches, so a page
-that lacks its text or its ink is asked for again after a pause that grows with each attempt (up
-to twelve times; two or three is usual; eight quick retries once fell short on a machine running two
-trainings beside the suite).
+run is slow (the server's first imports, a page's first read of its files, OpenSpiel's first best
+response) comes back as Streamlit's loading skeleton or half drawn; that run still finishes and
+fills the server's caches, so a page that is not ready (its text, every chart's marks, its ink)
+is asked for again after a pause that grows with each attempt (up to twelve times; two or three
+is usual; eight quick retries once fell short on a machine running two trainings beside the
+suite). A page with an exception is not asked for again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from conftest import DATA_DIR, REPO, mars_env
 from dashboard_runs import RealRuns, shared_runs
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from dashboard.browser import CHROMIUM, DomSummary, capture, dom_text, page_ready, read_dom, serve
+
 ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 pytestmark = [
     pytest.mark.skipif(
@@ -44,17 +41,11 @@ pytestmark = [
     ),
     pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found"),
 ]
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--virtual-time-budget=15000",
-    "--hide-scrollbars",
-    "--window-size=1400,1600",
-]
-# Per page (its ?page= slug): text the page itself renders (tables draw their cells on a canvas,
-# so the needles are headings, notes, metrics and widget labels).
+HEIGHT = 1600
+# The query of each page (its ?page= slug) that is more than `page=<slug>`.
+QUERIES = {"compare": "page=compare&a=eval-base&b=eval-trained"}
+# Per page: text the page itself renders (tables draw their cells on a canvas, so the needles are
+# headings, notes, metrics, widget labels and the charts' SVG text).
 EXPECTED = {
     "runs": [
         "Accuracy by suite x MAS x model",
@@ -63,6 +54,15 @@ EXPECTED = {
         "eval-trained",
     ],
     "samples": ["matching samples", "accuracy of matches", "chain of thought", "agent_1"],
+    "compare": [
+        "Sample by sample",
+        "A right, B wrong",
+        "McNemar p",
+        "A: eval-base",
+        "B: eval-trained",
+        "Calls and tokens beside accuracy",
+        "Accuracy against tokens per question, eval runs",
+    ],
     "failure-modes": [
         "Failure modes (MAST)",
         "Per category",
@@ -77,86 +77,28 @@ EXPECTED = {
     ],
     "training": [
         "reward_mean",
+        "Exploitability (0 = a Nash equilibrium)",
         "Win rate against each opponent",
+        "Policy against equilibrium",
+        "Best response per state",
         "Learning curve (train",  # (markdown draws "->" as an arrow)
         "mars loop --watch",
     ],
 }
+# A chart each page must draw, named by a text of its SVG (a title or an axis title).
+CHARTS = {
+    "runs": ["accuracy %"],
+    "compare": ["tokens per question (prompt + completion)"],
+    "failure-modes": [],
+    "training": ["reward_mean", "exploitability", "win rate", "train-ttt · kuhn_poker"],
+}
+# Kuhn's 12 information states as the policy heatmap labels them (player, moves so far, card).
+KUHN_LABELS = [
+    f"P{seat} {history} {card}"
+    for seat, history in ((0, "-"), (0, "pb"), (1, "p"), (1, "b"))
+    for card in "JQK"
+]
 ATTEMPTS = 12
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_http(url: str, deadline_s: float, process: subprocess.Popen) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        assert process.poll() is None, "mars dashboard exited early"
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
-            if response.status == 200:
-                return
-        time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer within {deadline_s} s")
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
-
-
-@contextlib.contextmanager
-def _dashboard(root: Path, port: int, log: Path) -> Iterator[str]:
-    command = [sys.executable, "-m", "mars", "dashboard", "--runs", str(root)]
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [*command, "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=REPO,
-            env=mars_env(),
-        )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90, process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        _stop_group(process)
-
-
-class _Text(HTMLParser):
-    """The text content of an HTML document (scripts and styles left out)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def dom_text(html: str) -> str:
-    parser = _Text()
-    parser.feed(html)
-    return " ".join(" ".join(parser.parts).split())
 
 
 def _ink(png: Path) -> tuple[float, float, tuple[int, int]]:
@@ -168,34 +110,11 @@ def _ink(png: Path) -> tuple[float, float, tuple[int, int]]:
     return ImageStat.Stat(image).stddev[0], dark, image.size
 
 
-def _rendered(text: str, png: Path, needles: list[str]) -> bool:
-    if not png.is_file() or not all(n in text for n in needles):
+def _rendered(dom: DomSummary, png: Path, needles: list[str]) -> bool:
+    if not png.is_file() or not page_ready(dom, needles):
         return False
     spread, dark, _ = _ink(png)
     return spread > 10 and dark > 0.002
-
-
-def _capture(url: str, png: Path, profile: Path) -> str:
-    """One Chromium call: the DOM after the virtual-time budget on stdout, the screenshot saved."""
-    assert CHROMIUM is not None
-    png.unlink(missing_ok=True)
-    result = subprocess.run(
-        [
-            CHROMIUM,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
-            f"--screenshot={png}",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        start_new_session=True,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -209,20 +128,21 @@ def test_each_page_renders_in_headless_chromium(
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
     ARTIFACTS.mkdir(parents=True)
-    port = _free_port()
-    seen: dict[str, str] = {}
-    with _dashboard(runs.root, port, ARTIFACTS / "dashboard.log") as url:
+    seen: dict[str, DomSummary] = {}
+    log = ARTIFACTS / "dashboard.log"
+    with serve(runs.root, log, env=mars_env(), cwd=REPO) as url:
         for slug, needles in EXPECTED.items():
             png = ARTIFACTS / f"{slug}.png"
+            query = QUERIES.get(slug, f"page={slug}")
             attempt = 0
             while attempt < ATTEMPTS:
                 attempt += 1
                 started = time.perf_counter()
-                html = _capture(f"{url}/?page={slug}", png, tmp_path / f"profile-{slug}")
-                seen[slug] = dom_text(html)
+                html = capture(f"{url}/?{query}", png, tmp_path / f"profile-{slug}", height=HEIGHT)
+                seen[slug] = read_dom(html)
                 (ARTIFACTS / f"{slug}.html").write_text(html, encoding="utf-8")
                 elapsed = time.perf_counter() - started
-                if _rendered(seen[slug], png, needles):
+                if seen[slug].exception or _rendered(seen[slug], png, needles):
                     break
                 # A loaded machine: let the server's first run of the page finish before asking
                 # again, or the next virtual-time budget may see the same skeleton.
@@ -231,19 +151,52 @@ def test_each_page_renders_in_headless_chromium(
                 print(f"\n  dashboard {slug}: {png} (attempt {attempt}, {elapsed:.1f} s)", end="")
 
     for slug, needles in EXPECTED.items():
-        text, png = seen[slug], ARTIFACTS / f"{slug}.png"
-        missing = [n for n in needles if n not in text]
-        assert not missing, f"{slug}: {missing} not in the DOM; it showed {text[:600]!r}"
-        assert f"4 runs under {runs.root}" in text  # the sidebar: every run was found
+        dom, png = seen[slug], ARTIFACTS / f"{slug}.png"
+        assert not dom.exception, f"{slug}: Streamlit drew an exception: {dom.text[-1500:]!r}"
+        assert "Traceback" not in dom.text, f"{slug}: a traceback on the page"
+        missing = [n for n in needles if n not in dom.text]
+        assert not missing, f"{slug}: {missing} not in the DOM; it showed {dom.text[:600]!r}"
+        assert f"4 runs under {runs.root}" in dom.text  # the sidebar: every run was found
+        empty = [c.texts[:4] for c in dom.charts if c.marks == 0]
+        assert not empty, f"{slug}: charts drawn without a mark although their data exists: {empty}"
+        absent = [t for t in CHARTS.get(slug, []) if dom.chart_with(t) is None]
+        assert not absent, f"{slug}: no chart with {absent}"
         spread, dark, size = _ink(png)
-        assert size == (1400, 1600)
+        assert size == (1400, HEIGHT)
         assert spread > 10, f"{slug}: the screenshot is (nearly) uniform"
         assert dark > 0.002, f"{slug}: no dark (text) pixels: the page did not render"
     # Pages differ: each shows its own header, not the Runs page again.
-    assert "Outcomes per opponent and seat" not in seen["runs"]
-    assert "Accuracy by suite x MAS x model" not in seen["games"]
+    assert "Outcomes per opponent and seat" not in seen["runs"].text
+    assert "Accuracy by suite x MAS x model" not in seen["games"].text
+    # The policy against equilibrium: every Kuhn state is a row of the heatmap, with its range.
+    heatmap = seen["training"].chart_with("train-ttt · kuhn_poker")
+    assert heatmap is not None
+    missing = [label for label in KUHN_LABELS if label not in heatmap.texts]
+    assert not missing, f"states missing from the policy heatmap: {missing}"
+    assert "Nash" in heatmap.texts
+    assert "[0.33, 0.67]" in heatmap.texts  # P0 pb Q: call with alpha + 1/3
 
 
 def test_dom_text_leaves_scripts_out() -> None:
     html = "<html><script>var page = 'Runs';</script><body><h1>Games</h1><p>a <b>b</b></p></body>"
     assert dom_text(html) == "Games a b"
+
+
+def test_read_dom_finds_exceptions_running_scripts_and_empty_charts() -> None:
+    chart = (
+        '<div data-testid="stVegaLiteChart"><svg><g class="mark-group role-axis"><text>x</text>'
+        '</g><g class="mark-rect role-mark layer_0_marks">{marks}</g><text>title</text></svg></div>'
+    )
+    html = (
+        '<body><meta charset="utf-8"><div data-testid="stStatusWidget">Running...</div>'
+        + chart.format(marks='<path d="M0,0h1v1Z"></path><path d="M1,1h1v1Z"></path>')
+        + chart.format(marks="")
+        + '<div class="stException">ValueError</div></body>'
+    )
+    dom = read_dom(html)
+    assert [c.marks for c in dom.charts] == [2, 0]
+    assert dom.charts[0].texts == ["x", "title"]
+    assert dom.exception and dom.running
+    assert not page_ready(dom, ["title"])
+    assert page_ready(read_dom(chart.format(marks="<path></path>")), ["title"])
+    assert not read_dom("<body><p>fine</p></body>").exception

@@ -319,7 +319,10 @@ def test_training_page_curves_equal_the_training_summary(app: OpenPage, runs: Re
     for name in DEFAULT_CURVES:
         assert latest[name] == pytest.approx(last[name])
     specs = [chart.proto.spec for chart in test.get("vega_lite_chart")]
-    assert len(specs) == 5  # the four default metrics, then the win rates
+    # The four default metrics, exploitability, the win rates, the policy against equilibrium.
+    assert len(specs) == 7
+    assert '"exploitability"' in specs[4] and "win rate" in specs[5]
+    assert '"rect"' in specs[6] and "kuhn_poker" in specs[6]  # the heatmap
     assert all(f'"{name}"' in spec for name, spec in zip(DEFAULT_CURVES, specs, strict=False))
 
     wins = table_with(test, "game", "opponent", "seat", "win", "ci_low")
