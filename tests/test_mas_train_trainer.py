@@ -14,6 +14,7 @@ import torch
 from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
 from core.errors import MarsError
+from train_backend import branch_log
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.local.policy import load_policy, resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
@@ -78,6 +79,18 @@ def test_one_shared_policy_uses_the_game_trainers_checkpoint_layout(tmp_path: Pa
     summary = _train(_config(steps=1, eval_every=0, save_every=1), tmp_path / "run")
     assert summary["policies"] == {"policy": ["tool", "reasoner"]}
     assert [step for step, _ in list_checkpoints(tmp_path / "run")] == [1]
+
+    # The step's branches: K per (problem, role, call), one of them the main line's.
+    lines = branch_log.read_step(tmp_path / "run", 1)
+    groups = branch_log.groups_of(lines)
+    assert groups and {line["role"] for line in lines} == {"tool", "reasoner"}
+    for group in groups.values():
+        assert len(group) == 2 and sum(bool(line["chosen"]) for line in group) == 1
+        assert len({line["state"] for line in group}) == 1
+        assert all(line["trained"] for line in group)  # an entropy term: every reply trains
+        assert sum(line["advantage"] for line in group) == pytest.approx(0.0, abs=1e-9)
+    (metrics,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert metrics["branches/groups"] == len(groups)
 
 
 def test_a_role_the_workflow_lacks_or_a_missing_role_is_refused() -> None:

@@ -197,6 +197,8 @@ class StepRollout:
     seconds: float
     generate_calls: int
     extra: dict[str, Any] = field(default_factory=dict)
+    # tree steps: per row, what the branch log adds to it (reply, reasoning, action, reward)
+    replies: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def play_step(

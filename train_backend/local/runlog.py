@@ -1,4 +1,5 @@
-"""The training run's logs beside run.json: metrics.jsonl, records.jsonl and evals/step_N.jsonl.
+"""The training run's logs beside run.json: metrics.jsonl, records.jsonl, evals/step_N.jsonl and
+branches/step_N.jsonl.gz (train_backend.branch_log).
 
 A resumed run continues from its last checkpoint, so every line written after that checkpoint
 (a step that ran but was never saved) is dropped first: step numbers continue without duplicates.
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.files import read_jsonl, write_jsonl_atomic
+from train_backend import branch_log
 
 if TYPE_CHECKING:
     from core.runstore import RunDir
@@ -56,7 +58,8 @@ def _step_of(row: dict[str, Any]) -> int | None:
 
 
 def truncate_after(run_path: Path, step: int, records_path: Path) -> None:
-    """Drop metrics, self-play records and eval records of steps after `step`."""
+    """Drop metrics, self-play records, eval records and branch logs of steps after `step`."""
+    branch_log.remove_after(run_path, step)
     _keep_until(metrics_path(run_path), step)
     _keep_until(records_path, step)
     evals = Path(run_path) / EVALS_DIR

@@ -38,6 +38,7 @@ from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
+from train_backend import branch_log
 from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
 from train_backend.config import TrainConfig
 from train_backend.group_filter import (
@@ -76,6 +77,7 @@ from train_backend.local.update import (
     sequence_log_probs,
     step_generator,
     update_policy,
+    used_by_update,
 )
 
 if TYPE_CHECKING:
@@ -266,6 +268,8 @@ class LocalTrainer:
             update_s = time.perf_counter() - update_started
             metrics = step_metrics(step, rollout, trained, stats, lr=lr)
             metrics["update_s"] = round(update_s, 3)
+            branches = self.branch_lines(step, rollout, advantages, selection)
+            metrics.update(branch_log.collapse_signals(branches))
             if selection is not None:
                 metrics.update(selection.metrics())
             if self.pool is not None:
@@ -281,6 +285,7 @@ class LocalTrainer:
                 metrics["eval_s"] = round(time.perf_counter() - eval_started, 3)
             metrics["seconds_per_step"] = round(time.perf_counter() - started, 3)
             self.run.append_many(rollout.records)
+            branch_log.write_step(self.run.path, step, branches)
             runlog.append_lines(runlog.eval_records_path(self.run.path, step), eval_records)
             runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
             self.last_metrics = metrics
@@ -396,6 +401,20 @@ class LocalTrainer:
         if selection is not None:
             return kept_advantages(table, selection.keep, estimator, **options)
         return compute_advantages(table, estimator, **options)
+
+    def branch_lines(
+        self,
+        step: int,
+        rollout: StepRollout,
+        advantages: np.ndarray,
+        selection: Selection | None,
+    ) -> list[dict[str, Any]]:
+        """The step's tree branches for `branches/step_N.jsonl.gz` (none without a tree)."""
+        if not rollout.replies:
+            return []
+        keep = selection.keep if selection is not None else np.ones(len(rollout.rows), bool)
+        used = used_by_update(self.config, rollout.samples, advantages, keep)
+        return branch_log.step_lines(step, rollout.rows, rollout.replies, advantages, used)
 
     def _evaluate(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         config = self.config

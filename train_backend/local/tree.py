@@ -241,6 +241,8 @@ class TreeRollout:
             node.off_policy = any(other != seat for other, _ in line.explored)
             node.returns = [None] * len(replies)
             node.legal = [None] * len(replies)
+            node.actions = [None] * len(replies)
+            node.rewards = [None] * len(replies)
             prefix = list(line.replies)
             self.nodes.append(node)
             if self.tree.continuation_for(spec) == "greedy":
@@ -400,7 +402,7 @@ class TreeRollout:
         order = {spec.name: index for index, spec in enumerate(self.specs)}
         records.sort(key=lambda r: (order[r["game"]], r["seed"]))
         self.nodes.sort(key=lambda n: (order[n.game], n.seed, n.call))
-        rows, samples = self._rows_and_samples()
+        rows, samples, replies = self._rows_and_samples()
         trained = [n for n in self.nodes if not n.off_policy and not n.failed]
         flat = sum(1 for n in trained if is_flat(n.returns))  # type: ignore[arg-type]
         return StepRollout(
@@ -410,6 +412,7 @@ class TreeRollout:
             generated_tokens=self.generated_tokens,
             seconds=time.perf_counter() - started,
             generate_calls=self.responder.batcher.calls,
+            replies=replies,
             extra={
                 "tree_nodes": len(self.nodes),
                 "tree_branches": len(rows),
@@ -424,9 +427,12 @@ class TreeRollout:
             },
         )
 
-    def _rows_and_samples(self) -> tuple[list[dict[str, Any]], list[TurnSample]]:
+    def _rows_and_samples(
+        self,
+    ) -> tuple[list[dict[str, Any]], list[TurnSample], list[dict[str, Any]]]:
         rows: list[dict[str, Any]] = []
         samples: list[TurnSample] = []
+        replies: list[dict[str, Any]] = []
         for node in self.nodes:
             if node.off_policy:
                 continue
@@ -458,7 +464,15 @@ class TreeRollout:
                         list(reply.completion_ids),
                     )
                 )
-        return rows, samples
+                replies.append(
+                    {
+                        "reply": reply.text,
+                        "reasoning": reply.reasoning,
+                        "action": node.actions[branch] if node.actions else None,
+                        "reward": node.rewards[branch] if node.rewards else None,
+                    }
+                )
+        return rows, samples, replies
 
 
 async def play_tree_step(

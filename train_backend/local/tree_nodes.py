@@ -72,6 +72,8 @@ class Node:
     chosen: int = 0
     returns: list[float | None] = field(default_factory=list)
     legal: list[bool | None] = field(default_factory=list)
+    actions: list[str | None] = field(default_factory=list)  # each branch's parsed action
+    rewards: list[float | None] = field(default_factory=list)  # each branch's immediate reward
     off_policy: bool = False  # reached after the other seat's exploratory move: not trained
     failed: bool = False  # a branch's replay could not finish (a model call failed): not trained
     failed_branches: set[int] = field(default_factory=set)  # which ones (greedy skips them)
@@ -146,3 +148,6 @@ def set_branch_return(node: Node, branch: int, result: EpisodeResult, team_weigh
     team = sum(t["reward"] for t in later) / len(result.players)
     node.returns[branch] = team_weight * team + local
     node.legal[branch] = bool(at["legal"])
+    if node.actions:
+        node.actions[branch] = at.get("action")
+        node.rewards[branch] = float(at["reward"])

@@ -67,8 +67,7 @@ def update_policy(
     chosen = [
         i
         for i, sample in enumerate(samples)
-        if sample.completion_ids
-        and (config.kl_coef > 0 or config.entropy_coef > 0 or bool(token_advantages[i].any()))
+        if _adds_to_loss(config, sample, bool(token_advantages[i].any()))
     ]
     stats = UpdateStats(sequences=len(chosen))
     if not chosen:
@@ -177,6 +176,27 @@ def sequence_log_probs(
                 length = len(samples[index].completion_ids)
                 out[index] = values[row, packed.keep - length :].clone()
     return out
+
+
+def _adds_to_loss(config: TrainConfig, sample: TurnSample, has_advantage: bool) -> bool:
+    return bool(sample.completion_ids) and (
+        config.kl_coef > 0 or config.entropy_coef > 0 or has_advantage
+    )
+
+
+def used_by_update(
+    config: TrainConfig, samples: Sequence[TurnSample], advantages: np.ndarray, keep: np.ndarray
+) -> np.ndarray:
+    """Per one-turn sample (a tree branch), whether `update_policy` trains on it: kept by the
+    step's selection, and adding to the loss (a reply with a non-zero advantage, or any reply
+    under a KL or entropy term)."""
+    return np.asarray(
+        [
+            bool(keep[i]) and _adds_to_loss(config, sample, float(advantages[i]) != 0.0)
+            for i, sample in enumerate(samples)
+        ],
+        dtype=bool,
+    )
 
 
 def _token_advantages(sample: TurnSample, index: int, advantages: np.ndarray) -> torch.Tensor:

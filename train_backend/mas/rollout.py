@@ -260,6 +260,8 @@ class Branch:
     problem: int  # index of the problem in the step
     call: Call
     ret: float
+    branch: int = 0  # its index among the K branches of its call
+    chosen: bool = False  # the branch the main line went on with
 
 
 async def tree_sample(
@@ -313,14 +315,14 @@ async def tree_sample(
                 "must be deterministic given its replies"
             )
         returns = [run.return_from(run.calls[point]) for run in live]
-        found.extend(
-            Branch(problem_index, run.calls[point], ret)
-            for run, ret in zip(live, returns, strict=True)
-        )
         if continuation == "greedy":
             chosen = int(np.argmax(returns))  # the lowest index among equal bests
         else:
             chosen = int(rng.integers(len(live)))
+        found.extend(
+            Branch(problem_index, run.calls[point], ret, branch, branch == chosen)
+            for branch, (run, ret) in enumerate(zip(live, returns, strict=True))
+        )
         main = live[chosen]
         prefix = main.calls[: point + 1]
     else:
@@ -363,6 +365,7 @@ async def play_workflow_step(
     results = await asyncio.gather(*trees)
     rows: list[dict[str, Any]] = []
     samples: list[TurnSample] = []
+    replies: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
     for index, (found, main) in enumerate(results):
         for branch in found:
@@ -384,6 +387,7 @@ async def play_workflow_step(
                 workflow, index, seat, call.index, list(call.prompt_ids), list(call.completion_ids)
             )
             samples.append(sample)
+            replies.append({"reply": call.text, "branch": branch.branch, "chosen": branch.chosen})
         records.append(workflow_record(workflow, problems[index], main))
     generated = sum(len(s.completion_ids) for s in samples)
     return StepRollout(
@@ -393,6 +397,7 @@ async def play_workflow_step(
         generated_tokens=generated,
         seconds=time.perf_counter() - started,
         generate_calls=0,
+        replies=replies,
     )
 
 

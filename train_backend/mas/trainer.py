@@ -24,13 +24,19 @@ import numpy as np
 from core.errors import MarsError
 from core.runstore import RunDir
 from core.stats import wilson_ci
+from train_backend import branch_log
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import StepRollout, make_responder
 from train_backend.local.trainer import learning_rate_at, sampling_of
-from train_backend.local.update import UpdateStats, step_generator, update_policy
+from train_backend.local.update import (
+    UpdateStats,
+    step_generator,
+    update_policy,
+    used_by_update,
+)
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, main_line_figures, reward_function
@@ -206,12 +212,16 @@ class WorkflowTrainer:
                 )
                 metrics.update(_policy_metrics(name, stats, len(mine)))
             metrics.update(rollout_metrics(rollout, self.roles))
+            used = used_by_update(config, rollout.samples, advantages, keep)
+            branches = branch_log.step_lines(step, rollout.rows, rollout.replies, advantages, used)
+            metrics.update(branch_log.collapse_signals(branches))
             metrics["rollout_s"] = round(rollout.seconds, 3)
             metrics["update_s"] = round(time.perf_counter() - update_started, 3)
             if config.eval_every and (step % config.eval_every == 0 or step == config.steps):
                 metrics.update(self.evaluate(step))
             metrics["seconds_per_step"] = round(time.perf_counter() - started, 3)
             self.run.append_many([{**record, "step": step} for record in rollout.records])
+            branch_log.write_step(self.run.path, step, branches)
             runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
             self.last_metrics = metrics
             self.log(_progress(metrics, config.steps))
