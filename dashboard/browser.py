@@ -11,7 +11,8 @@ and callers ask again after a pause.
 
 `DomSummary` reads what a test or a screenshot needs from the DOM: the text (scripts and styles
 left out), whether Streamlit drew an exception, whether a script run is still going, and every
-Altair chart with its texts and its number of drawn marks (Streamlit draws Vega-Lite as SVG).
+Altair chart with its texts and its number of drawn marks (Streamlit draws Vega-Lite as SVG, or
+on a canvas when a chart has many data points).
 """
 
 from __future__ import annotations
@@ -134,10 +135,17 @@ def capture(url: str, png: Path, profile: Path, *, height: int = 1600) -> str:
 @dataclass
 class Chart:
     """One Altair chart of a page: its SVG's texts (title, axis labels, legend) and the number
-    of marks drawn in its data layers (0: an empty chart)."""
+    of marks drawn in its data layers (0: an empty chart). Streamlit draws a chart of many data
+    points on a canvas instead, which shows neither: `canvas` then, and the chart counts as
+    drawn."""
 
     texts: list[str] = field(default_factory=list)
     marks: int = 0
+    canvas: bool = False
+
+    @property
+    def drawn(self) -> bool:
+        return self.marks > 0 or self.canvas
 
 
 @dataclass
@@ -175,6 +183,8 @@ class _Reader(HTMLParser):
             self._skip += 1
         if self._inside(2) and tag in _MARKS and self.charts:
             self.charts[-1].marks += 1
+        if tag == "canvas" and self._inside(1) and self.charts:
+            self.charts[-1].canvas = True
         if tag in _VOID:
             return
         chart = test_id == "stVegaLiteChart"
@@ -218,7 +228,5 @@ def dom_text(html: str) -> str:
 def page_ready(dom: DomSummary, needles: list[str]) -> bool:
     """The page's run finished and drew its own text and every chart's marks."""
     return (
-        not dom.running
-        and all(n in dom.text for n in needles)
-        and all(c.marks > 0 for c in dom.charts)
+        not dom.running and all(n in dom.text for n in needles) and all(c.drawn for c in dom.charts)
     )

@@ -157,7 +157,7 @@ def test_each_page_renders_in_headless_chromium(
         missing = [n for n in needles if n not in dom.text]
         assert not missing, f"{slug}: {missing} not in the DOM; it showed {dom.text[:600]!r}"
         assert f"4 runs under {runs.root}" in dom.text  # the sidebar: every run was found
-        empty = [c.texts[:4] for c in dom.charts if c.marks == 0]
+        empty = [c.texts[:4] for c in dom.charts if not c.drawn]
         assert not empty, f"{slug}: charts drawn without a mark although their data exists: {empty}"
         absent = [t for t in CHARTS.get(slug, []) if dom.chart_with(t) is None]
         assert not absent, f"{slug}: no chart with {absent}"
@@ -170,7 +170,7 @@ def test_each_page_renders_in_headless_chromium(
     assert "Accuracy by suite x MAS x model" not in seen["games"].text
     # The policy against equilibrium: every Kuhn state is a row of the heatmap, with its range.
     heatmap = seen["training"].chart_with("train-ttt · kuhn_poker")
-    assert heatmap is not None
+    assert heatmap is not None and not heatmap.canvas
     missing = [label for label in KUHN_LABELS if label not in heatmap.texts]
     assert not missing, f"states missing from the policy heatmap: {missing}"
     assert "Nash" in heatmap.texts
@@ -200,3 +200,5 @@ def test_read_dom_finds_exceptions_running_scripts_and_empty_charts() -> None:
     assert not page_ready(dom, ["title"])
     assert page_ready(read_dom(chart.format(marks="<path></path>")), ["title"])
     assert not read_dom("<body><p>fine</p></body>").exception
+    drawn = read_dom('<div data-testid="stVegaLiteChart"><canvas width="9"></canvas></div>')
+    assert drawn.charts[0].canvas and drawn.charts[0].drawn and drawn.charts[0].marks == 0
