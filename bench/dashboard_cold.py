@@ -1,4 +1,5 @@
-"""The dashboard's first page, cold, in a real browser: how long a user looks at a blank page.
+"""The dashboard's first page, cold, in a real browser: how long a user looks at a blank page; and
+the Training page of a long Kuhn run, warm.
 
 `mars dashboard` is started fresh over a runs root (by default a demo-like set written here: three
 eval runs of 300 records, an arena run, a training run and a loop), and headless Chromium is
@@ -8,7 +9,14 @@ table's first suite are on screen. The figure is the time from the navigation (t
 to that moment; also printed: command start to server ready. Several fresh servers, each figure's
 median and worst. Target: the first page within 3 s of the first request.
 
-    python bench/dashboard_cold.py [--runs DIR] [--repeats 3]
+Then the Training page (`?page=training`) over one synthetic Kuhn self-play run of 200 steps
+(`dashboard.synthetic.write_kuhn_train_run`: the training figures, the 24 action shares of the 12
+information states at every step, exploitability every 10 steps): opened once to warm the
+server's caches, then opened again (a new session) and timed from the navigation until the
+script run has finished (Streamlit's status widget gone), the page's last sections are on screen
+and the policy heatmap labels all 12 states. Target: within 5 s warm.
+
+    python bench/dashboard_cold.py [--runs DIR] [--repeats 3] [--only first|training]
 """
 
 from __future__ import annotations
@@ -34,6 +42,21 @@ from bench._common import report
 
 TARGET_S = 3.0
 HEADING = "Accuracy by suite x MAS x model"
+TRAINING_TARGET_S = 5.0
+TRAINING_STEPS = 200
+# The Training page's last sections, drawn when its script run reaches them.
+TRAINING_NEEDLES = [
+    "Policy against equilibrium",
+    "Best response per state",
+    "Learning curve (train",
+]
+# The four default figures, exploitability, the policy heatmap.
+TRAINING_CHARTS = 6
+KUHN_LABELS = [
+    f"P{seat} {history} {card}"
+    for seat, history in ((0, "-"), (0, "pb"), (1, "p"), (1, "b"))
+    for card in "JQK"
+]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -116,24 +139,60 @@ class Browser:
             if message.get("id") == self._ids:
                 return message.get("result", {})
 
-    async def time_first_page(self, url: str, needles: list[str], timeout_s: float) -> float:
+    async def time_until(self, url: str, condition: str, timeout_s: float) -> float | None:
+        """Seconds from navigating to `url` until the JavaScript `condition` holds in the new
+        document (checked every 50 ms), None past `timeout_s`."""
         import websockets
 
         async with websockets.connect(self.ws_url, max_size=None) as ws:
+            # Marks the document shown now, so the old page is never taken for the new one.
+            await self._call(ws, "Runtime.evaluate", expression="window.__marsOld = true")
             started = time.perf_counter()
             await self._call(ws, "Page.navigate", url=url)
-            expression = "document.body ? document.body.innerText : ''"
+            expression = f"!window.__marsOld && Boolean({condition})"
             while time.perf_counter() - started < timeout_s:
                 result = await self._call(ws, "Runtime.evaluate", expression=expression)
-                text = result.get("result", {}).get("value", "")
-                if all(needle in text for needle in needles):
+                if result.get("result", {}).get("value") is True:
                     return time.perf_counter() - started
                 await asyncio.sleep(0.05)
-        raise SystemExit(f"the first page did not show {needles} within {timeout_s:g} s")
+        return None
+
+    async def time_first_page(self, url: str, needles: list[str], timeout_s: float) -> float:
+        elapsed = await self.time_until(url, shows_text(needles), timeout_s)
+        if elapsed is None:
+            raise SystemExit(f"the first page did not show {needles} within {timeout_s:g} s")
+        return elapsed
 
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+def shows_text(
+    needles: list[str], text: str = "document.body ? document.body.innerText : ''"
+) -> str:
+    """JavaScript: the page's text (or the `text` expression) holds every needle."""
+    return f"(text => {json.dumps(needles)}.every(n => text.includes(n)))({text})"
+
+
+def training_drawn(needles: list[str], labels: list[str], charts: int) -> str:
+    """JavaScript: the script run is over (no status widget), the needles are on screen, the
+    tables' cells hold every label (a table draws on a canvas; its cells are in the DOM for
+    screen readers, not in innerText), and at least `charts` charts are drawn, each on its canvas
+    (Streamlit's choice for many points, as the heatmap of 200 steps) or as SVG with marks."""
+    tables = (
+        "Array.from(document.querySelectorAll('[data-testid=\"stDataFrame\"]'))"
+        ".map(t => t.textContent).join(' | ')"
+    )
+    drawn = (
+        f"(charts => charts.length >= {charts} && charts.every(c => c.querySelector("
+        "'canvas, svg .role-mark > *')))(Array.from(document.querySelectorAll("
+        "'[data-testid=\"stVegaLiteChart\"]')))"
+    )
+    return (
+        f"!document.querySelector('[data-testid=\"stStatusWidget\"]') && {shows_text(needles)}"
+        f" && {shows_text(labels, tables)} && {drawn}"
+    )
 
 
 def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, float]:
@@ -164,22 +223,53 @@ def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, f
     return ready, first_page
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, help="runs root (default: demo-like runs)")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    if CHROMIUM is None:
-        raise SystemExit("chromium is not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory(prefix="mars-dashboard-cold-") as tmp:
-        work = Path(tmp)
-        needles = [HEADING]
-        root = args.runs
-        if root is None:
-            root = work / "runs"
-            needles.append(write_demo_like_runs(root))
-        one_cold_start(root, needles, work)  # untimed: bytecode written, as on a user's disk
-        timings = [one_cold_start(root, needles, work) for _ in range(args.repeats)]
+def training_page_warm(work: Path, repeats: int) -> list[float]:
+    """The Training page over a 200-step Kuhn run: opened once untimed (the caches filled), then
+    `repeats` times timed, each a new session of the same server."""
+    from dashboard import synthetic
+
+    root = work / "training-runs"
+    synthetic.write_kuhn_train_run(root / "train-kuhn", TRAINING_STEPS)
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    browser = None
+    url = f"http://127.0.0.1:{port}/?page=training"
+    condition = training_drawn(TRAINING_NEEDLES, KUHN_LABELS, TRAINING_CHARTS)
+    try:
+        wait_until_healthy(port, 60)
+        browser = Browser(Path(tempfile.mkdtemp(dir=work)))
+        cold = asyncio.run(browser.time_until(url, condition, timeout_s=120))
+        if cold is None:
+            raise SystemExit("the Training page was not drawn within 120 s")
+        print(f"training page, first (cold caches): {cold:.2f} s")
+        warm = [
+            asyncio.run(browser.time_until(url, condition, timeout_s=60)) for _ in range(repeats)
+        ]
+    finally:
+        if browser is not None:
+            browser.close()
+        os.killpg(server.pid, 15)
+        server.wait(20)
+    if any(w is None for w in warm):
+        raise SystemExit("the Training page was not drawn within 60 s warm")
+    return [w for w in warm if w is not None]
+
+
+def first_page(args: argparse.Namespace, work: Path) -> None:
+    needles = [HEADING]
+    root = args.runs
+    if root is None:
+        root = work / "runs"
+        needles.append(write_demo_like_runs(root))
+    one_cold_start(root, needles, work)  # untimed: bytecode written, as on a user's disk
+    timings = [one_cold_start(root, needles, work) for _ in range(args.repeats)]
     ready = [r for r, _ in timings]
     first = [f for _, f in timings]
     print(f"command start to server ready: median {statistics.median(ready):.2f} s")
@@ -192,6 +282,37 @@ def main() -> None:
         server_ready_s=round(statistics.median(ready), 3),
         repeats=args.repeats,
     )
+
+
+def training_page(args: argparse.Namespace, work: Path) -> None:
+    warm = training_page_warm(work, args.repeats)
+    print(f"training page, warm: {', '.join(f'{w:.2f}' for w in warm)} s")
+    report(
+        "training_page_warm_s",
+        max(warm),
+        TRAINING_TARGET_S,
+        median_s=round(statistics.median(warm), 3),
+        steps=TRAINING_STEPS,
+        states=len(KUHN_LABELS),
+        repeats=args.repeats,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, help="runs root (default: demo-like runs)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--only", choices=("first", "training"), help="one of the two measurements (default both)"
+    )
+    args = parser.parse_args()
+    if CHROMIUM is None:
+        raise SystemExit("chromium is not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory(prefix="mars-dashboard-cold-") as tmp:
+        if args.only in (None, "first"):
+            first_page(args, Path(tmp))
+        if args.only in (None, "training"):
+            training_page(args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -197,6 +197,53 @@ def write_train_run(
     return run
 
 
+# One Kuhn equilibrium (alpha = 1/6): P(bet or call) per information state title ("<card>
+# <moves so far>"), as the trainer's `policy/kuhn_poker/<state>/BET` columns name them.
+KUHN_EQUILIBRIUM_BET = {
+    "J -": 1 / 6, "Q -": 0.0, "K -": 0.5, "J pb": 0.0, "Q pb": 0.5, "K pb": 1.0,
+    "J p": 1 / 3, "Q p": 0.0, "K p": 1.0, "J b": 0.0, "Q b": 1 / 3, "K b": 1.0,
+}  # fmt: skip
+
+
+def kuhn_train_row(step: int, steps: int, *, eval_every: int = 10) -> dict[str, Any]:
+    """One metrics.jsonl line of a Kuhn self-play run whose policy moves from uniform to the
+    equilibrium: the training figures every step, the 24 action shares every step, and
+    exploitability with its interval every `eval_every` steps."""
+    progress = step / max(1, steps - 1)
+    row: dict[str, Any] = {
+        "step": step,
+        "loss": 1.0 / (step + 1),
+        "kl": 0.001 * step,
+        "reward_mean": 0.1 * progress,
+        "reward_mean/kuhn_poker/first": 0.1 * progress,
+        "reward_mean/kuhn_poker/second": -0.1 * progress,
+        "invalid_rate": 0.2 * (1 - progress),
+    }
+    for state, target in KUHN_EQUILIBRIUM_BET.items():
+        bet = 0.5 + (target - 0.5) * progress
+        row[f"policy/kuhn_poker/{state}/BET"] = bet
+        row[f"policy/kuhn_poker/{state}/PASS"] = 1 - bet
+    if step % eval_every == 0 or step == steps - 1:
+        value = 0.4583 * (1 - progress)
+        row["exploitability/kuhn_poker"] = value
+        row["exploitability/kuhn_poker/ci95_low"] = max(0.0, value - 0.03)
+        row["exploitability/kuhn_poker/ci95_high"] = value + 0.03
+        row["nash_conv/kuhn_poker"] = 2 * value
+    return row
+
+
+def write_kuhn_train_run(path: Path, steps: int) -> RunDir:
+    run = RunDir.resolve(out=None, run_dir=path, kind="train", slug="train")
+    run.start(
+        command=["mars", "train"], config={"steps": steps, "games": ["kuhn_poker"]}, model="tiny"
+    )
+    with (run.path / "metrics.jsonl").open("w", encoding="utf-8") as handle:
+        for step in range(steps):
+            handle.write(json.dumps(kuhn_train_row(step, steps)) + "\n")
+    run.finish()
+    return run
+
+
 def write_loop_run(path: Path, rows: Sequence[dict[str, Any]]) -> RunDir:
     run = RunDir.resolve(out=None, run_dir=path, kind="loop", slug="loop")
     run.start(command=["mars", "loop"], config={}, model="tiny")
