@@ -41,6 +41,7 @@ from games.engine import EpisodeOptions, play_episode
 from games.players import PlayerContext, make_player
 from games.spec import get_game
 from games.testing import scripted_player
+from train_backend import branch_log
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.group_filter import GroupFilter, kept_advantages, select_per_seat
@@ -249,6 +250,7 @@ def score(
     old = TensorDict({"old_log_probs": rollout.get("rollout_log_probs")}, batch_size=len(batch))
     fake_tq.kv_batch_put(batch.keys, "train", fields=old)
     monkeypatch.setenv(names.TURNS_DIR_ENV, str(tmp_path / "turns"))
+    monkeypatch.setenv(names.BRANCHES_RUN_ENV, str(tmp_path))
     trainer._compute_advantage(batch, metrics=metrics if metrics is not None else {})
     return batch
 
@@ -295,6 +297,20 @@ async def test_verl_scores_each_branch_within_its_tree_group(
         assert np.allclose(sums, 0.0, atol=1e-9)
     dumped = [json.loads(line) for line in (tmp_path / "turns/step_1.jsonl").open()]
     assert sorted(d["uid"] for d in dumped) == sorted(frame["uid"])
+
+    # The branch log: every branch once, with the advantage verl stored and its reply's action.
+    lines = branch_log.read_step(tmp_path, 1)
+    assert len(lines) == len(table)
+    by_episode = {(line["episode"], line["seat"], line["turn"], line["branch"]) for line in lines}
+    assert len(by_episode) == len(lines)
+    stored = sorted(round(v, 6) for v in per_key.values())
+    assert sorted(round(line["advantage"], 6) for line in lines) == stored
+    assert sum(line["action"] is not None for line in lines) > len(lines) / 2
+    for group in branch_log.groups_of(lines).values():
+        assert len(group) == K and sum(line["chosen"] for line in group) == 1
+        for line in group:
+            assert line["reply"] and line["legal"] is not None
+            assert line["action"] is None or line["action"] in line["reply"]
 
 
 async def test_information_state_groups_on_conversation_samples(fake_tq, tmp_path, monkeypatch):

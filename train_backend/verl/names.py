@@ -22,6 +22,7 @@ PLUGIN_MODULE = "train_backend.verl.plugin"
 CPU_DEVICE_MODULE = "train_backend.verl.cpu_device"  # loaded first, only with verl.device: cpu
 CPU_ROLLOUT = "mars_cpu"  # the CPU device's rollout (rollout.name)
 TURNS_DIR_ENV = "MARS_VERL_TURNS_DIR"  # where the trainer writes each step's turns
+BRANCHES_RUN_ENV = "MARS_VERL_BRANCHES_RUN"  # the run whose branches/ gets each tree step's log
 # The run's group filtering (train_backend.group_filter.GroupFilter as JSON), read by the trainer;
 # set only when the run filters
 GROUP_FILTER_ENV = "MARS_GROUP_FILTER"
@@ -59,3 +60,6 @@ CHOSEN = "mars_chosen"  # the branch that continued the main line
 FORCED = "mars_forced"  # an all-actions / counterfactual branch: a reply with its answer rewritten
 # A branch of a group one of whose replays could not finish: the trainer leaves the group out
 REPLAY_FAILED = "mars_replay_failed"
+# For the branch log (train_backend.branch_log) only: a branch's reply (clipped) and its role
+REPLY = "mars_reply"
+ROLE = "mars_role"

@@ -116,6 +116,7 @@ def worker_environment(
             "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
             "VERL_FILE_LOGGER_PATH": str(paths.verl_metrics.resolve()),
             names.TURNS_DIR_ENV: str(paths.turns.resolve()),
+            names.BRANCHES_RUN_ENV: str(paths.root.resolve()),
         }
     )
     if switches:

@@ -17,7 +17,9 @@ Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trai
    call to the registered estimator then finds them (and scores the kept turns only);
 5. it reads back the advantages verl stored for the update and writes the step's turns with the
    advantage each one's reply tokens carry to `RUN/verl/turns/step_N.jsonl` (when the launcher
-   names that folder in `names.TURNS_DIR_ENV`).
+   names that folder in `names.TURNS_DIR_ENV`), and the tree branches among them to the run's
+   branch log, `RUN/branches/step_N.jsonl.gz` (`train_backend.branch_log`), their collapse
+   signals to the step's metrics.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from core.errors import MarsError
+from train_backend import branch_log
 from train_backend.group_filter import GroupFilter, select_per_seat
 from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
@@ -47,8 +50,11 @@ def _rows_of(nested: Any) -> list[torch.Tensor]:
     return list(nested)
 
 
-def read_turn_rows(batch: KVBatchMeta) -> tuple[TurnRows, list[int], list[Any]]:
-    """The turns of every row of `batch`, each row's response length and policy version."""
+def read_turn_rows(
+    batch: KVBatchMeta,
+) -> tuple[TurnRows, list[int], list[Any], list[dict[str, Any]]]:
+    """The turns of every row of `batch`, each row's response length, policy version and
+    extra fields."""
     data = tq.kv_batch_get(
         keys=batch.keys,
         partition_id=batch.partition_id,
@@ -61,7 +67,7 @@ def read_turn_rows(batch: KVBatchMeta) -> tuple[TurnRows, list[int], list[Any]]:
     rows = TurnRows.from_extra_fields(extra_fields, padding)
     lengths = [int(row.numel()) for row in _rows_of(data.get("response_mask"))]
     versions = [(fields or {}).get("min_global_steps") for fields in extra_fields]
-    return rows, lengths, versions
+    return rows, lengths, versions, [dict(fields or {}) for fields in extra_fields]
 
 
 def restore_turn_scores(batch: KVBatchMeta, rows: TurnRows, lengths: list[int]) -> None:
@@ -178,6 +184,39 @@ def write_turns(folder: Path, step: int, records: list[dict[str, Any]]) -> Path:
     return path
 
 
+def branch_lines(
+    step: int, records: list[dict[str, Any]], extra_fields: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The step's tree branches (at_grpo samples) for the run's branch log; a branch counts as
+    trained when the update kept it and its tokens carried a non-zero advantage."""
+    lines = []
+    for record in records:
+        fields = extra_fields[record["row"]]
+        if fields.get(names.TREE_GROUP) is None:
+            continue
+        lines.append(
+            branch_log.branch_line(
+                step=step,
+                game=record["game"],
+                episode=record["episode"],
+                seat=record["seat"],
+                turn=record["turn"],
+                state=str(record["state"]),
+                branch=int(fields.get(names.BRANCH, 0)),
+                chosen=bool(fields.get(names.CHOSEN, False)),
+                forced=bool(fields.get(names.FORCED, False)),
+                role=fields.get(names.ROLE),
+                reply=str(fields.get(names.REPLY) or ""),
+                action=fields.get(names.ACTION),
+                legal=fields.get(names.LEGAL),
+                ret=record["reward"],
+                advantage=record["advantage"],
+                trained=record["kept"] and record["advantage"] != 0.0,
+            )
+        )
+    return lines
+
+
 @register_trainer(names.TRAINER_NAME)
 class MarshalPPOTrainer(PPOTrainerSync):
     """verl's sync trainer; advantages from per-turn rows (see the module docstring)."""
@@ -189,7 +228,7 @@ class MarshalPPOTrainer(PPOTrainerSync):
         return super()._build_replay_buffer()
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        rows, lengths, versions = read_turn_rows(batch)
+        rows, lengths, versions, extra_fields = read_turn_rows(batch)
         restore_turn_scores(batch, rows, lengths)
         set_tree_uids(batch, rows)
         rows = filter_groups(batch, rows, metrics)
@@ -211,4 +250,9 @@ class MarshalPPOTrainer(PPOTrainerSync):
                 [str(uid) for uid in stored.get("uid").tolist()],
             )
             write_turns(Path(folder), int(self.global_steps), records)
+            run = os.environ.get(names.BRANCHES_RUN_ENV)
+            branches = branch_lines(int(self.global_steps), records, extra_fields)
+            if run and branches:
+                branch_log.write_step(Path(run), int(self.global_steps), branches)
+                metrics.update(branch_log.collapse_signals(branches))
         return batch

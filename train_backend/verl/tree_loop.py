@@ -28,6 +28,7 @@ from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
+from train_backend.branch_log import clip_text
 from train_backend.local.policy import Message, Policy
 from train_backend.local.tree import Node, Reply, TreeOptions, TreeRollout, state_key
 
@@ -148,6 +149,8 @@ def branch_fields(node: Node, branch: int, episode: str) -> dict[str, Any]:
         names.CHOSEN: branch == node.chosen,
         names.FORCED: node.branches[branch].forced,
         names.REPLAY_FAILED: node.failed,
+        names.ACTION: node.actions[branch] if node.actions else None,
+        names.REPLY: clip_text(node.branches[branch].text),
     }
 
 

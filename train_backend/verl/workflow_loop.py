@@ -40,6 +40,7 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from core.errors import EndpointError, MarsError
+from train_backend.branch_log import clip_text
 from train_backend.local.tree import state_key
 from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES
@@ -163,13 +164,10 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         """One turn sample per branch; the branches of one (role, call) share a tree group."""
         roles = ROLES[workflow]
         episode = str(episode_fields[names.EPISODE])
-        numbers: dict[tuple[str, int], int] = {}
         outputs = []
         for branch in found:
             call = branch.call
             seat = roles.index(call.agent)
-            number = numbers.get((call.agent, call.index), 0)
-            numbers[(call.agent, call.index)] = number + 1
             response = list(call.completion_ids)[: self.response_length]
             fields = {
                 names.SEAT: seat,
@@ -178,9 +176,11 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
                 names.LEGAL: True,
                 names.STATE: state_key(call.prompt_ids),
                 names.TREE_GROUP: group_key(episode, seat, call.index),
-                names.BRANCH: number,
-                names.CHOSEN: False,
+                names.BRANCH: branch.branch,
+                names.CHOSEN: branch.chosen,
                 names.FORCED: False,
+                names.ROLE: call.agent,
+                names.REPLY: clip_text(call.text),
             }
             outputs.append(
                 AgentLoopOutput(
