@@ -3,18 +3,20 @@ the Training page of a long Kuhn run, warm.
 
 `mars dashboard` is started fresh over a runs root (by default a demo-like set written here: three
 eval runs of 300 records, an arena run, a training run and a loop), and headless Chromium is
-driven over the DevTools protocol: as soon as the server answers its health check, the page is
-opened, and the page's text is read every 50 ms until the first page's heading and its accuracy
-table's first suite are on screen. The figure is the time from the navigation (the first request)
-to that moment; also printed: command start to server ready. Several fresh servers, each figure's
-median and worst. Target: the first page within 3 s of the first request.
+driven over the DevTools protocol (dashboard/browser.py): as soon as the server answers its
+health check, the page is opened, and the page's text is read every 50 ms until the first page's
+heading and its accuracy table's first suite are on screen. The figure is the time from the
+navigation (the first request) to that moment; also printed: command start to server ready.
+Several fresh servers, each figure's median and worst. Target: the first page within 3 s of the
+first request.
 
 Then the Training page (`?page=training`) over one synthetic Kuhn self-play run of 200 steps
 (`dashboard.synthetic.write_kuhn_train_run`: the training figures, the 24 action shares of the 12
 information states at every step, exploitability every 10 steps): opened once to warm the
-server's caches, then opened again (a new session) and timed from the navigation until the
-script run has finished (Streamlit's status widget gone), the page's last sections are on screen
-and the policy heatmap labels all 12 states. Target: within 5 s warm.
+server's caches, then opened again (each time a new session) and timed from the navigation until
+the script run has finished (Streamlit's status widget gone), the page's last sections are on
+screen, the best-response table lists all 12 states and the six charts are drawn (the policy
+heatmap of 200 checkpoints on a canvas). Target: within 5 s warm.
 
     python bench/dashboard_cold.py [--runs DIR] [--repeats 3] [--only first|training]
 """
@@ -22,11 +24,8 @@ and the policy heatmap labels all 12 states. Target: within 5 s warm.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,11 +33,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import report
+from dashboard.browser import CHROMIUM, Browser, free_port
 
 TARGET_S = 3.0
 HEADING = "Accuracy by suite x MAS x model"
@@ -57,13 +56,6 @@ KUHN_LABELS = [
     for seat, history in ((0, "-"), (0, "pb"), (1, "p"), (1, "b"))
     for card in "JQK"
 ]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def write_demo_like_runs(root: Path) -> str:
@@ -102,70 +94,17 @@ def wait_until_healthy(port: int, deadline_s: float) -> None:
     raise SystemExit(f"the dashboard did not answer {url} within {deadline_s:g} s")
 
 
-class Browser:
-    """Headless Chromium with one page, driven over its DevTools websocket."""
+POLL_S = 0.05  # how often the page's text is read while timing
 
-    def __init__(self, profile: Path) -> None:
-        self.port = free_port()
-        command = [
-            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--no-first-run", "--window-size=1400,1600",
-            f"--remote-debugging-port={self.port}", f"--user-data-dir={profile}", "about:blank",
-        ]  # fmt: skip
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        self.ws_url = self._page_socket()
-        self._ids = 0
 
-    def _page_socket(self) -> str:
-        limit = time.monotonic() + 30
-        while time.monotonic() < limit:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/list") as reply:
-                    pages = [t for t in json.load(reply) if t.get("type") == "page"]
-                if pages:
-                    return str(pages[0]["webSocketDebuggerUrl"])
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise SystemExit("Chromium's DevTools endpoint did not come up within 30 s")
-
-    async def _call(self, ws: Any, method: str, **params: Any) -> dict[str, Any]:
-        self._ids += 1
-        await ws.send(json.dumps({"id": self._ids, "method": method, "params": params}))
-        while True:
-            message = json.loads(await ws.recv())
-            if message.get("id") == self._ids:
-                return message.get("result", {})
-
-    async def time_until(self, url: str, condition: str, timeout_s: float) -> float | None:
-        """Seconds from navigating to `url` until the JavaScript `condition` holds in the new
-        document (checked every 50 ms), None past `timeout_s`."""
-        import websockets
-
-        async with websockets.connect(self.ws_url, max_size=None) as ws:
-            # Marks the document shown now, so the old page is never taken for the new one.
-            await self._call(ws, "Runtime.evaluate", expression="window.__marsOld = true")
-            started = time.perf_counter()
-            await self._call(ws, "Page.navigate", url=url)
-            expression = f"!window.__marsOld && Boolean({condition})"
-            while time.perf_counter() - started < timeout_s:
-                result = await self._call(ws, "Runtime.evaluate", expression=expression)
-                if result.get("result", {}).get("value") is True:
-                    return time.perf_counter() - started
-                await asyncio.sleep(0.05)
-        return None
-
-    async def time_first_page(self, url: str, needles: list[str], timeout_s: float) -> float:
-        elapsed = await self.time_until(url, shows_text(needles), timeout_s)
-        if elapsed is None:
-            raise SystemExit(f"the first page did not show {needles} within {timeout_s:g} s")
-        return elapsed
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
+def time_until(browser: Browser, url: str, condition: str, timeout_s: float) -> float | None:
+    """Seconds from navigating to `url` until the JavaScript `condition` holds in the new
+    document (read every 50 ms), None past `timeout_s`."""
+    started = time.perf_counter()
+    browser.navigate(url)
+    if browser.wait_for(condition, timeout_s, poll_s=POLL_S):
+        return time.perf_counter() - started
+    return None
 
 
 def shows_text(
@@ -212,15 +151,15 @@ def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, f
         wait_until_healthy(port, 60)
         ready = time.perf_counter() - started
         browser = Browser(Path(tempfile.mkdtemp(dir=work)))
-        first_page = asyncio.run(
-            browser.time_first_page(f"http://127.0.0.1:{port}/", needles, timeout_s=60)
-        )
+        first_page = time_until(browser, f"http://127.0.0.1:{port}/", shows_text(needles), 60)
+        if first_page is None:
+            raise SystemExit(f"the first page did not show {needles} within 60 s")
     finally:
         if browser is not None:
             browser.close()
         os.killpg(server.pid, 15)
         server.wait(20)
-    return ready, first_page
+    return ready, float(first_page)
 
 
 def training_page_warm(work: Path, repeats: int) -> list[float]:
@@ -245,13 +184,11 @@ def training_page_warm(work: Path, repeats: int) -> list[float]:
     try:
         wait_until_healthy(port, 60)
         browser = Browser(Path(tempfile.mkdtemp(dir=work)))
-        cold = asyncio.run(browser.time_until(url, condition, timeout_s=120))
+        cold = time_until(browser, url, condition, 120)
         if cold is None:
             raise SystemExit("the Training page was not drawn within 120 s")
         print(f"training page, first (cold caches): {cold:.2f} s")
-        warm = [
-            asyncio.run(browser.time_until(url, condition, timeout_s=60)) for _ in range(repeats)
-        ]
+        warm = [time_until(browser, url, condition, 60) for _ in range(repeats)]
     finally:
         if browser is not None:
             browser.close()

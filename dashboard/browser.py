@@ -1,13 +1,18 @@
-"""Headless Chromium against a served `mars dashboard`: the helpers the browser test
-(tests/test_dashboard_browser.py) and the screenshots (dashboard/screenshots.py) share.
+"""Headless Chromium against a served `mars dashboard`: the helpers the browser tests
+(tests/test_dashboard_browser.py, tests/test_board_browser.py), the screenshots
+(dashboard/screenshots.py) and bench/dashboard_cold.py share.
 
 `serve` starts the real command (`python -m mars dashboard --runs ROOT --port N`, on 127.0.0.1)
-in its own process group and stops the whole group afterwards. `capture` opens one URL with one
-Chromium call that both dumps the DOM (stdout) and saves a screenshot of the window, with
-`--virtual-time-budget`: virtual time runs fast while the page only waits on its websocket, so a
-page whose script run is slow (the server's first imports, a page's first read of its files) can
-come back as Streamlit's loading skeleton; `page_ready` tells such a capture from a rendered one,
-and callers ask again after a pause.
+in its own process group and stops the whole group afterwards.
+
+`Browser` is one headless Chromium driven over the DevTools protocol (its websocket, with the
+`websockets` package Streamlit itself requires): `load` opens a URL and waits in real time until
+the page is drawn (`page_ready`: Streamlit's script run over, the page's own text there, every
+chart drawn) or shows an exception, then returns the DOM; `screenshot` saves the window. Waiting
+in real time replaces `--virtual-time-budget`, under which a loaded machine often got Streamlit's
+loading skeleton back (virtual time runs ahead while the page waits on its websocket) and had to
+ask again, up to a dozen times. `capture` is the one-call form (`--dump-dom --screenshot`) a test
+with its own retry loop may still use.
 
 `DomSummary` reads what a test or a screenshot needs from the DOM: the text (scripts and styles
 left out), whether Streamlit drew an exception, whether a script run is still going, and every
@@ -17,7 +22,9 @@ on a canvas when a chart has many data points).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -30,18 +37,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1400
-CHROMIUM_FLAGS = [
+BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
-    "--virtual-time-budget=15000",
     "--hide-scrollbars",
     "--force-device-scale-factor=1",
+    "--no-first-run",
 ]
+CHROMIUM_FLAGS = [*BROWSER_FLAGS, "--virtual-time-budget=15000"]  # for `capture`
+POLL_S = 0.25
 # Elements an HTML document never closes (the DOM dump writes them without an end tag).
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 _VOID |= {"track", "wbr", "param"}
@@ -154,6 +164,8 @@ class DomSummary:
     charts: list[Chart]
     exception: bool  # Streamlit drew an exception box (`stException`)
     running: bool  # Streamlit's status widget is up: the script run had not finished
+    skeleton: bool = False  # an element still a placeholder (`stSkeleton`: its code loading)
+    html: str = ""  # the DOM it was read from, when kept
 
     def chart_with(self, text: str) -> Chart | None:
         return next((c for c in self.charts if text in c.texts), None)
@@ -166,6 +178,7 @@ class _Reader(HTMLParser):
         self.charts: list[Chart] = []
         self.exception = False
         self.running = False
+        self.skeleton = False
         # Open elements: (tag, opens a chart, opens a group of data marks).
         self._open: list[tuple[str, bool, bool]] = []
         self._skip = 0
@@ -179,6 +192,7 @@ class _Reader(HTMLParser):
         classes = found.get("class", "").split()
         self.exception |= test_id == "stException" or "stException" in classes
         self.running |= test_id == "stStatusWidget"
+        self.skeleton |= test_id == "stSkeleton"
         if tag in ("script", "style"):
             self._skip += 1
         if self._inside(2) and tag in _MARKS and self.charts:
@@ -213,12 +227,13 @@ class _Reader(HTMLParser):
             self.charts[-1].texts.append(data.strip())
 
 
-def read_dom(html: str) -> DomSummary:
+def read_dom(html: str, *, keep: bool = False) -> DomSummary:
     reader = _Reader()
     reader.feed(html)
     reader.close()
     text = " ".join(" ".join(reader.parts).split())
-    return DomSummary(text, reader.charts, reader.exception, reader.running)
+    kept = html if keep else ""
+    return DomSummary(text, reader.charts, reader.exception, reader.running, reader.skeleton, kept)
 
 
 def dom_text(html: str) -> str:
@@ -226,7 +241,144 @@ def dom_text(html: str) -> str:
 
 
 def page_ready(dom: DomSummary, needles: list[str]) -> bool:
-    """The page's run finished and drew its own text and every chart's marks."""
+    """The page's run finished and drew its own text, every element and every chart's marks."""
     return (
-        not dom.running and all(n in dom.text for n in needles) and all(c.drawn for c in dom.charts)
+        not dom.running
+        and not dom.skeleton
+        and all(n in dom.text for n in needles)
+        and all(c.drawn for c in dom.charts)
     )
+
+
+class Browser:
+    """One headless Chromium with one page, driven over the DevTools protocol."""
+
+    def __init__(self, profile: Path, *, height: int = 1600) -> None:
+        if CHROMIUM is None:
+            raise RuntimeError("chromium is not installed (apt-get install chromium)")
+        from websockets.sync.client import connect
+
+        profile.mkdir(parents=True, exist_ok=True)
+        (profile / "DevToolsActivePort").unlink(missing_ok=True)
+        self.process = subprocess.Popen(
+            [
+                CHROMIUM,
+                *BROWSER_FLAGS,
+                f"--window-size={WIDTH},{height}",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._ids = 0
+        self._url = "about:blank"
+        try:
+            self._socket = connect(self._page_socket(profile), max_size=None, open_timeout=30)
+        except BaseException:
+            stop_group(self.process)
+            raise
+
+    def _page_socket(self, profile: Path) -> str:
+        """The page's DevTools websocket (the port is in the profile's DevToolsActivePort)."""
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"chromium exited with {self.process.returncode}")
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                port = int((profile / "DevToolsActivePort").read_text().split()[0])
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as reply:
+                    pages = [t for t in json.load(reply) if t.get("type") == "page"]
+                if pages:
+                    return str(pages[0]["webSocketDebuggerUrl"])
+            time.sleep(0.05)
+        raise TimeoutError("Chromium's DevTools endpoint did not come up within 30 s")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """One DevTools command and its result (events that arrive meanwhile are dropped)."""
+        self._ids += 1
+        self._socket.send(json.dumps({"id": self._ids, "method": method, "params": params}))
+        while True:
+            message = json.loads(self._socket.recv(timeout=120))
+            if message.get("id") == self._ids:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return dict(message.get("result", {}))
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (None when it throws)."""
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def navigate(self, url: str, *, height: int | None = None) -> None:
+        """Open `url` (the window `height` px tall if given); until the new document is there,
+        `evaluate` on `fresh(...)` is null."""
+        if height is not None:
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=WIDTH,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
+        if "#" in url and url.split("#")[0] == self._url.split("#")[0]:
+            # Only the fragment would change: the browser would stay in the same document.
+            self.call("Page.navigate", url="about:blank")
+            self.wait_for("document.readyState === 'complete'", 30)
+        self.evaluate("window.__marsOld = true")
+        self.call("Page.navigate", url=url)
+        self._url = url
+
+    def wait_for(self, condition: str, timeout_s: float, poll_s: float = POLL_S) -> bool:
+        """Whether the JavaScript `condition` held in the new document within `timeout_s`."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.evaluate(fresh(f"Boolean({condition})")) is True:
+                return True
+            time.sleep(poll_s)
+        return False
+
+    def load(
+        self, url: str, needles: list[str], *, height: int | None = None, timeout_s: float = 120
+    ) -> DomSummary:
+        """Open `url` and wait until the page is drawn (`page_ready`) or shows an exception;
+        the DOM as it is then (past the timeout: as it is, not ready)."""
+        self.navigate(url, height=height)
+        end = time.monotonic() + timeout_s
+        dom = DomSummary("", [], exception=False, running=True)
+        settled = ""  # the text of the last poll that found the page ready
+        while time.monotonic() < end:
+            html = self.evaluate(fresh("document.documentElement.outerHTML"))
+            if isinstance(html, str):
+                dom = read_dom(html, keep=True)
+                if dom.exception:
+                    return dom
+                # Ready twice in a row with the same text: nothing is still being added.
+                if page_ready(dom, needles) and dom.text == settled:
+                    return dom
+                settled = dom.text if page_ready(dom, needles) else ""
+            time.sleep(POLL_S)
+        return dom
+
+    def screenshot(self, png: Path) -> None:
+        """The window as a PNG."""
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        png.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._socket.close()
+        stop_group(self.process)
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fresh(expression: str) -> str:
+    """JavaScript: `expression` in the document `Browser.navigate` opened, null before it."""
+    return f"(window.__marsOld ? null : ({expression}))"

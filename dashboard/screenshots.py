@@ -2,11 +2,11 @@
 --out docs/images/dashboard`.
 
 `mars dashboard --runs DIR` is started, and every shot of `SHOTS` is taken with headless
-Chromium as the browser test does it (dashboard/browser.py): the page's URL is opened until its
-script run has finished and drawn its text and every chart (a slow first run comes back as
-Streamlit's skeleton and is asked for again), and the window, `WIDTH` px wide and the shot's
-height tall, is saved. A shot with `#anchor` opens the page scrolled to that heading. Each PNG is
-cut below the page's last drawn pixel and saved with 256 colours, so a page is some 100-300 kB.
+Chromium as the browser test does it (dashboard/browser.py): the page's URL is opened, and once
+its script run has finished and drawn its text, every element and every chart, the window,
+`WIDTH` px wide and the shot's height tall, is saved. A shot with `#anchor` opens the page
+scrolled to that heading. Each PNG is cut below the page's last drawn pixel and saved with 256
+colours, so a page is some 5-100 kB.
 
 A page is one line of `SHOTS` (file name, URL query, text the page draws when done, height):
 `Shot("inspector", "page=inspector", ("<a heading of that page>",))` adds a page.
@@ -15,6 +15,7 @@ A page is one line of `SHOTS` (file name, URL query, text the page draws when do
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Sequence
@@ -23,9 +24,9 @@ from pathlib import Path
 
 from PIL import Image, ImageChops
 
-from dashboard.browser import WIDTH, capture, page_ready, read_dom, serve
+from dashboard.browser import WIDTH, Browser, page_ready, serve
 
-ATTEMPTS = 12
+SETTLE_S = 0.5  # after the page is drawn and scrolled: the last paint
 SIDEBAR_PX = 300  # the sidebar's width at 1400 px: its grey runs down the whole window
 MARGIN_PX = 24
 
@@ -73,18 +74,19 @@ def _optimise(png: Path) -> None:
     image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(png, optimize=True)
 
 
-def shoot(url: str, shot: Shot, out: Path, work: Path) -> Path:
+def shoot(browser: Browser, url: str, shot: Shot, out: Path) -> Path:
     """The shot's PNG under `out`, taken once the page is drawn."""
     png = out / f"{shot.name}.png"
-    for attempt in range(1, ATTEMPTS + 1):
-        dom = read_dom(capture(f"{url}/?{shot.query}", png, work / shot.name, height=shot.height))
-        if dom.exception:
-            raise SystemExit(f"{shot.name}: the page shows an exception: {dom.text[-800:]}")
-        if page_ready(dom, list(shot.needles)):
-            break
-        time.sleep(min(2.0 * attempt, 8.0))  # the server's first run of the page is still going
-    else:
-        raise SystemExit(f"{shot.name}: {list(shot.needles)} not drawn after {ATTEMPTS} tries")
+    dom = browser.load(f"{url}/?{shot.query}", list(shot.needles), height=shot.height)
+    if dom.exception:
+        raise SystemExit(f"{shot.name}: the page shows an exception: {dom.text[-800:]}")
+    if not page_ready(dom, list(shot.needles)):
+        raise SystemExit(f"{shot.name}: {list(shot.needles)} not drawn within the timeout")
+    if "#" in shot.query:  # the heading's own id (Streamlit scrolls there only on a first load)
+        anchor = json.dumps(shot.query.split("#", 1)[1])
+        browser.evaluate(f"document.getElementById({anchor})?.scrollIntoView()")
+    time.sleep(SETTLE_S)
+    browser.screenshot(png)
     _optimise(png)
     return png
 
@@ -99,9 +101,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mars-screenshots-") as tmp:
         work = Path(tmp)
-        with serve(args.runs.resolve(), work / "dashboard.log") as url:
+        with (
+            serve(args.runs.resolve(), work / "dashboard.log") as url,
+            Browser(work / "profile") as browser,
+        ):
             for shot in shots:
-                png = shoot(url, shot, args.out, work)
+                png = shoot(browser, url, shot, args.out)
                 print(f"{png} ({WIDTH} px wide, {png.stat().st_size // 1024} kB)")
 
 

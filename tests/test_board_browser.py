@@ -1,7 +1,7 @@
 """The replay's board in a real browser: `mars dashboard` served, the Games page opened in headless
 Chromium at one turn of a recorded Tic-Tac-Toe game (`?turn=4`), and the screenshot read pixel by
-pixel at every cell of the board (Chromium is driven as in test_dashboard_browser.py, with
-the helpers of dashboard/browser.py).
+pixel at every cell of the board (Chromium is driven as in test_dashboard_browser.py, by
+dashboard/browser.py).
 
 The game is a real `mars arena` run: a scripted model (a reasoning text, then the first legal
 move) as X against `tactics:first` as O. What each cell must show comes from replaying the record
@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, mars_env, run_mars
 
 from dashboard.boards import COLORS
-from dashboard.browser import CHROMIUM, capture, dom_text, serve
+from dashboard.browser import CHROMIUM, Browser, dom_text, serve
 from games.positions import replay_positions
 from games.prompts import legal_actions_in
 from harness.testing.scripted_server import Reply, ScriptedServer
@@ -91,19 +91,18 @@ def test_the_replay_draws_the_board_at_a_turn_beside_the_reply(tmp_path: Path) -
     ARTIFACTS.mkdir(parents=True)
     png = ARTIFACTS / "replay-board.png"
     url_path = f"/?page=games&run=arena-board&turn={TURN}"
-    with serve(root, ARTIFACTS / "dashboard.log", env=mars_env(), cwd=REPO) as url:
-        attempts, deadline = 0, time.monotonic() + 180
-        # The first runs may still show Streamlit's skeleton, for longer on a loaded machine
-        # (8 tries once ran out there): tries until a board is drawn, bounded in time and count.
-        while attempts < 20 and (attempts < 8 or time.monotonic() < deadline):
-            attempts += 1
-            started = time.perf_counter()
-            html = capture(url + url_path, png, tmp_path / "profile", height=2600)
-            image = Image.open(io.BytesIO(png.read_bytes())).convert("RGB")
-            box = _board_box(image)
-            if box is not None and 'data-cell="0-0"' in html:
-                break
-        print(f"\n  board: {png} (attempt {attempts}, {time.perf_counter() - started:.1f} s)")
+    with (
+        serve(root, ARTIFACTS / "dashboard.log", env=mars_env(), cwd=REPO) as url,
+        Browser(tmp_path / "profile") as browser,
+    ):
+        # Waits in real time until the replay's turn is drawn (dashboard/browser.py).
+        started = time.perf_counter()
+        dom = browser.load(url + url_path, [f"turn {TURN}: first (llm)"], height=2600)
+        browser.screenshot(png)
+        html = dom.html
+        image = Image.open(io.BytesIO(png.read_bytes())).convert("RGB")
+        box = _board_box(image)
+        print(f"\n  board: {png} ({time.perf_counter() - started:.1f} s)")
     (ARTIFACTS / "replay-board.html").write_text(html, encoding="utf-8")
     assert box is not None, "no board drawn in the screenshot"
 

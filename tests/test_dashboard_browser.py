@@ -3,22 +3,19 @@
 The app is started with the real command (`python -m mars dashboard --runs ROOT --port N`, on
 127.0.0.1) over the run directories of dashboard_runs.py (made by `mars eval`, `mars failures`,
 `mars arena`, `mars train`; the training run also measures Kuhn exploitability, so the Training
-page draws the policy against equilibrium). Each page is opened by URL (`?page=<slug>`, the
-Compare page with `&a=eval-base&b=eval-trained`) with one Chromium call that both dumps the DOM
-and takes a screenshot, with the flags of facts.md (`--no-sandbox --disable-gpu
---disable-background-networking --virtual-time-budget=15000`; the helpers are
-dashboard/browser.py, shared with dashboard/screenshots.py). The test fails on a Streamlit
-exception, on a page that lacks its own text, on an empty chart (every page's charts have data
-here), on a missing Kuhn state label in the policy heatmap, and on a blank screenshot; it keeps
-the DOM and the screenshot under test-artifacts/dashboard/ at the repository root.
+page draws the policy against equilibrium). One headless Chromium (`--no-sandbox --disable-gpu
+--disable-background-networking`), driven over the DevTools protocol by dashboard/browser.py
+(shared with dashboard/screenshots.py), opens each page by URL (`?page=<slug>`, the Compare page
+with `&a=eval-base&b=eval-trained`, the Games page with `&run=arena-ttt`) and waits in real time
+until Streamlit's script run is over and the page's own text, every element (no placeholder left)
+and every chart are drawn (or an exception is), then keeps the DOM and a 1400 x 1600 screenshot
+under test-artifacts/dashboard/ at the repository root.
 
-Virtual time runs fast while the page only waits on its websocket, so a page whose first script
-run is slow (the server's first imports, a page's first read of its files, OpenSpiel's first best
-response) comes back as Streamlit's loading skeleton or half drawn; that run still finishes and
-fills the server's caches, so a page that is not ready (its text, every chart's marks, its ink)
-is asked for again after a pause that grows with each attempt (up to twelve times; two or three
-is usual; eight quick retries once fell short on a machine running two trainings beside the
-suite). A page with an exception is not asked for again.
+The test fails on a Streamlit exception, on a page that lacks its own text, on an empty chart
+(every page's charts have data here), on a missing Kuhn state label in the policy heatmap, and on
+a blank screenshot. (Before, each page was one `--dump-dom --screenshot` call under
+`--virtual-time-budget`; on a loaded machine that often returned Streamlit's loading skeleton and
+a page was asked for up to twelve times.)
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ import pytest
 from conftest import DATA_DIR, REPO, mars_env
 from dashboard_runs import RealRuns, shared_runs
 
-from dashboard.browser import CHROMIUM, DomSummary, capture, dom_text, page_ready, read_dom, serve
+from dashboard.browser import CHROMIUM, Browser, DomSummary, dom_text, page_ready, read_dom, serve
 
 ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 pytestmark = [
@@ -43,7 +40,10 @@ pytestmark = [
 ]
 HEIGHT = 1600
 # The query of each page (its ?page= slug) that is more than `page=<slug>`.
-QUERIES = {"compare": "page=compare&a=eval-base&b=eval-trained"}
+QUERIES = {
+    "compare": "page=compare&a=eval-base&b=eval-trained",
+    "games": "page=games&run=arena-ttt",
+}
 # Per page: text the page itself renders (tables draw their cells on a canvas, so the needles are
 # headings, notes, metrics, widget labels and the charts' SVG text).
 EXPECTED = {
@@ -98,7 +98,7 @@ KUHN_LABELS = [
     for seat, history in ((0, "-"), (0, "pb"), (1, "p"), (1, "b"))
     for card in "JQK"
 ]
-ATTEMPTS = 12
+LOAD_TIMEOUT_S = 120
 
 
 def _ink(png: Path) -> tuple[float, float, tuple[int, int]]:
@@ -108,13 +108,6 @@ def _ink(png: Path) -> tuple[float, float, tuple[int, int]]:
     image = Image.open(io.BytesIO(png.read_bytes())).convert("L")
     dark = sum(image.histogram()[:100]) / (image.size[0] * image.size[1])
     return ImageStat.Stat(image).stddev[0], dark, image.size
-
-
-def _rendered(dom: DomSummary, png: Path, needles: list[str]) -> bool:
-    if not png.is_file() or not page_ready(dom, needles):
-        return False
-    spread, dark, _ = _ink(png)
-    return spread > 10 and dark > 0.002
 
 
 @pytest.fixture(scope="module")
@@ -130,25 +123,23 @@ def test_each_page_renders_in_headless_chromium(
     ARTIFACTS.mkdir(parents=True)
     seen: dict[str, DomSummary] = {}
     log = ARTIFACTS / "dashboard.log"
-    with serve(runs.root, log, env=mars_env(), cwd=REPO) as url:
+    with (
+        serve(runs.root, log, env=mars_env(), cwd=REPO) as url,
+        Browser(tmp_path / "profile") as browser,
+    ):
         for slug, needles in EXPECTED.items():
             png = ARTIFACTS / f"{slug}.png"
+            started = time.perf_counter()
             query = QUERIES.get(slug, f"page={slug}")
-            attempt = 0
-            while attempt < ATTEMPTS:
-                attempt += 1
-                started = time.perf_counter()
-                html = capture(f"{url}/?{query}", png, tmp_path / f"profile-{slug}", height=HEIGHT)
-                seen[slug] = read_dom(html)
-                (ARTIFACTS / f"{slug}.html").write_text(html, encoding="utf-8")
-                elapsed = time.perf_counter() - started
-                if seen[slug].exception or _rendered(seen[slug], png, needles):
-                    break
-                # A loaded machine: let the server's first run of the page finish before asking
-                # again, or the next virtual-time budget may see the same skeleton.
-                time.sleep(min(2.0 * attempt, 8.0))
+            seen[slug] = browser.load(
+                f"{url}/?{query}", needles, height=HEIGHT, timeout_s=LOAD_TIMEOUT_S
+            )
+            browser.screenshot(png)
+            (ARTIFACTS / f"{slug}.html").write_text(seen[slug].html, encoding="utf-8")
             with capsys.disabled():
-                print(f"\n  dashboard {slug}: {png} (attempt {attempt}, {elapsed:.1f} s)", end="")
+                print(
+                    f"\n  dashboard {slug}: {png} ({time.perf_counter() - started:.1f} s)", end=""
+                )
 
     for slug, needles in EXPECTED.items():
         dom, png = seen[slug], ARTIFACTS / f"{slug}.png"
@@ -198,6 +189,8 @@ def test_read_dom_finds_exceptions_running_scripts_and_empty_charts() -> None:
     assert dom.charts[0].texts == ["x", "title"]
     assert dom.exception and dom.running
     assert not page_ready(dom, ["title"])
+    placeholder = read_dom('<div data-testid="stSkeleton"></div><p>title</p>')
+    assert placeholder.skeleton and not page_ready(placeholder, ["title"])
     assert page_ready(read_dom(chart.format(marks="<path></path>")), ["title"])
     assert not read_dom("<body><p>fine</p></body>").exception
     drawn = read_dom('<div data-testid="stVegaLiteChart"><canvas width="9"></canvas></div>')
