@@ -21,7 +21,7 @@ import streamlit as st
 
 from dashboard.data import scan_runs
 from dashboard.paths import runs_root
-from dashboard.views import compare, failures, games, runs, samples, training
+from dashboard.views import compare, failures, games, inspector, runs, samples, training
 
 PAGES = {
     "Runs": runs.render,
@@ -30,6 +30,7 @@ PAGES = {
     "Failure modes": failures.render,
     "Games": games.render,
     "Training": training.render,
+    "Inspector": inspector.render,
 }
 _SLUGS = {name.lower().replace(" ", "-"): name for name in PAGES}
 

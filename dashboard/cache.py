@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core import branch_log
 from dashboard import data, mas_data
 from dashboard.paths import inside_root
 
@@ -57,6 +58,11 @@ def _metrics(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
 @st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
 def _curve(path: str, mtime_ns: int, size: int) -> data.JsonlData:
     return data.learning_curve(Path(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
+def _branches(path: str, mtime_ns: int, size: int) -> list[dict[str, Any]]:
+    return branch_log.read_file(Path(path))
 
 
 def _stamp(root: Path, path: Path) -> tuple[str, int, int] | None:
@@ -107,6 +113,12 @@ def metrics(root: Path, path: Path) -> pd.DataFrame:
 def curve(root: Path, path: Path) -> data.JsonlData:
     stamp = _stamp(root, path)
     return _curve(*stamp) if stamp else data.JsonlData()
+
+
+def branches(root: Path, run_path: Path, step: int) -> list[dict[str, Any]]:
+    """A training step's branch lines (core.branch_log), read once per file version."""
+    stamp = _stamp(root, branch_log.step_path(run_path, step))
+    return _branches(*stamp) if stamp else []
 
 
 def summary(root: Path, run_path: Path) -> dict[str, Any] | None:

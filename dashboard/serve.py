@@ -27,6 +27,7 @@ WARM_MODULES = (
     "dashboard.views.failures",
     "dashboard.views.games",
     "dashboard.views.training",
+    "dashboard.views.inspector",
 )
 
 

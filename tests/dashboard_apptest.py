@@ -23,6 +23,7 @@ PAGE_SLUGS = {
     "Failure modes": "failure-modes",
     "Games": "games",
     "Training": "training",
+    "Inspector": "inspector",
 }
 
 OpenPage = Callable[..., AppTest]

@@ -1,4 +1,4 @@
-"""Branch logs (train_backend.branch_log): what a tree step compared, one line per branch.
+"""Branch logs (core.branch_log): what a tree step compared, one line per branch.
 
 The game tree's lines are checked against the step itself (a scripted Kuhn player whose replies
 are known), the collapse signals against hand-computed values, the file's bound on whole groups,
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from test_tree_rollout import BET, PASS, policy, tree_step  # noqa: F401  (policy: a fixture)
 
+from core import branch_log
 from core.runstore import RunDir
-from train_backend import branch_log
 from train_backend.advantage import compute_advantages
 from train_backend.local.policy import Policy
 from train_backend.local.tree import TreeOptions
@@ -46,6 +46,7 @@ def test_each_branch_line_is_its_reply_action_return_and_advantage(policy: Polic
         assert line["reply"] in text  # the reply as the engine saw it (stop token decoded apart)
         assert line["action"] == (BET if BET in text else PASS)
         assert line["legal"] is True and line["step"] == 3
+        assert "card" in line["observation"]  # the seat's own view: its Kuhn card
         assert line["return"] == row["reward"] and line["advantage"] == adv
         assert line["trained"] == (adv != 0)
         assert isinstance(line["reward"], float)

@@ -36,12 +36,12 @@ from verl_testkit import (
 from verl_testkit import tiny_tokenizer as tokenizer_of_tests
 
 import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
+from core import branch_log
 from core.errors import MarsError
 from games.engine import EpisodeOptions, play_episode
 from games.players import PlayerContext, make_player
 from games.spec import get_game
 from games.testing import scripted_player
-from train_backend import branch_log
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
 from train_backend.group_filter import GroupFilter, kept_advantages, select_per_seat

@@ -130,11 +130,12 @@ def episode_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 "turns": len(record.get("turns") or []),
                 "invalid": bool(record.get("invalid")),
                 "error": record.get("error"),
+                "step": record.get("step"),  # a training run's episodes: the step that played it
                 "row": index,
             }
         )
     columns = ["game", "seed", "seat", "opponent", "outcome", "return", "turns", "invalid"]
-    return pd.DataFrame(rows, columns=[*columns, "error", "row"])
+    return pd.DataFrame(rows, columns=[*columns, "error", "step", "row"])
 
 
 @dataclass

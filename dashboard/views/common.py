@@ -22,6 +22,7 @@ HINTS = {
     "arena": "mars arena --game tic_tac_toe --opponent mcts:100 --episodes 10",
     "train": "mars train --games tic_tac_toe --steps 10",
     "train_mas": "mars train-mas --workflow reasoner_tool --steps 10",
+    "branches": "mars train --games kuhn_poker --estimator at_grpo --steps 10",
     "loop": "mars loop --watch RUNS/<train run> --eval arena:tic_tac_toe:random:20 --once",
 }
 

@@ -20,11 +20,11 @@ OPEN_REASONING_CHARS = 2000  # a longer chain of thought starts collapsed
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
     st.header("Games")
-    arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
+    arena_runs = [r for r in runs if r.kind in ARENA_KINDS or is_game_training(r)]
     if not arena_runs:
         empty_state("no arena runs yet", "arena")
         return
-    run = pick_run("arena run", arena_runs, root, key="games_run")
+    run = pick_run("arena or training run", arena_runs, root, key="games_run")
     loaded = cache.jsonl(root, run.path / RECORDS_FILE)
     malformed_note(loaded.malformed, f"{run.name}/{RECORDS_FILE}")
     records = loaded.rows
@@ -56,12 +56,16 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
     st.subheader("Replay")
     episodes = data.episode_table(records)
-    left, middle, right = st.columns(3)
+    steps = sorted(episodes["step"].dropna().unique())
+    left, middle, right, last = st.columns(4)
     games = sorted(episodes["game"].unique())
     game = left.selectbox("game", games, key="games_game")
     seat = middle.selectbox("player's seat", ["any", *data.SEATS], key="games_seat")
     outcome = right.selectbox("outcome", ["any", "win", "draw", "loss"], key="games_outcome")
     subset = episodes[episodes["game"] == game]
+    if steps:  # a training run's self-play: one step's episodes at a time, the last by default
+        step = last.selectbox("training step", steps[::-1], key="games_step")
+        subset = subset[subset["step"] == step]
     if seat != "any":
         subset = subset[subset["seat"] == seat]
     if outcome != "any":
@@ -70,13 +74,25 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         st.info("no episode matches")
         return
     offered = subset.head(MAX_OPTIONS)
-    labels = {
-        int(e["row"]): f"seed {e['seed']} · {e['seat']} seat vs {e['opponent']} · "
-        f"{fmt(e['outcome'])} ({fmt(e['return'], 2)})"
-        for e in offered.to_dict("records")
-    }
+    labels = {int(e["row"]): _episode_label(e, records) for e in offered.to_dict("records")}
     picked = st.selectbox("episode", list(labels), format_func=labels.__getitem__, key="games_ep")
     _replay(records[picked], run.config.get("rules"))
+
+
+def _episode_label(episode: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    if episode["seat"] == "-":  # self-play: the policy sat in every seat
+        returns = records[int(episode["row"])].get("returns") or []
+        shown = " / ".join(fmt(value, 2) for value in returns)
+        return f"seed {episode['seed']} · self-play · returns {shown or '-'}"
+    return (
+        f"seed {episode['seed']} · {episode['seat']} seat vs {episode['opponent']} · "
+        f"{fmt(episode['outcome'])} ({fmt(episode['return'], 2)})"
+    )
+
+
+def is_game_training(run: data.RunEntry) -> bool:
+    """A `mars train` run: its self-play episodes are arena records (a MAS run's are not)."""
+    return run.kind == "train" and bool(run.config.get("games")) and not run.config.get("workflow")
 
 
 def _replay(record: dict[str, Any], rules: Any = None) -> None:

@@ -1,5 +1,5 @@
 """The training run's logs beside run.json: metrics.jsonl, records.jsonl, evals/step_N.jsonl and
-branches/step_N.jsonl.gz (train_backend.branch_log).
+branches/step_N.jsonl.gz (core.branch_log).
 
 A resumed run continues from its last checkpoint, so every line written after that checkpoint
 (a step that ran but was never saved) is dropped first: step numbers continue without duplicates.
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import branch_log
 from core.files import read_jsonl, write_jsonl_atomic
-from train_backend import branch_log
 
 if TYPE_CHECKING:
     from core.runstore import RunDir

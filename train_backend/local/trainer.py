@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core import branch_log
 from core.checkpoints import read_checkpoint
 from core.errors import MarsError
 from core.runstore import RunDir
@@ -38,7 +39,6 @@ from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
 from games.spec import GameSpec, get_game
-from train_backend import branch_log
 from train_backend.advantage import ESTIMATORS, TREE_ESTIMATORS, compute_advantages, needs_state
 from train_backend.config import TrainConfig
 from train_backend.group_filter import (

@@ -72,6 +72,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from core.branch_log import observation_of
 from core.reasoning import split_reasoning
 from games.arena import run_episodes
 from games.engine import EpisodeOptions, play_episode
@@ -437,6 +438,7 @@ class TreeRollout:
             if node.off_policy:
                 continue
             state = state_key(node.prompt_ids)
+            observation = observation_of(node.prompt)
             for branch, reply in enumerate(node.branches):
                 rows.append(
                     {
@@ -470,6 +472,7 @@ class TreeRollout:
                         "reasoning": reply.reasoning,
                         "action": node.actions[branch] if node.actions else None,
                         "reward": node.rewards[branch] if node.rewards else None,
+                        "observation": observation,
                     }
                 )
         return rows, samples, replies

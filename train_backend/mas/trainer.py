@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from core import branch_log
 from core.errors import MarsError
 from core.runstore import RunDir
 from core.stats import wilson_ci
-from train_backend import branch_log
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog

@@ -60,6 +60,7 @@ CHOSEN = "mars_chosen"  # the branch that continued the main line
 FORCED = "mars_forced"  # an all-actions / counterfactual branch: a reply with its answer rewritten
 # A branch of a group one of whose replays could not finish: the trainer leaves the group out
 REPLAY_FAILED = "mars_replay_failed"
-# For the branch log (train_backend.branch_log) only: a branch's reply (clipped) and its role
+# For the branch log (core.branch_log) only: a branch's reply (clipped) and its role
 REPLY = "mars_reply"
+OBSERVATION = "mars_observation"  # the last user message the seat was shown (clipped)
 ROLE = "mars_role"

@@ -18,7 +18,7 @@ Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trai
 5. it reads back the advantages verl stored for the update and writes the step's turns with the
    advantage each one's reply tokens carry to `RUN/verl/turns/step_N.jsonl` (when the launcher
    names that folder in `names.TURNS_DIR_ENV`), and the tree branches among them to the run's
-   branch log, `RUN/branches/step_N.jsonl.gz` (`train_backend.branch_log`), their collapse
+   branch log, `RUN/branches/step_N.jsonl.gz` (`core.branch_log`), their collapse
    signals to the step's metrics.
 """
 
@@ -37,8 +37,8 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
+from core import branch_log
 from core.errors import MarsError
-from train_backend import branch_log
 from train_backend.group_filter import GroupFilter, select_per_seat
 from train_backend.verl import names
 from train_backend.verl.turns import TurnRows, bound_turn_rows, turn_reward_scores
@@ -207,6 +207,7 @@ def branch_lines(
                 forced=bool(fields.get(names.FORCED, False)),
                 role=fields.get(names.ROLE),
                 reply=str(fields.get(names.REPLY) or ""),
+                observation=str(fields.get(names.OBSERVATION) or ""),
                 action=fields.get(names.ACTION),
                 legal=fields.get(names.LEGAL),
                 ret=record["reward"],

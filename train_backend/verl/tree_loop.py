@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.branch_log import clip_text, observation_of
 from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
-from train_backend.branch_log import clip_text
 from train_backend.local.policy import Message, Policy
 from train_backend.local.tree import Node, Reply, TreeOptions, TreeRollout, state_key
 
@@ -151,6 +151,7 @@ def branch_fields(node: Node, branch: int, episode: str) -> dict[str, Any]:
         names.REPLAY_FAILED: node.failed,
         names.ACTION: node.actions[branch] if node.actions else None,
         names.REPLY: clip_text(node.branches[branch].text),
+        names.OBSERVATION: observation_of(node.prompt),
     }
 
 

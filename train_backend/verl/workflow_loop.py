@@ -38,9 +38,9 @@ import numpy as np
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.rollout_trace import rollout_trace_op
 
+from core.branch_log import clip_text
 from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from core.errors import EndpointError, MarsError
-from train_backend.branch_log import clip_text
 from train_backend.local.tree import state_key
 from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES

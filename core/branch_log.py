@@ -27,6 +27,7 @@ import numpy as np
 
 BRANCHES_DIR = "branches"
 REPLY_CHARS = 600
+OBSERVATION_CHARS = 400
 MAX_GROUPS = 256
 SIGNAL_PREFIX = "branches/"
 
@@ -40,6 +41,7 @@ FIELDS = (
     "role",
     "turn",
     "state",
+    "observation",
     "branch",
     "chosen",
     "forced",
@@ -63,6 +65,19 @@ def clip_text(text: str | None, limit: int = REPLY_CHARS) -> str:
     tail = limit // 3
     head = limit - tail
     return f"{text[:head]} [... {len(text) - limit} characters ...] {text[-tail:]}"
+
+
+def observation_of(chat: str) -> str:
+    """The last user message of a chat as `tree_nodes.chat_key` wrote it (JSON): what the seat
+    was shown at its turn ("" when it cannot be read)."""
+    try:
+        messages = json.loads(chat)
+    except (json.JSONDecodeError, TypeError):
+        return ""
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return clip_text(str(message.get("content") or ""), OBSERVATION_CHARS)
+    return ""
 
 
 def group_key(game: str, episode: Any, seat: Any, turn: int) -> str:
@@ -89,6 +104,7 @@ def branch_line(
     action: str | None = None,
     legal: bool | None = None,
     reward: float | None = None,
+    observation: str = "",
 ) -> dict[str, Any]:
     """One branch as a line of the step's file. `reply` and `reasoning` are kept whole here (the
     collapse signals compare them); `write_step` clips them."""
@@ -101,6 +117,7 @@ def branch_line(
         "role": role,
         "turn": turn,
         "state": state,
+        "observation": observation,
         "branch": branch,
         "chosen": chosen,
         "forced": forced,
@@ -143,6 +160,7 @@ def step_lines(
                 action=reply.get("action"),
                 legal=row.get("legal"),
                 reward=reply.get("reward"),
+                observation=str(reply.get("observation") or ""),
                 ret=float(row["reward"]),
                 advantage=float(advantages[index]),
                 trained=bool(trained[index]),
@@ -181,7 +199,7 @@ def collapse_signals(lines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     by_state: dict[str, list[Any]] = defaultdict(list)
     for group in groups:
         for b in group:
-            by_state[str(b["state"])].append(_action_of(b))
+            by_state[str(b["state"])].append(action_of(b))
     entropies = [_entropy_bits(actions) for actions in by_state.values()]
     return {
         f"{SIGNAL_PREFIX}groups": float(len(groups)),
@@ -196,7 +214,8 @@ def _spread(values: Iterable[float]) -> float:
     return max(listed) - min(listed)
 
 
-def _action_of(line: Mapping[str, Any]) -> Any:
+def action_of(line: Mapping[str, Any]) -> Any:
+    """What a branch did, for counting: its parsed action, "invalid", or else its reply."""
     if line.get("legal") is False:
         return "invalid"
     action = line.get("action")
@@ -216,6 +235,7 @@ def bounded(lines: Sequence[dict[str, Any]], step: int) -> list[dict[str, Any]]:
             clipped = dict(line)
             clipped["reply"] = clip_text(line.get("reply"))
             clipped["reasoning"] = clip_text(line.get("reasoning"))
+            clipped["observation"] = clip_text(line.get("observation"), OBSERVATION_CHARS)
             out.append(clipped)
     return out
 
@@ -239,8 +259,11 @@ def write_step(run_path: Path, step: int, lines: Sequence[dict[str, Any]]) -> Pa
 
 
 def read_step(run_path: Path, step: int) -> list[dict[str, Any]]:
-    """A step's branch lines; a line that does not parse (a file cut short) ends the list."""
-    path = step_path(run_path, step)
+    return read_file(step_path(run_path, step))
+
+
+def read_file(path: Path) -> list[dict[str, Any]]:
+    """A step file's branch lines; a line that does not parse (a file cut short) ends the list."""
     out: list[dict[str, Any]] = []
     try:
         text = gzip.decompress(path.read_bytes()).decode("utf-8")
