@@ -10,7 +10,8 @@
 - `mars train --trainer local` on the embedded tiny model: 2 steps of 2 games, eval every step,
   with Kuhn exploitability from 4 replies per information state at each evaluation (replies of 8
   tokens are all invalid, so each state is played uniformly: the Training page's policy against
-  equilibrium has all 12 states, about 1 s added).
+  equilibrium has all 12 states, about 1 s added), tree-sampled (AT-GRPO, 2 branches a turn), so
+  it writes the branch log the Training inspector reads.
 
 Then it appends one malformed line to each of the files the pages read, as a killed writer would
 leave it. The tests compare what the pages show with the commands' own summaries.
@@ -191,6 +192,9 @@ def build_runs(root: Path) -> RealRuns:
                 "eval_episodes": 2,
                 "eval_opponents": {"tic_tac_toe": ["random"]},
                 "eval_exploitability": {"kuhn_poker": KUHN_SAMPLES},
+                # Tree sampling, 2 branches a turn: the run writes its branch log.
+                "estimator": "at_grpo",
+                "tree": {"branches": 2},
             }
         )
     )

@@ -84,6 +84,7 @@ EXPECTED = {
         "Learning curve (train",  # (markdown draws "->" as an arrow)
         "mars loop --watch",
     ],
+    "inspector": ["Training inspector", "Collapse signals per step", "branches at"],
 }
 # A chart each page must draw, named by a text of its SVG (a title or an axis title).
 CHARTS = {
