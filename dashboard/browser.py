@@ -11,8 +11,7 @@ the page is drawn (`page_ready`: Streamlit's script run over, the page's own tex
 chart drawn) or shows an exception, then returns the DOM; `screenshot` saves the window. Waiting
 in real time replaces `--virtual-time-budget`, under which a loaded machine often got Streamlit's
 loading skeleton back (virtual time runs ahead while the page waits on its websocket) and had to
-ask again, up to a dozen times. `capture` is the one-call form (`--dump-dom --screenshot`) a test
-with its own retry loop may still use.
+ask again, up to a dozen times.
 
 `DomSummary` reads what a test or a screenshot needs from the DOM: the text (scripts and styles
 left out), whether Streamlit drew an exception, whether a script run is still going, and every
@@ -50,7 +49,6 @@ BROWSER_FLAGS = [
     "--force-device-scale-factor=1",
     "--no-first-run",
 ]
-CHROMIUM_FLAGS = [*BROWSER_FLAGS, "--virtual-time-budget=15000"]  # for `capture`
 POLL_S = 0.25
 # Elements an HTML document never closes (the DOM dump writes them without an end tag).
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
@@ -113,33 +111,6 @@ def serve(
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_group(process)
-
-
-def capture(url: str, png: Path, profile: Path, *, height: int = 1600) -> str:
-    """One Chromium call: the DOM after the virtual-time budget (returned), and a screenshot of
-    the `WIDTH` x `height` window saved to `png`."""
-    if CHROMIUM is None:
-        raise RuntimeError("chromium is not installed (apt-get install chromium)")
-    png.unlink(missing_ok=True)
-    result = subprocess.run(
-        [
-            CHROMIUM,
-            *CHROMIUM_FLAGS,
-            f"--window-size={WIDTH},{height}",
-            f"--user-data-dir={profile}",
-            f"--screenshot={png}",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        start_new_session=True,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"chromium exited with {result.returncode}: {result.stderr[-2000:]}")
-    return result.stdout
 
 
 @dataclass
