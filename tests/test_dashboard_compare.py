@@ -126,6 +126,19 @@ def test_compare_page_disagreements_and_both_transcripts(app: Any) -> None:
     assert any("affirmative says the answer is 6" in m for m in markdown)  # B's extracted 5 + 1
 
 
+def test_two_runs_that_never_disagree_still_open_both_transcripts(tmp_path: Path) -> None:
+    for name in ("eval-x", "eval-y"):  # both wrong everywhere, as the demo's tiny model is
+        records = [synthetic.eval_record(i, correct=False) for i in range(3)]
+        synthetic.write_eval_run(tmp_path / name, records, mas="single")
+    with page_opener(tmp_path) as open_page:
+        test = open_page("Compare", via="url", a="eval-x", b="eval-y")
+    assert metric(test, "both wrong") == "3"
+    assert test.selectbox(key="compare_show").value == "all"
+    assert len(test.selectbox(key="compare_pick").options) == 3
+    markdown = texts(test.markdown)
+    assert "**A: `eval-x`**" in markdown and "**B: `eval-y`**" in markdown
+
+
 def test_calls_and_tokens_per_role_beside_accuracy(app: Any) -> None:
     test = app("Compare", via="url", a="eval-a", b="eval-b")
     roles = table_with(test, "run", "role", "calls / question")

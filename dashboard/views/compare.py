@@ -108,7 +108,9 @@ def _samples(
         notes.append(f"{counts.only_in_a} samples only in A, {counts.only_in_b} only in B")
     st.caption("; ".join(notes) + ".")
 
-    show = st.selectbox("show", SHOW, key="compare_show")
+    # With no disagreement, every pair is shown, so both transcripts still open without a click.
+    default = 0 if counts.a_only + counts.b_only else SHOW.index("all")
+    show = st.selectbox("show", SHOW, index=default, key="compare_show")
     if show == DISAGREE:
         shown = pairs[pairs["outcome"].isin([data.OUTCOMES[0], data.OUTCOMES[1]])]
     elif show == "all":
