@@ -46,6 +46,7 @@ SHOTS = [
     Shot("failure-modes", "page=failure-modes", ("Failure modes (MAST)",), height=900),
     Shot("games", "page=games", ("Games",), height=900),
     Shot("training", "page=training", ("Exploitability (0 = a Nash equilibrium)",), height=2000),
+    Shot("inspector", "page=inspector", ("Collapse signals per step", "branches at"), height=1900),
     Shot(
         "training-policy",
         "page=training#policy-against-equilibrium",

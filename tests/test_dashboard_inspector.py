@@ -179,6 +179,10 @@ def test_the_collapse_signals_are_drawn_over_steps(app, root: Path) -> None:
 
 def test_training_self_play_opens_in_the_games_replay(app) -> None:
     page = app("Games", via="url", run="train-kuhn")
+    outcomes = table_with(page, "opponent", "seat", "win %").set_index("seat")
+    assert set(outcomes["opponent"]) == {"self-play"}  # the policy in both seats, 3 episodes
+    assert outcomes.loc["first", "loss %"] == 100 and outcomes.loc["second", "win %"] == 100
+    assert outcomes.loc["first", "n"] == 3
     assert page.selectbox(key="games_step").value == 3  # the last step first
     assert len(page.selectbox(key="games_ep").options) == 1
     page = page.selectbox(key="games_step").set_value(1).run()

@@ -76,14 +76,30 @@ def _pick(values: Any, index: int) -> Any:
     return None
 
 
+SELF_PLAY = "self-play"
+
+
+def _player_seats(
+    records: Iterable[dict[str, Any]],
+) -> Iterable[tuple[dict[str, Any], int, str]]:
+    """Each record with the seat of the player it is about and its opponent: the arena's player
+    seat, or every seat of a self-play episode (one player in all seats: a training run's)."""
+    for record in records:
+        seat = _seat_index(record)
+        if seat is not None:
+            yield record, seat, str(record.get("opponent", "-"))
+            continue
+        players = record.get("players")
+        if isinstance(players, list) and len(players) == 2 and len(set(map(str, players))) == 1:
+            yield record, 0, SELF_PLAY
+            yield record, 1, SELF_PLAY
+
+
 def arena_outcomes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """From episode records: per game, opponent and seat of the player, the outcome rates."""
     tallies: dict[tuple[str, str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for record in records:
-        seat = _seat_index(record)
-        if seat is None:
-            continue
-        key = (str(record.get("game", "-")), str(record.get("opponent", "-")), SEATS[seat])
+    for record, seat, opponent in _player_seats(records):
+        key = (str(record.get("game", "-")), opponent, SEATS[seat])
         tally = tallies[key]
         if record.get("error"):
             tally["errors"] += 1
