@@ -134,18 +134,23 @@ def training_drawn(needles: list[str], labels: list[str], charts: int) -> str:
     )
 
 
-def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, float]:
-    port = free_port()
+def start_dashboard(root: Path, port: int) -> subprocess.Popen:
+    """`mars dashboard` over `root`, in its own session, as a user starts it (bytecode kept)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    started = time.perf_counter()
-    server = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
         start_new_session=True,
     )
+
+
+def one_cold_start(root: Path, needles: list[str], work: Path) -> tuple[float, float]:
+    port = free_port()
+    started = time.perf_counter()
+    server = start_dashboard(root, port)
     browser = None
     try:
         wait_until_healthy(port, 60)
@@ -170,14 +175,7 @@ def training_page_warm(work: Path, repeats: int) -> list[float]:
     root = work / "training-runs"
     synthetic.write_kuhn_train_run(root / "train-kuhn", TRAINING_STEPS)
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    server = start_dashboard(root, port)
     browser = None
     url = f"http://127.0.0.1:{port}/?page=training"
     condition = training_drawn(TRAINING_NEEDLES, KUHN_LABELS, TRAINING_CHARTS)

@@ -89,40 +89,35 @@ def _signals(metrics: pd.DataFrame) -> None:
     if long.empty:
         return
     st.subheader("Collapse signals per step")
-    axis = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))
     left, right = st.columns(2)
     shares = long[long["signal"].isin(inspected.SHARE_SIGNALS)]
-    left.altair_chart(
-        sized(
-            alt.Chart(shares)
-            .mark_line(point=True)
-            .encode(
-                x=axis,
-                y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
-                color=alt.Color("signal:N", legend=legend(1)),
-                tooltip=["step", "signal", alt.Tooltip("value:Q", format=".3f")],
-            ),
-            200,
-        ),
-        use_container_width=True,
-    )
+    left.altair_chart(_over_steps(shares, "share", (0, 1)), use_container_width=True)
     entropy = long[long["signal"] == "action_entropy_bits"]
     right.altair_chart(
-        sized(
-            alt.Chart(entropy)
-            .mark_line(point=True)
-            .encode(
-                x=axis,
-                y=alt.Y("value:Q", title="action entropy per state (bits)"),
-                tooltip=["step", alt.Tooltip("value:Q", format=".3f")],
-            ),
-            200,
-        ),
-        use_container_width=True,
+        _over_steps(entropy, "action entropy per state (bits)"), use_container_width=True
     )
     st.caption(
         "; ".join(f"{name}: {meaning}" for name, meaning in inspected.SIGNALS.items())
         + ". Over the groups of two or more branches; computed before the log's bound."
+    )
+
+
+def _over_steps(
+    frame: pd.DataFrame, title: str, domain: tuple[float, float] | None = None
+) -> alt.TopLevelMixin:
+    """One line per signal over the steps (a legend when there are several)."""
+    scale = alt.Scale(domain=list(domain)) if domain else alt.Undefined
+    several = frame["signal"].nunique() > 1
+    return sized(
+        alt.Chart(frame)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("value:Q", title=title, scale=scale),
+            color=alt.Color("signal:N", legend=legend(1)) if several else alt.value("#1f77b4"),
+            tooltip=["step", "signal", alt.Tooltip("value:Q", format=".3f")],
+        ),
+        200,
     )
 
 
