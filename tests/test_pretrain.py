@@ -162,7 +162,7 @@ def test_pretrain_command_prints_the_rates_and_writes_the_model(
     out = tmp_path / "cli-pretrained"
     result = run_mars(
         "tiny-model", "pretrain", "--model", str(tiny_model_dir), "--out", str(out),
-        "--games", "kuhn_poker", "--examples", "160", "--steps", "30", "--eval-positions", "16",
+        "--games", "kuhn_poker", "--examples", "160", "--steps", "15", "--eval-positions", "16",
         "--quiet",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -173,7 +173,7 @@ def test_pretrain_command_prints_the_rates_and_writes_the_model(
     assert f"{after['rate']:.3f}" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == str(out)
     assert report["training"]["last_loss"] < report["training"]["first_loss"]
-    assert report["recipe"]["games"] == ["kuhn_poker"] and report["recipe"]["steps"] == 30
+    assert report["recipe"]["games"] == ["kuhn_poker"] and report["recipe"]["steps"] == 15
     # a model folder transformers loads as it is, with the tiny model's chat template
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
