@@ -31,30 +31,6 @@ OBSERVATION_CHARS = 400
 MAX_GROUPS = 256
 SIGNAL_PREFIX = "branches/"
 
-# The fields of a branch line, in order (docs/run-format.md, "branches/").
-FIELDS = (
-    "step",
-    "group",
-    "game",
-    "episode",
-    "seat",
-    "role",
-    "turn",
-    "state",
-    "observation",
-    "branch",
-    "chosen",
-    "forced",
-    "reply",
-    "reasoning",
-    "action",
-    "legal",
-    "reward",
-    "return",
-    "advantage",
-    "trained",
-)
-
 
 def clip_text(text: str | None, limit: int = REPLY_CHARS) -> str:
     """`text` whole if it fits, else its head and tail around a marker that says what was cut."""
@@ -106,8 +82,8 @@ def branch_line(
     reward: float | None = None,
     observation: str = "",
 ) -> dict[str, Any]:
-    """One branch as a line of the step's file. `reply` and `reasoning` are kept whole here (the
-    collapse signals compare them); `write_step` clips them."""
+    """One branch as a line of the step's file (its fields: docs/run-format.md). `reply` and
+    `reasoning` are kept whole here (the collapse signals compare them); `write_step` clips them."""
     return {
         "step": step,
         "group": group_key(game, episode, role or f"seat{seat}", turn),
@@ -151,8 +127,8 @@ def step_lines(
                 seat=int(row["seat"]),
                 turn=int(row["turn"]),
                 state=str(row.get("state")),
-                branch=int(row.get("branch", reply.get("branch", 0))),
-                chosen=row.get("chosen", reply.get("chosen")),
+                branch=int(row["branch"]),
+                chosen=row.get("chosen"),
                 forced=bool(row.get("forced", False)),
                 role=row.get("role"),
                 reply=str(reply.get("reply") or ""),

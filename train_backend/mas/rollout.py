@@ -380,6 +380,8 @@ async def play_workflow_step(
                     "state": state_key(branch.call.prompt_ids),
                     "policy": roles[branch.call.agent].name,
                     "role": branch.call.agent,
+                    "branch": branch.branch,
+                    "chosen": branch.chosen,
                 }
             )
             call = branch.call
@@ -387,7 +389,7 @@ async def play_workflow_step(
                 workflow, index, seat, call.index, list(call.prompt_ids), list(call.completion_ids)
             )
             samples.append(sample)
-            replies.append({"reply": call.text, "branch": branch.branch, "chosen": branch.chosen})
+            replies.append({"reply": call.text})
         records.append(workflow_record(workflow, problems[index], main))
     generated = sum(len(s.completion_ids) for s in samples)
     return StepRollout(
