@@ -38,8 +38,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Each bench's dry run: its commands and configs through the real parsers, nothing measured (a
+# bench measures when run by hand with its options: python bench/NAME.py --help).
 bench: setup
-	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script --dry-run || exit 1; done
 
 # verl (the tests train with it on the CPU): the project and its `verl` extra in one resolve with
 # the dev tools (separate resolves leave versions Ray rejects), then verl itself without its pins,

@@ -35,6 +35,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import DryRun, add_dry_run, game_specs, run_dry
+from core.errors import MarsError
+
 RUN_DIR = re.compile(r"^(?P<arm>.+)-seed(?P<seed>\d+)$")
 ALPHA = 0.05
 TARGET_KUHN = 0.15  # issue 22: the best arm, in every seed
@@ -112,9 +117,18 @@ def collect(roots: list[Path], added: list[str]) -> Collected:
                 for game in games if start.exists() else []:
                     starts.setdefault(game, _read(start))
     for item in added:
-        arm, seed, path = item.split(":", 2)
-        runs.append((arm, int(seed), _read(Path(path)), ["kuhn_poker"]))
+        arm, seed, path = added_run(item)
+        runs.append((arm, seed, _read(path), ["kuhn_poker"]))
     return collect_runs(runs, starts)
+
+
+def added_run(item: str) -> tuple[str, int, Path]:
+    """`--add ARM:SEED:FIGURES` -> (arm, seed, figures file)."""
+    arm, _, rest = item.partition(":")
+    seed, _, path = rest.partition(":")
+    if not arm or not seed.isdigit() or not path:
+        raise MarsError(f"--add {item}: expected ARM:SEED:FIGURES")
+    return arm, int(seed), Path(path)
 
 
 def _read(path: Path) -> Figures:
@@ -331,6 +345,19 @@ def print_ttt_target(ttt: dict[str, Any]) -> None:
         print(f"  {arm:<20} " + "   ".join(cells) + f"   {verdict}")
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The columns' games in the registry; each root a folder, each added run's file there; the
+    runs' figures read and each column's value taken, as the table would (no table printed)."""
+    game_specs(dry, list(dict.fromkeys(column.game for column in COLUMNS.values())))
+    for root in args.roots:
+        if not root.is_dir():
+            raise MarsError(f"{root}: no bench root there")
+    for item in args.add:
+        if not added_run(item)[2].is_file():
+            raise MarsError(f"--add {item}: no figures file there")
+    dry.count("run", len(collect(args.roots, args.add).runs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("roots", nargs="*", type=Path)
@@ -338,7 +365,11 @@ def main() -> None:
     parser.add_argument(
         "--reference", default="marshal", help="the arm the others are tested against"
     )
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     collected = collect(args.roots, args.add)
     tables = collected.tables
     if not tables:

@@ -14,13 +14,19 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import DryRun, add_dry_run, run_dry
+from core.errors import MarsError
 from train_backend.advantage import ESTIMATORS, compute_advantages
 
 GAMES = ("tic_tac_toe", "kuhn_poker", "hanabi_mini", "connect_four", "leduc_poker", "hanabi_simple")
@@ -115,12 +121,25 @@ def timed(function: Any, *args: Any, **kwargs: Any) -> tuple[float, float, Any]:
     return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """Every estimator the bench times, each on a small table of the bench's own making."""
+    if args.episodes < 1 or args.repeats < 1:
+        raise MarsError("--episodes and --repeats must be at least 1")
+    table = make_turns(20, seed=args.seed)
+    for name in ESTIMATORS:
+        dry.config(lambda name=name: compute_advantages(table, name), "estimator")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3, help="numpy runs before and after")
     parser.add_argument("--seed", type=int, default=0)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     table = make_turns(args.episodes, seed=args.seed)
     n_turns = len(table)

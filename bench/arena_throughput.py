@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +24,10 @@ from pathlib import Path
 
 import pyspiel
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import DryRun, add_dry_run, game_specs, run_dry
+from core.errors import MarsError
 from core.runstore import RunDir
 from games.arena import ArenaConfig, run_arena
 from games.engine import _player_stream, play_bot_episode
@@ -98,11 +103,25 @@ def breakdown(games: int, repeats: int) -> dict[str, float]:
         }
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The game (OpenSpiel's and the registry's), the random player, the arena's config."""
+    if args.games < 2 or args.games % 2 or args.repeats < 1:
+        raise MarsError("--games must be even and at least 2 (both seats); --repeats at least 1")
+    pyspiel.load_game("tic_tac_toe")
+    (spec,) = game_specs(dry, ["tic_tac_toe"])
+    dry.config(lambda: make_player("random", PlayerContext(spec=spec)), "player")
+    dry.config(lambda: ArenaConfig(episodes=args.games // 2, seats="both"), "arena config")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     game = pyspiel.load_game("tic_tac_toe")
     raw_times, arena_times = [], []
     summary: dict = {}

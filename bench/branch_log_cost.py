@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, has_names, report, run_dry, start_model
 
 TIME_TARGET = 0.10
 SIZE_TARGET = 0.20
@@ -42,18 +42,47 @@ def _size(path: Path, skip: str | None = None) -> int:
     )
 
 
+def train_config(model: str, args: argparse.Namespace) -> Any:
+    """The demo's training on Kuhn Poker, sized by the bench's flags."""
+    from mars.demo import DEMO_TRAIN
+    from train_backend.config import TrainConfig
+
+    return TrainConfig.for_local(
+        **(DEMO_TRAIN | {"model": model}),
+        games=["kuhn_poker"],
+        steps=args.steps,
+        games_per_step=args.games,
+        save_every=args.steps,
+        eval_every=0,
+    )
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The training config as the CPU trainer checks it, and the functions the bench times."""
+    from core import branch_log
+    from train_backend.local.trainer import LocalTrainer, check_config
+    from train_backend.pretrain import SELFPLAY_START_NAME
+
+    config = dry.config(lambda: train_config(start_model(dry, SELFPLAY_START_NAME), args))
+    dry.count("game", len(check_config(config)))
+    has_names(dry, LocalTrainer, ["branch_lines"], "timed function")
+    has_names(dry, branch_log, ["collapse_signals", "write_step", "BRANCHES_DIR"], "timed function")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--games", type=int, default=32)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     import torch
 
     from core import branch_log
     from core.runstore import RunDir
-    from mars.demo import DEMO_TRAIN
-    from train_backend.config import TrainConfig
     from train_backend.local import trainer as local_trainer
     from train_backend.pretrain import (
         SELFPLAY_START,
@@ -90,14 +119,7 @@ def main() -> None:
     branch_log.write_step = timed(branch_log.write_step, after)
 
     start = ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
-    config = TrainConfig.for_local(
-        **(DEMO_TRAIN | {"model": str(start)}),
-        games=["kuhn_poker"],
-        steps=args.steps,
-        games_per_step=args.games,
-        save_every=args.steps,
-        eval_every=0,
-    )
+    config = train_config(str(start), args)
     with tempfile.TemporaryDirectory() as folder:
         run = RunDir.resolve(out=None, run_dir=Path(folder) / "run", kind="train", slug="bench")
         trainer = local_trainer.LocalTrainer(config, run, log=print)

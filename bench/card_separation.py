@@ -25,46 +25,23 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry, start_model
 
 TARGET_GAP = 0.5
 ORACLE = {"J": ("PASS", 0.5), "K": ("BET", 0.5), "Q": ("BET", 0.0)}  # card -> (good move, size)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--kl-coef", type=float, default=0.0)
-    parser.add_argument("--ppo-epochs", type=int, default=1)
-    parser.add_argument("--games-per-step", type=int, default=32)
-    parser.add_argument("--samples", type=int, default=24)
-    parser.add_argument("--model", help="model folder (default: the demo's starting model)")
-    args = parser.parse_args()
-
-    import numpy as np
-    import torch
-
-    from core.runstore import RunDir
-    from games.spec import get_game
+def oracle_config(model: str, args: argparse.Namespace) -> Any:
+    """The CPU trainer's config: Kuhn, at_grpo tree sampling with two all-actions branches."""
     from train_backend.config import TrainConfig
-    from train_backend.local.batcher import Sampling
-    from train_backend.local.exploitability import policy_exploitability
-    from train_backend.local.trainer import LocalTrainer
-    from train_backend.pretrain import (
-        SELFPLAY_START,
-        SELFPLAY_START_NAME,
-        ensure_pretrained_tiny_model,
-    )
 
-    torch.set_num_threads(1)
-    model = args.model or ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
     config = TrainConfig.for_local().model_copy(
         update={
-            "model": str(model),
+            "model": model,
             "games": ["kuhn_poker"],
             "estimator": "at_grpo",
             "learning_rate": args.lr,
@@ -80,6 +57,53 @@ def main() -> None:
     )
     config.tree.all_actions = True
     config.tree.branches = 2
+    return config
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The trainer's config, validated as a whole (it is built by copies, which pydantic does
+    not check) and as the CPU trainer checks it."""
+    from train_backend.config import TrainConfig
+    from train_backend.local.trainer import check_config
+    from train_backend.pretrain import SELFPLAY_START_NAME
+
+    config = oracle_config(start_model(dry, SELFPLAY_START_NAME, args.model), args)
+    checked = dry.config(lambda: TrainConfig.model_validate(config.model_dump()))
+    dry.count("game", len(check_config(checked)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--kl-coef", type=float, default=0.0)
+    parser.add_argument("--ppo-epochs", type=int, default=1)
+    parser.add_argument("--games-per-step", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=24)
+    parser.add_argument("--model", help="model folder (default: the demo's starting model)")
+    add_dry_run(parser)
+    args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
+
+    import numpy as np
+    import torch
+
+    from core.runstore import RunDir
+    from games.spec import get_game
+    from train_backend.local.batcher import Sampling
+    from train_backend.local.exploitability import policy_exploitability
+    from train_backend.local.trainer import LocalTrainer
+    from train_backend.pretrain import (
+        SELFPLAY_START,
+        SELFPLAY_START_NAME,
+        ensure_pretrained_tiny_model,
+    )
+
+    torch.set_num_threads(1)
+    model = args.model or ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
+    config = oracle_config(str(model), args)
     trainer = LocalTrainer(config, RunDir(Path(tempfile.mkdtemp()), "train"), log=lambda _: None)
     trainer.load()
     kuhn = get_game("kuhn_poker")

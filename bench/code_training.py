@@ -29,7 +29,17 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import (
+    DryRun,
+    add_dry_run,
+    int_list,
+    report,
+    run_dry,
+    start_model,
+    train_mas_command,
+    workflow_config,
+)
+from core.errors import MarsError
 from core.files import read_jsonl
 from core.stats import wilson_ci
 
@@ -41,11 +51,12 @@ WORKFLOW = {
     "train_set": "code_mini",
 }
 MAX_NEW_TOKENS = 96
+ROLES = ("coder", "tester")  # each its own policy, named after it
 
 
-def train(seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
-    run_dir = root / f"seed{seed}"
-    config = {
+def train_config(seed: int, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The `mars train-mas --config` file of one seed."""
+    return {
         **WORKFLOW,
         "model": model,
         "seed": seed,
@@ -62,10 +73,13 @@ def train(seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
         "eval_every": 0,
         "save_every": args.steps,
     }
+
+
+def train(seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
+    run_dir = root / f"seed{seed}"
     config_file = root / f"seed{seed}.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
-               "--run-dir", str(run_dir), "--threads", "1", "--quiet"]  # fmt: skip
+    config_file.write_text(yaml.safe_dump(train_config(seed, model, args)))
+    command = train_mas_command(config_file, run_dir)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if done.returncode != 0:
@@ -74,21 +88,27 @@ def train(seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
     return run_dir
 
 
+def heldout_config(seed: int) -> Any:
+    """The workflow config the held-out success is measured with."""
+    from train_backend.mas.config import WorkflowTrainConfig
+
+    return WorkflowTrainConfig.for_local(
+        **WORKFLOW, seed=seed, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS
+    )
+
+
 def heldout_success(seed: int, models: dict[str, str], args: argparse.Namespace) -> list[bool]:
     import torch
 
     from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
     from train_backend.local.policy import load_policy
     from train_backend.mas.code_problems import code_problems
-    from train_backend.mas.config import WorkflowTrainConfig
     from train_backend.mas.trainer import answered_right, role_model
 
     torch.set_num_threads(1)
-    config = WorkflowTrainConfig.for_local(
-        **WORKFLOW, seed=seed, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS
-    )
+    config = heldout_config(seed)
     roles = {}
-    for index, role in enumerate(("coder", "tester")):
+    for index, role in enumerate(ROLES):
         policy = load_policy(models[role])
         generator = torch.Generator().manual_seed(10_000 + seed * 10 + index)
         batcher = MicroBatcher(
@@ -114,6 +134,23 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """Per seed: its `mars train-mas` config as that command checks it, and the command line;
+    the config its held-out success is measured with, whose roles are the bench's."""
+    from train_backend.mas.code_pretrain import CODE_START_NAME
+    from train_backend.mas.rewards import ROLES as WORKFLOW_ROLES
+
+    start = start_model(dry, CODE_START_NAME)
+    root = args.out / "dry-run"  # named, not made
+    for seed in int_list(args.seeds, "--seeds"):
+        workflow_config(dry, train_config(seed, start, args))
+        dry.mars(train_mas_command(root / f"seed{seed}.yaml", root / f"seed{seed}"))
+        config = dry.config(lambda s=seed: heldout_config(s), "measure config")
+        owners = config.role_policies(WORKFLOW_ROLES[config.workflow])
+        if tuple(owners) != ROLES or list(owners.values()) != list(ROLES):
+            raise MarsError(f"{config.workflow}'s roles and policies are {owners}, not {ROLES}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -124,12 +161,16 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=5, help="steps averaged at each end")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-code-training"))
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     from train_backend.mas.code_pretrain import ensure_code_start
 
     start = str(ensure_code_start())
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = int_list(args.seeds, "--seeds")
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
     root.mkdir(parents=True, exist_ok=True)
     figures: dict[str, list[float]] = {}
@@ -139,7 +180,7 @@ def main() -> None:
         run_dir = train(seed, start, args, root)
         trained = {
             role: str(run_dir / "policies" / role / "checkpoints" / f"step_{args.steps}")
-            for role in ("coder", "tester")
+            for role in ROLES
         }
         after = heldout_success(seed, trained, args)
         curve = curves(run_dir)

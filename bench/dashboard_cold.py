@@ -36,7 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import (
+    DRY_RUN_PORT,
+    DryRun,
+    add_dry_run,
+    dashboard_pages,
+    has_names,
+    report,
+    run_dry,
+)
 from dashboard.browser import CHROMIUM, Browser, free_port
 
 TARGET_S = 3.0
@@ -134,12 +142,16 @@ def training_drawn(needles: list[str], labels: list[str], charts: int) -> str:
     )
 
 
+def dashboard_command(root: Path, port: int) -> list[str]:
+    return [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)]
+
+
 def start_dashboard(root: Path, port: int) -> subprocess.Popen:
     """`mars dashboard` over `root`, in its own session, as a user starts it (bytecode kept)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)],
+        dashboard_command(root, port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -233,6 +245,32 @@ def training_page(args: argparse.Namespace, work: Path) -> None:
     )
 
 
+# what the bench writes its runs with (dashboard.synthetic), and the pages it opens
+WRITERS = ("eval_record", "write_eval_run", "arena_record", "write_arena_run", "write_train_run",
+           "write_loop_run", "write_kuhn_train_run")  # fmt: skip
+PAGES = ("runs", "training")
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The `mars dashboard` command line of each measurement, the pages it opens (the first,
+    `?page=training`), the synthetic run writers; chromium's absence is noted."""
+    from core.errors import MarsError
+    from dashboard import synthetic
+
+    if args.runs is not None and not args.runs.is_dir():
+        raise MarsError(f"--runs {args.runs}: no folder there")
+    if args.repeats < 1:
+        raise MarsError("--repeats must be at least 1")
+    work = Path(tempfile.gettempdir()) / "mars-dashboard-cold-dry-run"  # named, not made
+    for only in ("first", "training"):
+        if args.only in (None, only):
+            dry.mars(dashboard_command(args.runs or work / "runs", DRY_RUN_PORT))
+    dashboard_pages(dry, PAGES)
+    has_names(dry, synthetic, WRITERS, "run writer")
+    if CHROMIUM is None:
+        dry.note("chromium is not installed (apt-get install chromium): the real run stops")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, help="runs root (default: demo-like runs)")
@@ -240,7 +278,11 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("first", "training"), help="one of the two measurements (default both)"
     )
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     if CHROMIUM is None:
         raise SystemExit("chromium is not installed (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="mars-dashboard-cold-") as tmp:

@@ -14,6 +14,7 @@ Target: the cold page load under 3 s.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import report
+from _common import DryRun, add_dry_run, dashboard_pages, has_names, report, run_dry
 
 RECORDS = 10_000
 TARGET_S = 3.0
@@ -93,7 +94,35 @@ def page_times(root: Path, expect_records: bool = True) -> tuple[float, float]:
     return first, again
 
 
+def dry_run(dry: DryRun) -> None:
+    """The app file and the page AppTest opens, and every function of the dashboard the bench
+    calls by name (its run writer, caches and tables)."""
+    import importlib.util
+
+    from streamlit import logger
+
+    from core.errors import MarsError
+
+    logger.set_log_level("error")  # as main: "no runtime found" notes from caches out of a server
+    from dashboard import cache, data, synthetic
+
+    if not Path(APP).is_file() or importlib.util.find_spec("streamlit.testing.v1") is None:
+        raise MarsError(f"AppTest cannot open {APP}")
+    dashboard_pages(dry, ["samples"])
+    has_names(dry, synthetic, ["eval_record", "write_eval_run"], "function")
+    has_names(dry, cache, ["eval_data", "record_lookup"], "function")
+    has_names(
+        dry, data, ["accuracy_rows", "filter_samples", "read_jsonl", "file_stamp"], "function"
+    )
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_dry_run(parser)
+    if parser.parse_args().dry_run:
+        run_dry(dry_run)
+        return
+
     import streamlit as st
     from streamlit import logger
 

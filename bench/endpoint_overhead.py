@@ -6,6 +6,7 @@ this (client) process. Target: ratio <= 1.2 and <= 3 ms of CPU per request.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
@@ -13,7 +14,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report, scripted_server_process
+from _common import (
+    DRY_RUN_URL,
+    DryRun,
+    add_dry_run,
+    report,
+    run_dry,
+    scripted_server_command,
+    scripted_server_process,
+)
 
 from core.endpoint import Endpoint, EndpointConfig
 
@@ -23,9 +32,7 @@ DELAY_S = 0.1
 
 
 async def run(base_url: str) -> tuple[float, float, int]:
-    endpoint = Endpoint(
-        EndpointConfig(base_url=base_url, model="scripted", concurrency=CONCURRENCY)
-    )
+    endpoint = Endpoint(endpoint_config(base_url))
     # Warm the connection pool so start-up costs are not billed to the measured requests.
     await asyncio.gather(
         *(endpoint.complete([{"role": "user", "content": f"warm {i}"}]) for i in range(CONCURRENCY))
@@ -42,7 +49,22 @@ async def run(base_url: str) -> tuple[float, float, int]:
     return wall, cpu, sum(r.retries for r in results)
 
 
+def endpoint_config(base_url: str) -> EndpointConfig:
+    return EndpointConfig(base_url=base_url, model="scripted", concurrency=CONCURRENCY)
+
+
+def dry_run(dry: DryRun) -> None:
+    """The scripted server's command line and the client's endpoint config."""
+    dry.module(scripted_server_command(DELAY_S))
+    dry.config(lambda: endpoint_config(DRY_RUN_URL), "endpoint config")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_dry_run(parser)
+    if parser.parse_args().dry_run:
+        run_dry(dry_run)
+        return
     with scripted_server_process(DELAY_S) as base_url:
         wall, cpu, retries = asyncio.run(run(base_url))
     ideal = REQUESTS * DELAY_S / CONCURRENCY

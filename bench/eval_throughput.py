@@ -8,6 +8,7 @@ records written per second. Target: ratio <= 1.2.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -16,22 +17,41 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report, scripted_server_process
+from _common import (
+    DRY_RUN_URL,
+    DryRun,
+    add_dry_run,
+    eval_command,
+    gsm8k_file,
+    report,
+    run_dry,
+    scripted_server_command,
+    scripted_server_process,
+)
 
 SAMPLES, EPOCHS, CONCURRENCY, DELAY_S = 1000, 2, 64, 0.1
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
+
+
+def command(base_url: str, run_dir: Path) -> list[str]:
+    return eval_command(base_url, run_dir, SAMPLES, CONCURRENCY, "--epochs", str(EPOCHS))
+
+
+def dry_run(dry: DryRun) -> None:
+    """The scripted server's and `mars eval`'s command lines, and the GSM8K file it reads."""
+    gsm8k_file(dry)
+    dry.module(scripted_server_command(DELAY_S))
+    dry.mars(command(DRY_RUN_URL, Path(tempfile.gettempdir()) / "run"))
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_dry_run(parser)
+    if parser.parse_args().dry_run:
+        run_dry(dry_run)
+        return
     with scripted_server_process(DELAY_S) as base_url, tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        command = [
-            sys.executable, "-m", "mars", "eval", "--suite", "gsm8k", "--limit", str(SAMPLES),
-            "--epochs", str(EPOCHS), "--concurrency", str(CONCURRENCY), "--base-url", base_url,
-            "--model", "scripted", "--run-dir", str(run_dir), "--quiet",
-            "--data-dir", str(DATA_DIR),
-        ]  # fmt: skip
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(command(base_url, run_dir), check=True, stdout=subprocess.DEVNULL)
         summary = json.loads((run_dir / "summary.json").read_text())
         records = sum(1 for _ in (run_dir / "records.jsonl").open())
     wall, cpu = summary["wall_s"], summary["client_cpu_s"]

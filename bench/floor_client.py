@@ -15,18 +15,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
-GSM8K = DATA_DIR / "gsm8k" / "test.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import DRY_RUN_URL, DryRun, add_dry_run, gsm8k_file, local_gsm8k, run_dry
 
 
 def encoded_requests(base_url: str, questions: int) -> list[bytes]:
     url = urlsplit(base_url)
     path = f"{url.path.rstrip('/')}/chat/completions".encode()
     requests = []
-    with GSM8K.open(encoding="utf-8") as rows:
+    with local_gsm8k().open(encoding="utf-8") as rows:
         for line, _ in zip(rows, range(questions), strict=False):
             question = json.loads(line)["question"]
             body = json.dumps(
@@ -64,12 +67,34 @@ async def closed_loop(host: str, port: int, requests: list[bytes], concurrency: 
     await asyncio.gather(*(connection() for _ in range(concurrency)))
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--base-url", help="the server's URL (required but for --dry-run)")
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
+    add_dry_run(parser)
+    return parser
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The GSM8K file, and every request encoded for the server's URL (none sent)."""
+    from core.errors import MarsError
+
+    url = urlsplit(args.base_url or DRY_RUN_URL)
+    if url.scheme != "http" or not url.hostname:
+        raise MarsError(f"--base-url {args.base_url}: expected http://HOST:PORT/...")
+    gsm8k_file(dry)
+    dry.count("request", len(encoded_requests(args.base_url or DRY_RUN_URL, args.questions)))
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
+    if args.base_url is None:
+        parser.error("the following arguments are required: --base-url")
     url = urlsplit(args.base_url)
     requests = encoded_requests(args.base_url, args.questions)
     host, port = url.hostname or "127.0.0.1", url.port or 80

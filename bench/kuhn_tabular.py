@@ -25,11 +25,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as openspiel_policy
 from open_spiel.python.algorithms import exploitability
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import DryRun, add_dry_run, int_list, run_dry
 
 TARGET = 0.15
 GAME = pyspiel.load_game("kuhn_poker")
@@ -142,6 +148,19 @@ def child(state: pyspiel.State, action: int) -> pyspiel.State:
     return branch
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """Each seed's table set up, and the exploitability of its starting (uniform) policy: what
+    every 10th step measures."""
+    from core.errors import MarsError
+
+    if args.steps < 10:
+        raise MarsError("--steps must be at least 10 (exploitability is measured every 10)")
+    for seed in int_list(args.seeds, "--seeds"):
+        run = TabularRun(args, seed)
+        exploitability.exploitability(GAME, tabular_policy(run.logits))
+        dry.count("run")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lr", type=float, default=0.01, help="Adam step (logits per update)")
@@ -152,11 +171,15 @@ def main() -> None:
     parser.add_argument("--branches", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--seeds", default="0,1,2")
+    add_dry_run(parser)
     args = parser.parse_args()
     if args.branches < 3:
         parser.error("--branches must be at least 3 (both actions plus one sampled reply)")
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     finals = []
-    for seed in map(int, args.seeds.split(",")):
+    for seed in int_list(args.seeds, "--seeds"):
         curve = TabularRun(args, seed).run()
         finals.append(curve[-1])
         print(f"seed {seed}: exploitability every 10 steps", " ".join(f"{x:.3f}" for x in curve))

@@ -27,13 +27,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report, scripted_server_process
+from _common import (
+    DRY_RUN_URL,
+    DryRun,
+    add_dry_run,
+    report,
+    run_dry,
+    scripted_server_command,
+    scripted_server_process,
+    suite,
+)
 
 from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from core.runstore import RunDir
 from harness.benchmarks import get_suite
 from harness.evaluation import SolvedSample, WorkItem, run_items
-from mas.base import Models, Task, Transcript, get_mas
+from mas.base import Models, Task, Transcript, check_options, check_task_kinds, get_mas
 
 DELAY_S = 0.1
 TARGET = 1.3
@@ -53,15 +62,22 @@ SYSTEMS: dict[str, tuple[dict[str, Any], Callable[[Transcript], int]]] = {
 }
 
 
+GENERATION = GenerationConfig(max_tokens=256)
+
+
+def endpoint_config(base_url: str, concurrency: int) -> EndpointConfig:
+    return EndpointConfig(
+        base_url=base_url, model="scripted", concurrency=concurrency, max_retries=0
+    )
+
+
 async def measure(
     name: str, base_url: str, items: list[WorkItem], concurrency: int, workers: int
 ) -> dict[str, float]:
     config, chain_of = SYSTEMS[name]
     system = get_mas(name)
-    endpoint = Endpoint(
-        EndpointConfig(base_url=base_url, model="scripted", concurrency=concurrency, max_retries=0)
-    )
-    models = Models(default=endpoint, gen=GenerationConfig(max_tokens=256))
+    endpoint = Endpoint(endpoint_config(base_url, concurrency))
+    models = Models(default=endpoint, gen=GENERATION)
     transcripts: list[Transcript] = []
 
     async def solve(item: WorkItem) -> SolvedSample:
@@ -112,17 +128,33 @@ async def measure(
     return result
 
 
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """Each MAS's options through its own probe and its task kinds against GSM8K's, the suite,
+    the scripted server's command line, the endpoint config."""
+    gsm8k = suite(dry, "gsm8k")
+    for name, (config, _) in SYSTEMS.items():
+        asyncio.run(check_options(get_mas(name), config, name=name))
+        check_task_kinds(name, {gsm8k.name: gsm8k.kind})
+        dry.count("MAS config")
+    dry.module(scripted_server_command(DELAY_S))
+    dry.config(lambda: endpoint_config(DRY_RUN_URL, args.concurrency), "endpoint config")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", type=int, default=None, help="default 2 x concurrency")
     parser.add_argument("--repeat", type=int, default=3, help="runs per MAS; the median counts")
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     workers = args.workers or 2 * args.concurrency
-    suite = get_suite("gsm8k")
+    gsm8k = get_suite("gsm8k")
     items = [
-        WorkItem(suite=suite, sample=s, epoch=0) for s in suite.load(limit=args.samples).samples
+        WorkItem(suite=gsm8k, sample=s, epoch=0) for s in gsm8k.load(limit=args.samples).samples
     ]
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
     with scripted_server_process(DELAY_S) as base_url:

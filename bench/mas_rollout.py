@@ -25,10 +25,11 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry
 
 TARGET = 1.3
 # workflow -> (its options, rounds, the roles' fixed replies in call order within a round)
@@ -43,6 +44,30 @@ def critical_path_calls(calls: int) -> int:
     return sum(calls - node for node in range(calls))
 
 
+def step_problems(args: argparse.Namespace) -> list[Any]:
+    from train_backend.mas.data import arithmetic_problems, puzzle_problems
+
+    if args.workflow == "plan_tool":
+        return puzzle_problems("plan_path_5x5", "train", args.problems)
+    return arithmetic_problems(args.problems, 0)
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The workflow's options through its own probe, its roles against the scripted ones, its
+    rewards, and the step's problems."""
+    from core.errors import MarsError
+    from mas.base import check_options, get_mas
+    from train_backend.mas.rewards import ROLES, reward_function
+
+    options, _, by_role = WORKFLOWS[args.workflow]
+    asyncio.run(check_options(get_mas(args.workflow), options, name=args.workflow))
+    reward_function(args.workflow)
+    if set(by_role) != set(ROLES[args.workflow]):
+        raise MarsError(f"{args.workflow}'s roles are {ROLES[args.workflow]}, not {tuple(by_role)}")
+    dry.count("workflow config")
+    dry.count("problem", len(step_problems(args)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workflow", choices=sorted(WORKFLOWS), default="reasoner_tool")
@@ -50,9 +75,12 @@ def main() -> None:
     parser.add_argument("--branches", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
-    from train_backend.mas.data import arithmetic_problems, puzzle_problems
     from train_backend.mas.rollout import RoleModel, play_workflow_step
 
     options, rounds, by_role = WORKFLOWS[args.workflow]
@@ -77,10 +105,7 @@ def main() -> None:
         )
 
     roles = {role: scripted(index) for index, role in enumerate(by_role)}
-    if args.workflow == "plan_tool":
-        problems = puzzle_problems("plan_path_5x5", "train", args.problems)
-    else:
-        problems = arithmetic_problems(args.problems, 0)
+    problems = step_problems(args)
     ideal = critical_path_calls(len(by_role) * rounds) * args.latency
     ratios = []
     asyncio.run(

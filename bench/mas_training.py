@@ -45,8 +45,18 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import (
+    DryRun,
+    add_dry_run,
+    int_list,
+    report,
+    run_dry,
+    start_model,
+    train_mas_command,
+    workflow_config,
+)
 from bench.ablation_table import holm, t_interval, welch
+from core.errors import MarsError
 from core.stats import wilson_ci
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,10 +97,26 @@ TRUNCATION = {"arithmetic": {}, "plan": {"top_p": 0.9, "top_k": 20}}
 ARMS = DOMAINS["arithmetic"]
 
 
-def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
-    run_dir = root / f"{arm}-seed{seed}"
+def arm_settings(arm: str, domain: str) -> dict[str, Any]:
+    """The arm's workflow, its options and its policies (each arm only the options its
+    workflow reads: a workflow refuses another's)."""
+    arms = DOMAINS[domain]
+    if arm not in arms:
+        raise MarsError(f"unknown arm {arm!r}; the arms: {', '.join(arms)}")
+    return arms[arm]
+
+
+def chosen_arms(args: argparse.Namespace) -> list[str]:
+    arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    for arm in arms:
+        arm_settings(arm, args.domain)
+    return arms
+
+
+def train_config(arm: str, seed: int, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The `mars train-mas --config` file of one (arm, seed)."""
     config = {
-        **DOMAINS[args.domain][arm],
+        **arm_settings(arm, args.domain),
         "model": model,
         "seed": seed,
         "steps": args.steps,
@@ -109,16 +135,30 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
     }
     if args.domain == "plan":
         config["train_set"] = PLAN_SUITE
+    return config
+
+
+def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: Path) -> Path:
+    run_dir = root / f"{arm}-seed{seed}"
     config_file = root / f"{arm}-seed{seed}.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
-               "--run-dir", str(run_dir), "--threads", "1", "--quiet"]  # fmt: skip
+    config_file.write_text(yaml.safe_dump(train_config(arm, seed, model, args)))
     started = time.perf_counter()
+    command = train_mas_command(config_file, run_dir)
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{arm} seed {seed} failed:\n{done.stderr[-2000:]}")
     print(f"  {arm} seed {seed}: {(time.perf_counter() - started) / 60:.1f} min", flush=True)
     return run_dir
+
+
+def measure_config(arm: str, seed: int, args: argparse.Namespace) -> Any:
+    """The workflow config the held-out answers are measured with."""
+    from train_backend.mas.config import WorkflowTrainConfig
+
+    return WorkflowTrainConfig.for_local(
+        **arm_settings(arm, args.domain), seed=seed, temperature=1.0,
+        max_new_tokens=MAX_NEW_TOKENS[args.domain], **TRUNCATION[args.domain],
+    )  # fmt: skip
 
 
 def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespace) -> list[bool]:
@@ -127,7 +167,7 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
 
     from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
     from train_backend.local.policy import load_policy
-    from train_backend.mas.config import SHARED_POLICY, WorkflowTrainConfig
+    from train_backend.mas.config import SHARED_POLICY
     from train_backend.mas.data import arithmetic_problems, puzzle_problems
     from train_backend.mas.rewards import ROLES
     from train_backend.mas.trainer import answered_right, role_model
@@ -135,9 +175,7 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     torch.set_num_threads(1)
     tokens = MAX_NEW_TOKENS[args.domain]
     truncation = TRUNCATION[args.domain]
-    config = WorkflowTrainConfig.for_local(
-        **DOMAINS[args.domain][arm], seed=seed, temperature=1.0, max_new_tokens=tokens, **truncation
-    )
+    config = measure_config(arm, seed, args)
     owners = config.role_policies(ROLES[config.workflow])
     built = {}
     for index, name in enumerate(dict.fromkeys(owners.values())):
@@ -172,7 +210,7 @@ def _cell(right: list[bool]) -> tuple[float, float, float]:
     return sum(right) / len(right), low, high
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--domain", choices=sorted(DOMAINS), default="arithmetic")
     parser.add_argument("--steps", type=int, help="default: 40 (arithmetic), 12 (plan)")
@@ -188,17 +226,24 @@ def main() -> None:
     parser.add_argument("--table", type=Path, help="print the table of a finished results.json")
     parser.add_argument("--parallel", type=int, default=1, help="(arm, seed) jobs run at once")
     parser.add_argument("--job", help=argparse.SUPPRESS)  # ARM:SEED, from --parallel
-    args = parser.parse_args()
+    add_dry_run(parser)
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     args.steps = args.steps or DEFAULT_STEPS[args.domain]
     args.lr = args.lr or DEFAULT_LR[args.domain]
-    if args.table is not None:
-        rows = {
-            arm: {int(seed): cells for seed, cells in by.items()}
-            for arm, by in json.loads(args.table.read_text()).items()
-        }
-        summarise(rows, sorted({s for by in rows.values() for s in by}), args.steps)
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
         return
-
+    if args.table is not None:
+        summarise_file(args.table, args.steps)
+        return
+    try:
+        jobs = chosen_jobs(args)
+    except MarsError as exc:
+        sys.exit(str(exc))
     if args.domain == "plan":
         from train_backend.mas.plan_pretrain import ensure_plan_start
 
@@ -208,15 +253,13 @@ def main() -> None:
 
         start = str(ensure_workflow_start())
     if args.job is not None:  # one (arm, seed) of a parallel run, in its own process
-        arm, seed = args.job.split(":")
-        run_job(arm, int(seed), start, args, args.out)
+        arm, seed = jobs[0]
+        run_job(arm, seed, start, args, args.out)
         return
-    arms = args.arms.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = int_list(args.seeds, "--seeds")
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
     root.mkdir(parents=True, exist_ok=True)
     print(f"start model {start}; {args.steps} steps x {args.problems} problems, K {args.branches}")
-    jobs = [(arm, seed) for arm in arms for seed in seeds]
     if args.parallel > 1:
         run_jobs_in_processes(jobs, root, args)
     else:
@@ -230,13 +273,63 @@ def main() -> None:
     summarise(rows, seeds, args.steps)
 
 
+def chosen_jobs(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The (arm, seed) jobs to run: `--job`'s one, else every arm with every seed."""
+    if args.job is not None:
+        arm, _, seed = args.job.partition(":")
+        arm_settings(arm, args.domain)
+        if not seed.isdigit():
+            raise MarsError(f"--job {args.job}: expected ARM:SEED")
+        return [(arm, int(seed))]
+    seeds = int_list(args.seeds, "--seeds")
+    return [(arm, seed) for arm in chosen_arms(args) for seed in seeds]
+
+
+def summarise_file(path: Path, steps: int) -> None:
+    rows = {
+        arm: {int(seed): cells for seed, cells in by.items()}
+        for arm, by in json.loads(path.read_text()).items()
+    }
+    summarise(rows, sorted({s for by in rows.values() for s in by}), steps)
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """Per (arm, seed): its `mars train-mas` config as that command checks it, and the command
+    line; the config its held-out answers are measured with; the line of its `--parallel` job
+    (checked with or without --parallel: that path is otherwise exercised only by long runs)."""
+    from train_backend.mas.rewards import ROLES
+
+    if args.table is not None:
+        dry.config(lambda: json.loads(args.table.read_text()), "results file")
+        return
+    if args.domain == "plan":
+        from harness.benchmarks import get_suite
+        from train_backend.mas.plan_pretrain import PLAN_START_NAME
+
+        dry.config(lambda: get_suite(PLAN_SUITE), "suite")
+        start = start_model(dry, PLAN_START_NAME)
+    else:
+        from train_backend.mas.pretrain import MAS_START_NAME
+
+        start = start_model(dry, MAS_START_NAME)
+    root = args.out / "dry-run"  # named, not made
+    for arm, seed in chosen_jobs(args):
+        workflow_config(dry, train_config(arm, seed, start, args))
+        dry.mars(train_mas_command(root / f"{arm}-seed{seed}.yaml", root / f"{arm}-seed{seed}"))
+        config = dry.config(lambda a=arm, s=seed: measure_config(a, s, args), "measure config")
+        config.role_policies(ROLES[config.workflow])
+        dry.script(job_command(arm, seed, root, args), build_parser())
+
+
 def run_job(arm: str, seed: int, start: str, args: argparse.Namespace, root: Path) -> None:
     """Measure the start, train, measure the end: `root/ARM-seedS.json` holds both cells."""
     starts = {"policy": start, "tool": start, "reasoner": start, "plan": start}
     before = _cell(measure(arm, seed, starts, args))
     run_dir = train_arm(arm, seed, start, args, root)
     after = _cell(
-        measure(arm, seed, trained_models(run_dir, DOMAINS[args.domain][arm], args.steps), args)
+        measure(
+            arm, seed, trained_models(run_dir, arm_settings(arm, args.domain), args.steps), args
+        )
     )
     (root / f"{arm}-seed{seed}.json").write_text(json.dumps({"before": before, "after": after}))
     print(f"  {arm} seed {seed}: {before[0]:.2f} [{before[1]:.2f}, {before[2]:.2f}] -> "
@@ -247,16 +340,21 @@ def run_job(arm: str, seed: int, start: str, args: argparse.Namespace, root: Pat
 JOB_SETTINGS = ("domain", "steps", "problems", "branches", "lr", "kl_coef", "epochs", "heldout")
 
 
+def job_command(arm: str, seed: int, root: Path, args: argparse.Namespace) -> list[str]:
+    """This script again, for one (arm, seed) of a `--parallel` run."""
+    passed = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in JOB_SETTINGS]
+    return [sys.executable, __file__, *passed, "--job", f"{arm}:{seed}", "--out", str(root)]
+
+
 def run_jobs_in_processes(
     jobs: list[tuple[str, int]], root: Path, args: argparse.Namespace
 ) -> None:
     """At most `--parallel` jobs at once, each this script again with `--job ARM:SEED` (one
     thread each: on a small machine, processes use its cores better than threads)."""
-    passed = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in JOB_SETTINGS]
 
     def run(job: tuple[str, int]) -> None:
         arm, seed = job
-        command = [sys.executable, __file__, *passed, "--job", f"{arm}:{seed}", "--out", str(root)]
+        command = job_command(arm, seed, root, args)
         if subprocess.run(command, cwd=REPO, check=False).returncode != 0:
             raise RuntimeError(f"{arm} seed {seed} failed")
 

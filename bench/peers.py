@@ -42,11 +42,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import report
+from _common import (
+    DRY_RUN_URL,
+    DryRun,
+    add_dry_run,
+    eval_command,
+    gsm8k_file,
+    int_list,
+    local_gsm8k,
+    report,
+    run_dry,
+    scripted_server_command,
+)
 
 DELAY_S = 0.1
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
-GSM8K = DATA_DIR / "gsm8k" / "test.jsonl"
+REPLY = "The answer is \\boxed{42}."
 TARGETS = {
     "startup_s": 0.5,
     "exit_s": 0.1,
@@ -89,10 +99,7 @@ class Server:
 
     def __init__(self, timeline: Path) -> None:
         self.timeline = timeline
-        command = [
-            sys.executable, "-m", "harness.testing.scripted_server", "--delay", str(DELAY_S),
-            "--text", "The answer is \\boxed{42}.", "--timeline", str(timeline),
-        ]  # fmt: skip
+        command = scripted_server_command(DELAY_S, REPLY, timeline)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.base_url = f"http://127.0.0.1:{int(self.process.stdout.readline())}/v1"
@@ -153,12 +160,7 @@ def timed_run(
 
 def mars_command(base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
     run_dir = work / f"mars-{time.monotonic_ns()}"
-    argv = [
-        sys.executable, "-m", "mars", "eval", "--suite", "gsm8k", "--limit", str(n),
-        "--concurrency", str(concurrency), "--base-url", base_url, "--model", "scripted",
-        "--run-dir", str(run_dir), "--quiet", "--data-dir", str(DATA_DIR),
-    ]  # fmt: skip
-    return Invocation(argv, run_dir / "summary.json")
+    return Invocation(eval_command(base_url, run_dir, n, concurrency), run_dir / "summary.json")
 
 
 INSPECT_TASK = """
@@ -183,7 +185,8 @@ def inspect_command(binary: str, base_url: str, n: int, concurrency: int, work: 
     task_file = work / "inspect_gsm8k.py"
     task_file.write_text(INSPECT_TASK)
     argv = [
-        binary, "eval", f"{task_file}@gsm8k_local", "-T", f"path={GSM8K}", "-T", f"limit={n}",
+        binary, "eval", f"{task_file}@gsm8k_local",
+        "-T", f"path={local_gsm8k()}", "-T", f"limit={n}",
         "--model", "openai-api/scripted/scripted", "--max-connections", str(concurrency),
         "--log-dir", str(work / f"inspect-logs-{time.monotonic_ns()}"), "--display", "none",
         "--no-fail-on-error",
@@ -211,7 +214,7 @@ metric_list:
 def lm_eval_command(binary: str, base_url: str, n: int, concurrency: int, work: Path) -> Invocation:
     tasks = work / "lm_eval_tasks"
     tasks.mkdir(exist_ok=True)
-    (tasks / "gsm8k_local.yaml").write_text(LM_EVAL_TASK.format(path=GSM8K))
+    (tasks / "gsm8k_local.yaml").write_text(LM_EVAL_TASK.format(path=local_gsm8k()))
     model_args = (
         f"model=scripted,base_url={base_url}/chat/completions,num_concurrent={concurrency},"
         "max_retries=3,tokenized_requests=False"
@@ -234,14 +237,65 @@ def floor_command(base_url: str, n: int, concurrency: int) -> Invocation:
     return Invocation(argv)
 
 
+HELP_COMMAND = [sys.executable, "-m", "mars", "--help"]
+
+
 def help_seconds(repeats: int, env: dict[str, str]) -> float:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        command = [sys.executable, "-m", "mars", "--help"]
-        subprocess.run(command, capture_output=True, check=True, env=env)
+        subprocess.run(HELP_COMMAND, capture_output=True, check=True, env=env)
         times.append(time.perf_counter() - started)
     return min(times)
+
+
+def tool_commands(
+    args: argparse.Namespace, base_url: str, work: Path
+) -> dict[str, Callable[[int], Invocation]]:
+    """Each tool compared -> its command line at a concurrency: mars and the floor always,
+    Inspect and lm-eval when their commands are found."""
+    tools: dict[str, Callable[[int], Invocation]] = {
+        "mars": lambda c: mars_command(base_url, args.questions, c, work),
+        "floor": lambda c: floor_command(base_url, args.questions, c),
+    }
+    if args.inspect:
+        tools["inspect"] = lambda c: inspect_command(
+            args.inspect, base_url, args.questions, c, work
+        )
+    if args.lm_eval:
+        tools["lm_eval"] = lambda c: lm_eval_command(
+            args.lm_eval, base_url, args.questions, c, work
+        )
+    return tools
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The GSM8K file; the scripted server's command line; every tool's at every level (mars's
+    through its own parser, the floor client's through its own, a peer's program found, and
+    lm-eval's task file read as YAML); `mars --help`."""
+    import yaml
+    from floor_client import build_parser
+
+    gsm8k_file(dry)
+    levels = int_list(args.concurrency, "--concurrency")
+    with tempfile.TemporaryDirectory(prefix="mars-peers-dry-run-") as tmp:
+        work = Path(tmp)
+        dry.module(scripted_server_command(DELAY_S, REPLY, work / "timeline.tsv"))
+        for tool, build in tool_commands(args, DRY_RUN_URL, work).items():
+            for concurrency in levels:
+                argv = build(concurrency).argv
+                if tool == "mars":
+                    dry.mars(argv)
+                elif tool == "floor":
+                    dry.script(argv, build_parser())
+                else:
+                    dry.program(argv)
+        for task in work.glob("lm_eval_tasks/*.yaml"):
+            dry.config(lambda task=task: yaml.safe_load(task.read_text()), "task file")
+    dry.mars(HELP_COMMAND)
+    for name, found in (("inspect", args.inspect), ("lm_eval", args.lm_eval)):
+        if not found:
+            dry.note(f"{name} not found: not compared")
 
 
 def main() -> None:
@@ -251,8 +305,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--inspect", default=shutil.which("inspect"), help="the inspect command")
     parser.add_argument("--lm-eval", default=shutil.which("lm_eval"), help="the lm_eval command")
+    add_dry_run(parser)
     args = parser.parse_args()
-    levels = [int(c) for c in args.concurrency.split(",")]
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
+    levels = int_list(args.concurrency, "--concurrency")
 
     with tempfile.TemporaryDirectory(prefix="mars-peers-") as tmp:
         work = Path(tmp)
@@ -269,18 +327,7 @@ def main() -> None:
             "HF_DATASETS_OFFLINE": "1",
         }
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps its bytecode
-        tools: dict[str, Callable[[int], Invocation]] = {
-            "mars": lambda c: mars_command(server.base_url, args.questions, c, work),
-            "floor": lambda c: floor_command(server.base_url, args.questions, c),
-        }
-        if args.inspect:
-            tools["inspect"] = lambda c: inspect_command(
-                args.inspect, server.base_url, args.questions, c, work
-            )
-        if args.lm_eval:
-            tools["lm_eval"] = lambda c: lm_eval_command(
-                args.lm_eval, server.base_url, args.questions, c, work
-            )
+        tools = tool_commands(args, server.base_url, work)
         results: list[Figures] = []
         try:
             for tool, build in tools.items():  # untimed: bytecode written, caches warm

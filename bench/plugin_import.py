@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry
 
 EAGER = (
     "train_backend.verl.trainer",
@@ -38,23 +38,52 @@ IMPORTS = {
     "eager": ["verl", *EAGER],
 }
 TARGET = 0.1  # the lazy plugin's extra time, as a share of the eager one's
+PLUGINS = "verl.plugins"  # the entry-point group verl loads its plugins from
+PLUGIN = "train_backend.verl.plugin"
+
+
+def import_command(variant: str) -> list[str]:
+    timed = "; ".join(f"import {module}" for module in IMPORTS[variant])
+    code = f"import time; t = time.perf_counter(); {timed}; print(time.perf_counter() - t)"
+    return [sys.executable, "-c", code]
 
 
 def import_seconds(variant: str) -> float:
-    timed = "; ".join(f"import {module}" for module in IMPORTS[variant])
-    code = f"import time; t = time.perf_counter(); {timed}; print(time.perf_counter() - t)"
     env = dict(os.environ, VERL_USE_EXTERNAL_PLUGINS="none" if variant == "bare" else "auto")
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        import_command(variant), capture_output=True, text=True, env=env, check=True
     )
     return float(result.stdout.strip().splitlines()[-1])
+
+
+def dry_run(dry: DryRun) -> None:
+    """Every module a variant imports is there (none imported: verl's own import is what is
+    timed), and verl finds the plugin in its entry-point group (the lazy variant's)."""
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    from core.errors import MarsError
+
+    for variant, modules in IMPORTS.items():
+        for module in modules:
+            if importlib.util.find_spec(module) is None:
+                raise MarsError(f"{variant}: no module {module} (make setup-verl installs verl)")
+        compile(import_command(variant)[2], variant, "exec")
+        dry.count("command")
+    if PLUGIN not in [point.value for point in entry_points(group=PLUGINS)]:
+        raise MarsError(f"{PLUGIN} is not in the {PLUGINS} entry points (pip install -e .)")
+    dry.count("entry point")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(dry_run)
+        return
     times: dict[str, list[float]] = {variant: [] for variant in IMPORTS}
     for _ in range(args.repeats):
         for variant in IMPORTS:

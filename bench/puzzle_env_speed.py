@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry
 from harness.puzzles import ENVIRONMENTS, Level, make_level, new_state
 
 TARGET_MOVES_PER_S = 20_000.0
@@ -61,11 +61,25 @@ def time_env(env: str, levels: int, seconds: float) -> float:
     return applied / elapsed
 
 
+def dry_run(dry: DryRun) -> None:
+    """Per environment: an evaluation level made, its move lists built and each applied once."""
+    rng = random.Random(0)
+    for env in ENVIRONMENTS:
+        level = make_level(env, "eval", 0)
+        for moves in move_lists(level, rng):
+            new_state(level).copy().apply(moves)
+        dry.count("environment")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per env")
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(dry_run)
+        return
     rates = {env: time_env(env, args.levels, args.seconds) for env in ENVIRONMENTS}
     slowest = min(rates, key=rates.__getitem__)
     report(

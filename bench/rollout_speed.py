@@ -26,9 +26,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, game_specs, report, run_dry, start_model
 
 TARGET = 0.6
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The model folder, and Kuhn's compact prompts of every information state (not encoded:
+    that needs the model's tokenizer)."""
+    from core.errors import MarsError
+    from games.infostates import information_states, render_prompt
+    from train_backend.pretrain import SELFPLAY_START_NAME
+
+    if min(args.batch, args.new_tokens, args.repeats) < 1:
+        raise MarsError("--batch, --new-tokens and --repeats must be at least 1")
+    start_model(dry, SELFPLAY_START_NAME, args.model)
+    (spec,) = game_specs(dry, ["kuhn_poker"])
+    states = information_states(spec)
+    for info in states:
+        render_prompt(spec, info.history, style="compact")
+    dry.count("prompt", len(states))
 
 
 def main() -> None:
@@ -37,7 +54,11 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", help="model folder (default: the demo's starting model)")
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     import torch
 

@@ -24,7 +24,7 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 
-from _common import report
+from _common import DryRun, add_dry_run, game_specs, report, run_dry
 
 from core.endpoint import Completion, Usage
 from core.reasoning import split_reasoning
@@ -90,12 +90,27 @@ async def play_game(
     tally.conversation += sum(len(chat.tokens) for chat in chats.values())
 
 
+def dry_run(dry: DryRun) -> None:
+    """The games in the registry, the episode options; the tiny model's tokenizer is noted when
+    the model is not built yet (it is built on first use)."""
+    from core.tiny_model import default_tiny_model_dir
+
+    game_specs(dry, GAMES)
+    dry.config(lambda: EpisodeOptions("full"), "episode config")
+    if not default_tiny_model_dir().is_dir():
+        dry.note("the tiny model (its tokenizer) is built on first use")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=40, help="Self-play games per game kind.")
     parser.add_argument("--reasoning-words", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(dry_run)
+        return
     policy = tokenizer_policy()
     continuation = ChatContinuation(policy)
     ratios = {}

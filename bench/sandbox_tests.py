@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import DryRun, add_dry_run, report, run_dry  # noqa: E402
 from harness.sandbox import SandboxLimits, TestCase, run_tests, sandbox_python  # noqa: E402
 from harness.sandbox import batch as batch_module  # noqa: E402
 from harness.sandbox import batch_child as wire  # noqa: E402
@@ -60,9 +60,9 @@ def bare_runner_command() -> list[str]:
     return [sandbox_python(), "-I", "-c", source]
 
 
-def run_bare(tests: list[TestCase], folder: Path) -> int:
-    """The same batch, uncontained: the number of tests passed."""
-    stream = b"".join(
+def bare_stream(tests: list[TestCase]) -> bytes:
+    """The batch runner's framed input of `tests`, as the sandbox writes it."""
+    return b"".join(
         b"".join(
             wire.case_frames(
                 index,
@@ -74,6 +74,11 @@ def run_bare(tests: list[TestCase], folder: Path) -> int:
         )
         for index, test in enumerate(tests)
     )
+
+
+def run_bare(tests: list[TestCase], folder: Path) -> int:
+    """The same batch, uncontained: the number of tests passed."""
+    stream = bare_stream(tests)
     done = subprocess.run(bare_runner_command(), input=stream, capture_output=True, cwd=folder)
     results = batch_module._Results(tests, LIMITS, 4)
     results(done.stdout)
@@ -93,10 +98,32 @@ def timed(function, *args) -> tuple[float, int]:
     return time.perf_counter() - started, passed
 
 
+def dry_run(dry: DryRun) -> None:
+    """The program compiles; the tests and their framed stream are built; the interpreter the
+    sandbox runs and the bare runner's command line (its batch runner file) are found."""
+    from core.errors import MarsError
+
+    compile(PROGRAM, "program", "exec")
+    tests = make_tests()
+    bare_stream(tests)
+    dry.count("test", len(tests))
+    try:
+        command = bare_runner_command()
+    except RuntimeError as exc:  # no interpreter the sandbox user can run
+        raise MarsError(str(exc)) from None
+    if not (ROOT / "harness" / "sandbox" / "batch_child.py").is_file():
+        raise MarsError("no harness/sandbox/batch_child.py: the bare runner runs it")
+    dry.program(command)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(dry_run)
+        return
     tests = make_tests()
     with tempfile.TemporaryDirectory(prefix="mars-bench-bare-") as folder:
         (Path(folder) / "main.py").write_text(PROGRAM)

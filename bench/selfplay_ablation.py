@@ -58,6 +58,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -68,6 +69,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import DryRun, add_dry_run, game_specs, int_list, run_dry, start_model
+from core.errors import MarsError
 from core.stats import bootstrap_mean_ci, wilson_ci
 
 GAMES = ("kuhn_poker", "mini_hanabi", "tic_tac_toe")
@@ -145,8 +148,15 @@ def starting_model() -> str:
     return str(ensure_pretrained_tiny_model(load_recipe(RECIPE), name=RECIPE.stem))
 
 
-def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: Path) -> dict:
-    run_dir = root / f"{arm}-seed{seed}"
+# The `mars train` flags of a run (the arm's own settings go in its --config file), and the
+# TrainConfig field each sets.
+FLAG_FIELDS = {"--model": "model", "--games": "games", "--seed": "seed", "--steps": "steps",
+               "--games-per-step": "games_per_step", "--lr": "learning_rate",
+               "--eval-every": "eval_every"}  # fmt: skip
+
+
+def run_config(arm: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The `--config` file of an arm's run: the shared budget's settings, then the arm's."""
     config = {
         "warmup_steps": args.warmup,
         "save_every": args.steps,
@@ -158,22 +168,25 @@ def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: P
     }
     if "tree" in config:
         config["tree"] = {**config["tree"], "branch_rate": args.branch_rate}
+    return config
+
+
+def run_flags(model: str, seed: int, args: argparse.Namespace) -> dict[str, str]:
+    values = [model, args.games, seed, args.steps, args.games_per_step, args.lr, 0]
+    return {flag: str(value) for flag, value in zip(FLAG_FIELDS, values, strict=True)}
+
+
+def train_command(flags: dict[str, str], config_file: Path, run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "mars", "train", *(w for pair in flags.items() for w in pair),
+            "--config", str(config_file), "--run-dir", str(run_dir), "--threads", "1",
+            "--quiet"]  # fmt: skip
+
+
+def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: Path) -> dict:
+    run_dir = root / f"{arm}-seed{seed}"
     config_file = root / f"{arm}-seed{seed}.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    command = [
-        sys.executable, "-m", "mars", "train",
-        "--model", model,
-        "--games", args.games,
-        "--seed", str(seed),
-        "--steps", str(args.steps),
-        "--games-per-step", str(args.games_per_step),
-        "--lr", str(args.lr),
-        "--eval-every", "0",
-        "--config", str(config_file),
-        "--run-dir", str(run_dir),
-        "--threads", "1",
-        "--quiet",
-    ]  # fmt: skip
+    config_file.write_text(yaml.safe_dump(run_config(arm, args)))
+    command = train_command(run_flags(model, seed, args), config_file, run_dir)
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     wall = time.perf_counter() - started
@@ -187,15 +200,20 @@ def train_run(model: str, arm: str, seed: int, args: argparse.Namespace, root: P
     return {"arm": arm, "seed": seed, "train_s": train_s, "metrics": metrics, **figures}
 
 
-def measure_in_child(model: Path | str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """`measure` in a child process (one torch thread, its own memory); returns its figures."""
-    command = [
+def measure_command(model: Path | str, args: argparse.Namespace, out: Path) -> list[str]:
+    """This script again, measuring one model into `out/figures.json`."""
+    return [
         sys.executable, str(Path(__file__).resolve()), "--measure", str(model),
         "--out", str(out), "--temperature", str(args.temperature),
         "--max-new-tokens", str(args.max_new_tokens), "--kuhn-samples", str(args.kuhn_samples),
         "--hanabi-episodes", str(args.hanabi_episodes), "--ttt-episodes", str(args.ttt_episodes),
         "--games", args.games,
     ]  # fmt: skip
+
+
+def measure_in_child(model: Path | str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """`measure` in a child process (one torch thread, its own memory); returns its figures."""
+    command = measure_command(model, args, out)
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"measuring {model} failed:\n{result.stderr[-2000:]}")
@@ -330,7 +348,7 @@ def _interval(ci: list[float]) -> str:
     return f"[{ci[0]:.3f},{ci[1]:.3f}]"
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--games-per-step", type=int, default=48)
@@ -354,16 +372,69 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench-selfplay-ablation"))
     parser.add_argument("--model", help="starting model folder (default: the recipe's build)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: measure one model
-    args = parser.parse_args()
+    add_dry_run(parser)
+    return parser
+
+
+def chosen_jobs(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """Every arm with every seed (the marshal arm with --marshal-seeds)."""
+    arms = args.arms.split(",")
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown:
+        raise MarsError(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+    seeds = int_list(args.seeds, "--seeds")
+    marshal_seeds = int_list(args.marshal_seeds or args.seeds, "--marshal-seeds")
+    return [(arm, seed) for arm in arms for seed in (marshal_seeds if arm == "marshal" else seeds)]
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The games; the starting model's recipe; per (arm, seed) its `mars train` command line
+    and the config that command resolves from its flags and config file, checked as the CPU
+    trainer checks it; the measuring child's command line (the start's, and each run's)."""
+    from mars.train import resolve_config
+    from train_backend.local.trainer import check_config
+    from train_backend.pretrain import load_recipe
+
+    game_specs(dry, args.games.split(","))
+    if args.measure:  # one model measured: the games above are all it reads
+        return
+    dry.config(lambda: load_recipe(RECIPE), "recipe")
+    model = start_model(dry, RECIPE.stem, args.model)
+    root = args.out / "dry-run"  # named, not made
+    dry.script(measure_command(model, args, root / "start"), build_parser())
+    with tempfile.TemporaryDirectory(prefix="mars-ablation-dry-run-") as tmp:
+        for arm, seed in chosen_jobs(args):
+            config_file = Path(tmp) / f"{arm}-seed{seed}.yaml"
+            config_file.write_text(yaml.safe_dump(run_config(arm, args)))
+            flags = run_flags(model, seed, args)
+            dry.mars(train_command(flags, config_file, root / f"{arm}-seed{seed}"))
+            settings = {FLAG_FIELDS[flag]: value for flag, value in flags.items()}
+            settings["games"] = args.games.split(",")
+            config = dry.config(
+                lambda f=config_file, s=settings: resolve_config(f, s, {}, local=True)
+            )
+            check_config(config)
+            checkpoint = root / f"{arm}-seed{seed}" / "checkpoints" / f"step_{args.steps}"
+            dry.script(
+                measure_command(checkpoint, args, root / f"{arm}-seed{seed}"), build_parser()
+            )
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
     if args.measure:
         figures = measure(args.measure, args)
         (args.out / "figures.json").write_text(json.dumps(figures))
         return
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        jobs = chosen_jobs(args)
+    except MarsError as exc:
+        sys.exit(str(exc))
+    seeds = int_list(args.seeds, "--seeds")
     arms = args.arms.split(",")
-    unknown = [arm for arm in arms if arm not in ARMS]
-    if unknown:
-        sys.exit(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     root = args.out / time.strftime("%Y%m%d-%H%M%S")
     root.mkdir()
@@ -378,8 +449,6 @@ def main() -> None:
     )
     start_dir = root / "start"
     start_dir.mkdir()
-    marshal_seeds = [int(s) for s in (args.marshal_seeds or args.seeds).split(",")]
-    jobs = [(arm, seed) for arm in arms for seed in (marshal_seeds if arm == "marshal" else seeds)]
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         start_job = pool.submit(measure_in_child, model, args, start_dir)
         runs = list(pool.map(lambda job: train_run(model, job[0], job[1], args, root), jobs))

@@ -25,9 +25,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry, tree_rollout
 
 TARGET = 0.7
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The tree-sampled Kuhn rollout's settings (the trainer's checks), and the update's batch
+    sizes."""
+    from core.errors import MarsError
+
+    if min(args.minibatch, args.repeats) < 1:
+        raise MarsError("--minibatch and --repeats must be at least 1")
+    tree_rollout(dry, "kuhn_poker", args)
 
 
 def main() -> None:
@@ -37,7 +47,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--minibatch", type=int, default=64, help="rows per optimizer update")
     parser.add_argument("--model", help="model folder (default: the demo's starting model)")
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     import torch
 

@@ -32,9 +32,19 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import (
+    DryRun,
+    add_dry_run,
+    report,
+    run_dry,
+    start_model,
+    train_mas_command,
+    workflow_config,
+)
 
 REPO = Path(__file__).resolve().parents[1]
+TRL_SCRIPT = Path(__file__).resolve().parent / "trl_grpo_steps.py"
+VERL_CPU = ("--trainer", "verl", "--device", "cpu")
 
 
 def job_config(model: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -61,9 +71,7 @@ def train_mas(model: str, args: argparse.Namespace, work: Path, *extra: str) -> 
     config_file = work / f"{name}.yaml"
     config_file.write_text(yaml.safe_dump(job_config(model, args)))
     run_dir = work / f"{name}-run"
-    command = [sys.executable, "-m", "mars", "train-mas", "--config", str(config_file),
-               "--run-dir", str(run_dir), "--threads", str(args.threads), "--quiet",
-               *extra]  # fmt: skip
+    command = train_mas_command(config_file, run_dir, *extra, threads=args.threads)
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     if done.returncode != 0:
         raise SystemExit(f"mars train-mas ({name}) failed:\n{done.stderr[-2000:]}")
@@ -79,7 +87,7 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """verl's CPU step: median seconds of each of its phase timers over the steps after the
     first, and each one's share of the whole step."""
-    run_dir = train_mas(model, args, work, "--trainer", "verl", "--device", "cpu")
+    run_dir = train_mas(model, args, work, *VERL_CPU)
     # verl's file logger writes {"step": N, "data": {metric: value}} per step.
     steps = [row.get("data", row) for row in jsonl(run_dir / "verl" / "metrics.jsonl")[1:]]
     timers = sorted({k for row in steps for k in row if k.startswith("timing_s/")})
@@ -94,7 +102,8 @@ def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
     }
 
 
-def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def trl_job(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The job bench/trl_grpo_steps.py runs: the same prompts, budget and settings."""
     from mas.single import SOLVER_SYSTEM
     from train_backend.mas.data import arithmetic_problems
     from train_backend.mas.rollout import task_of
@@ -110,7 +119,7 @@ def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> 
         }
         for problem in problems
     ]
-    job = {
+    return {
         "model": model,
         "prompts": prompts,
         "branches": args.branches,
@@ -125,11 +134,13 @@ def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> 
         "seed": args.seed,
         "output_dir": str(work / "trl-out"),
     }
+
+
+def trl_steps(python: str, model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     job_file = work / "trl-job.json"
-    job_file.write_text(json.dumps(job))
-    script = Path(__file__).resolve().parent / "trl_grpo_steps.py"
+    job_file.write_text(json.dumps(trl_job(model, args, work)))
     done = subprocess.run(
-        [python, str(script), str(job_file)], capture_output=True, text=True, check=False
+        [python, str(TRL_SCRIPT), str(job_file)], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"TRL failed:\n{done.stderr[-3000:]}")
@@ -142,7 +153,7 @@ def default_trl_python() -> str | None:
     return sys.executable if importlib.util.find_spec("trl") is not None else None
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--problems", type=int, default=8, help="problems per step (P)")
@@ -153,9 +164,59 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trl-python", default=default_trl_python(), help="python with trl")
     parser.add_argument("--verl", action="store_true", help="also time verl's CPU path by phase")
-    args = parser.parse_args()
+    add_dry_run(parser)
+    return parser
+
+
+def dry_work() -> Path:
+    return Path(tempfile.gettempdir()) / "mars-train-step-dry-run"  # named, not made
+
+
+def default_job() -> dict[str, Any]:
+    """The TRL job of the default settings (bench/trl_grpo_steps.py's dry run checks it)."""
+    from train_backend.mas.pretrain import MAS_START_NAME
+    from train_backend.pretrain import default_pretrained_dir
+
+    args = build_parser().parse_args([])
+    return trl_job(str(default_pretrained_dir(MAS_START_NAME)), args, dry_work())
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The job as `mars train-mas` checks it, its command lines (local; verl's CPU path with
+    --verl), and TRL's job as bench/trl_grpo_steps.py checks it, with that script's line."""
+    import importlib.util
+
+    from bench.trl_grpo_steps import build_parser as trl_parser
+    from bench.trl_grpo_steps import check_job
+    from core.errors import MarsError
+    from train_backend.mas.pretrain import MAS_START_NAME
+
+    model = start_model(dry, MAS_START_NAME)
+    work = dry_work()
+    workflow_config(dry, job_config(model, args))
+    dry.mars(train_mas_command(work / "local.yaml", work / "local-run", threads=args.threads))
+    if args.verl:
+        if importlib.util.find_spec("verl") is None:
+            raise MarsError("--verl: verl is not installed (make setup-verl)")
+        dry.mars(train_mas_command(work / "verl.yaml", work / "verl-run", *VERL_CPU,
+                                   threads=args.threads))  # fmt: skip
+    problems = check_job(trl_job(model, args, work))
+    if problems:
+        raise MarsError(f"TRL job: {'; '.join(problems)}")
+    dry.count("job")
+    if args.trl_python:
+        dry.script([args.trl_python, str(TRL_SCRIPT), str(work / "trl-job.json")], trl_parser())
+    else:
+        dry.note("TRL is not installed here: no ratio")
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.steps < 2:
         raise SystemExit("--steps must be at least 2 (the first step is a warm-up)")
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     from train_backend.mas.pretrain import ensure_workflow_start
 

@@ -25,9 +25,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import report
+from bench._common import DryRun, add_dry_run, report, run_dry, tree_rollout
 
 TARGET = 1.5
+
+
+def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
+    """The unbranched and the tree-sampled rollout's settings (the trainer's checks)."""
+    from core.errors import MarsError
+
+    if args.repeats < 1:
+        raise MarsError("--repeats must be at least 1")
+    tree_rollout(dry, args.game, args)
 
 
 def main() -> None:
@@ -37,7 +46,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--game", default="kuhn_poker")
     parser.add_argument("--model", help="model folder (default: the demo's starting model)")
+    add_dry_run(parser)
     args = parser.parse_args()
+    if args.dry_run:
+        run_dry(lambda dry: dry_run(dry, args))
+        return
 
     import torch
 

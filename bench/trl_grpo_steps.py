@@ -4,10 +4,15 @@ Run by that bench in an interpreter where `trl` is installed (it needs nothing o
 a JSON job (model folder, chat prompts with their answers, K, prompts per step, token budget,
 learning rate, threads, steps), trains on CPU and prints one JSON line with every step's
 seconds and the tokens it generated.
+
+    python bench/trl_grpo_steps.py JOB.json
+    python bench/trl_grpo_steps.py --dry-run [JOB.json]   (the job's fields checked; without a
+        job, the one bench/train_step.py writes by default; mars needed for this alone)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -15,9 +20,72 @@ import time
 from pathlib import Path
 from typing import Any
 
+# what the job gives: the trainer's settings, and each prompt's chat and answer
+JOB_KEYS = ("model", "prompts", "branches", "prompts_per_step", "max_new_tokens",
+            "learning_rate", "temperature", "kl_coef", "ppo_epochs", "threads", "steps", "seed",
+            "output_dir")  # fmt: skip
+PROMPT_KEYS = ("messages", "answer")
+
+
+def check_job(job: dict[str, Any]) -> list[str]:
+    """What is wrong with a job (nothing: [])."""
+    problems = [f"no {key}" for key in JOB_KEYS if key not in job]
+    prompts = job.get("prompts") or []
+    if not prompts:
+        problems.append("no prompts")
+    problems += [
+        f"prompt {index} has no {key}"
+        for index, prompt in enumerate(prompts)
+        for key in PROMPT_KEYS
+        if key not in prompt
+    ]
+    return problems
+
+
+def dry_run(job_file: str | None) -> None:
+    """The job's fields and each prompt's, checked; one summary line (bench._common's: mars is
+    needed for the dry run alone)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import importlib.util
+
+    from bench._common import DryRun, run_dry
+    from core.errors import MarsError
+
+    def check(dry: DryRun) -> None:
+        if job_file is None:
+            from bench.train_step import default_job
+
+            job = default_job()
+        else:
+            job = json.loads(Path(job_file).read_text(encoding="utf-8"))
+        problems = check_job(job)
+        if problems:
+            raise MarsError(f"job {job_file or '(default)'}: {'; '.join(problems)}")
+        dry.count("job")
+        dry.count("prompt", len(job["prompts"]))
+        if importlib.util.find_spec("trl") is None:
+            dry.note("trl is not installed in this interpreter")
+
+    run_dry(check)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("job", nargs="?", help="the JSON job (required but for --dry-run)")
+    # Not bench._common's add_dry_run: this script runs where mars may not be installed.
+    parser.add_argument("--dry-run", action="store_true", help="check the job; train nothing")
+    return parser
+
 
 def main() -> None:
-    job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    parser = build_parser()
+    args = parser.parse_args()
+    if args.dry_run:
+        dry_run(args.job)
+        return
+    if args.job is None:
+        parser.error("the following arguments are required: job")
+    job = json.loads(Path(args.job).read_text(encoding="utf-8"))
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback

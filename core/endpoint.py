@@ -139,15 +139,32 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
 
 
 def _status_message(status: int, content: bytes) -> str:
-    """openai's APIStatusError message: "Error code: N", plus the body's error message if any."""
+    """ "Error code: N - " and the server's own words: an OpenAI-style `error.message`, a
+    FastAPI-style `detail` (transformers serve), a top-level `message`, or a short plain body."""
     message = f"Error code: {status}"
+    text = content.decode("utf-8", "replace").strip()
     try:
-        body = json.loads(content.decode("utf-8", "replace").strip())
+        body = json.loads(text)
     except ValueError:
-        return message
-    error = body.get("error", body) if isinstance(body, dict) else None
-    detail = error.get("message") if isinstance(error, dict) else None
-    return f"{message} - {detail}" if isinstance(detail, str) and detail else message
+        body = None
+    detail = _body_detail(body) if body is not None else (text if 0 < len(text) <= 300 else None)
+    return f"{message} - {' '.join(detail.split())}" if detail else message
+
+
+def _body_detail(body: object) -> str | None:
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    for candidate in (
+        error.get("message") if isinstance(error, dict) else error,
+        body.get("detail"),
+        body.get("message"),
+    ):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate
+        if isinstance(candidate, list | dict) and candidate:  # FastAPI's validation details
+            return json.dumps(candidate)[:300]
+    return None
 
 
 def _lean_poster(base_url: str, api_key: str, transport: LeanHTTPTransport) -> JSONPoster | None:

@@ -61,6 +61,18 @@ def listed_models(base_url: str, timeout_s: float = 5.0) -> list[str] | None:
     return [str(entry["id"]) for entry in data if isinstance(entry, dict) and entry.get("id")]
 
 
+def check_api_root(base_url: str) -> None:
+    """A URL that lists no models while `URL/v1` does is missing its `/v1`: say so, instead of
+    every request failing with 404."""
+    if base_url.endswith("/v1") or listed_models(base_url) is not None:
+        return
+    if listed_models(f"{base_url}/v1") is not None:
+        raise MarsError(
+            f"{base_url} is not an OpenAI-compatible API root, {base_url}/v1 is: "
+            f"pass --base-url {base_url}/v1"
+        )
+
+
 def served_model_name(base_url: str) -> str:
     """The model name to send to `base_url` when the user gave none (the rule in the module doc)."""
     state = server_state(base_url)
@@ -144,6 +156,7 @@ def model_endpoint(
             raise MarsError(f"--base-url must start with http:// or https:// (got {base_url})")
         base_url = base_url.rstrip("/")
         check_reachable(base_url)
+        check_api_root(base_url)
         state = server_state(base_url)
         model = model or served_model_name(base_url)
         pinned, identity = None, None

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import MarsError
 from core.files import read_jsonl, write_json_atomic, write_jsonl_atomic
+from core.names import a_run_of
 
 SCHEMA_VERSION = 1
 RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
@@ -238,7 +239,7 @@ class RunDir:
                 existing = cls.read_info(path)
                 if existing.kind != kind:
                     raise MarsError(
-                        f"{path} holds a '{existing.kind}' run; it cannot resume as '{kind}'"
+                        f"{path} holds {a_run_of(existing.kind)}; it cannot resume as '{kind}'"
                     )
         else:
             root = Path(out) if out is not None else Path("runs")

@@ -19,7 +19,10 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     except OSError as exc:
         raise MarsError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise MarsError(f"{what} {path} is not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise MarsError(f"{what} {path} is not valid YAML{where}: {problem}") from exc
     if not isinstance(loaded, dict):
         raise MarsError(f"{what} {path} must be a mapping of settings")
     return loaded

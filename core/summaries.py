@@ -35,6 +35,7 @@ class SuiteFigures(TypedDict, total=False):
     maj_at_k_ci95: Interval
     pass_at_k: float
     pass_at: dict[str, float]
+    source: str  # where the samples came from: the hub id, or the local file and its root
 
 
 class EvalSummary(TypedDict, total=False):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pyspiel
 
 from core.errors import MarsError
+from core.names import unknown_name
 
 Split = Literal["train", "heldout"]
 # Which invalid-move penalty applies: -1-10 (board), -own bet-10 (bet), -current score-10 (score).
@@ -132,7 +133,7 @@ def get_game(name: str) -> GameSpec:
     _load_builtin_specs()
     key = name.strip().lower().replace("-", "_")
     if key not in _REGISTRY:
-        raise MarsError(f"unknown game {name!r}; known games: {', '.join(sorted(_REGISTRY))}")
+        raise MarsError(unknown_name("game", name, _REGISTRY))
     return _REGISTRY[key]
 
 

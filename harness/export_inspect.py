@@ -50,6 +50,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, Score
 
 from core.errors import MarsError
+from core.names import a_run_of
 from core.runstore import RunDir, RunInfo, RunStatus
 
 SCORER = "mars_grader"
@@ -77,7 +78,7 @@ def export_inspect(run_path: Path, output: Path | None = None) -> list[Path]:
     run = RunDir.open(run_path)
     info = run.info()
     if info.kind != "eval":
-        raise MarsError(f"{run_path} is a '{info.kind}' run; only eval runs export to Inspect")
+        raise MarsError(f"{run_path} is {a_run_of(info.kind)}; only eval runs export to Inspect")
     by_suite = _records_by_suite(run.records())
     if not by_suite:
         raise MarsError(f"{run_path} has no eval records to export")

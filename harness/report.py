@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from core.errors import MarsError
-from core.runstore import RunDir
+from core.errors import ExitCode, MarsError
+from core.names import a_run_of
+from core.runstore import RUN_FILE, RunDir
 from core.stats import (
     Attempt,
     bootstrap_mean_ci,
@@ -106,10 +108,16 @@ def metric_cell(
             "ci95": suite_summary.get("ci95"),
             "n": suite_summary.get("n", 0),
             "errors": errors,
-            "extraction_failure_rate": suite_summary.get("extraction_failure_rate"),
+            **attempt_rates(suite_summary),
         }
     values = list(question_values(questions, metric, k).values())
-    cell: dict[str, Any] = {"value": None, "ci95": None, "n": len(values), "errors": errors}
+    cell: dict[str, Any] = {
+        "value": None,
+        "ci95": None,
+        "n": len(values),
+        "errors": errors,
+        **attempt_rates(suite_summary),
+    }
     if values:
         cell["value"] = sum(values) / len(values)
         if metric.kind == "maj":
@@ -120,6 +128,33 @@ def metric_cell(
     if left_out:
         cell["left_out"] = left_out
     return cell
+
+
+def attempt_rates(suite_summary: dict[str, Any]) -> dict[str, float | None]:
+    """The share of graded attempts with no answer extracted, and of all attempts that errored
+    (None where there is nothing to divide by)."""
+    graded, errors = suite_summary.get("n", 0), suite_summary.get("errors", 0)
+    attempts = graded + errors
+    return {
+        "extraction_failure_rate": suite_summary.get("extraction_failure_rate"),
+        "error_rate": errors / attempts if attempts else None,
+    }
+
+
+RATE_COLUMNS = ("extraction failed", "errors")
+RATES_NOTE = "extraction failed: % of graded attempts; errors: % of all attempts"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _cell_texts(cell: dict[str, Any] | None) -> list[str]:
+    """The metric, then the extraction-failure and error rates beside it."""
+    if not cell:
+        return ["-", "-", "-"]
+    rates = [_percent(cell.get("extraction_failure_rate")), _percent(cell.get("error_rate"))]
+    return [_cell_text(cell), *rates]
 
 
 def _cell_text(cell: dict[str, Any] | None) -> str:
@@ -143,17 +178,25 @@ def accuracy_cells(summary: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
 
 
 def print_summary_table(
-    summaries: dict[str, dict[str, Any]], console: Console | None = None
+    summaries: dict[str, dict[str, Any]],
+    console: Console | None = None,
+    sources: dict[str, str] | None = None,
 ) -> None:
-    """Accuracy % with 95% CI per suite (rows) and run (columns)."""
-    print_cells({name: accuracy_cells(s) for name, s in summaries.items()}, "accuracy", console)
+    """Accuracy % with 95% CI, extraction failures and errors per suite (rows) and run
+    (columns); `sources` (suite -> where its samples came from) goes under the table."""
+    cells = {name: accuracy_cells(s) for name, s in summaries.items()}
+    lines = [f"{suite}: {origin}" for suite, origin in (sources or {}).items()]
+    print_cells(cells, "accuracy", console, notes=lines)
 
 
 def print_cells(
     cells: dict[str, dict[str, dict[str, Any] | None]],
     label: str,
     console: Console | None = None,
+    *,
+    notes: Sequence[str] = (),
 ) -> None:
+    """The table of `cells`; `notes` (e.g. each suite's data source) go under it."""
     console = console or Console()
     suites = sorted({suite for by_suite in cells.values() for suite in by_suite})
     unit = "questions" if label != "accuracy" else "graded attempts"
@@ -161,9 +204,16 @@ def print_cells(
     table.add_column("suite")
     for run_name in cells:
         table.add_column(run_name, overflow="fold")
+        for column in RATE_COLUMNS:
+            table.add_column(column, justify="right")
     for suite in suites:
-        table.add_row(suite, *(_cell_text(by_suite.get(suite)) for by_suite in cells.values()))
+        row = [suite]
+        for by_suite in cells.values():
+            row += _cell_texts(by_suite.get(suite))
+        table.add_row(*row)
     console.print(table)
+    for line in (RATES_NOTE, *notes):  # a hub source's `[config]` is no markup
+        console.print(line, markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
 @dataclass
@@ -178,7 +228,7 @@ def load_eval_run(path: Path) -> LoadedRun:
 
     run = RunDir.open(path)
     if run.kind != "eval":
-        raise MarsError(f"{path} is a '{run.kind}' run; mars report compares eval runs")
+        raise MarsError(f"{path} is {a_run_of(run.kind)}; mars report compares eval runs")
     records = run.records()
     # Recomputed from the records (the truth): older summaries lack the clustered interval.
     summary = summarize(records) if records else (run.summary() or {"suites": {}})
@@ -212,9 +262,81 @@ def resolve_k(metric: Metric, runs: list[LoadedRun], suite: str) -> int | None:
     return min(counts) if counts else None
 
 
+class NothingToReport(MarsError):
+    """No directory given to `mars report` holds eval records."""
+
+
+@dataclass(frozen=True)
+class NotReported:
+    path: str
+    reason: str
+    failed_run: bool  # a run that failed or stayed empty, rather than a wrong path (bad input)
+
+    @property
+    def line(self) -> str:
+        return self.reason if self.reason.startswith(self.path) else f"{self.path}: {self.reason}"
+
+
+def nothing_to_report(skipped: list[NotReported]) -> NothingToReport:
+    """One line naming each directory and why; exit code 4 (no score) when eval runs were given
+    and none holds records, 2 (bad input) when no path was an eval run at all."""
+    error = NothingToReport("nothing to report: " + "; ".join(n.line for n in skipped))
+    failed = any(n.failed_run for n in skipped)
+    error.exit_code = ExitCode.NO_SCORE if failed else ExitCode.BAD_INPUT
+    return error
+
+
+def not_reported(path: Path, error: MarsError) -> NotReported:
+    """Why a directory given to `mars report` has nothing to report, in a few words."""
+    path = Path(path)
+    if not path.exists():
+        return NotReported(str(path), "no such directory", failed_run=False)
+    if path.is_dir() and not (path / RUN_FILE).exists():
+        logs = sorted(path.glob("server-*.log"))
+        if not logs:
+            return NotReported(str(path), "not a run directory (no run.json)", failed_run=False)
+        last = _last_line(logs[-1])
+        reason = (
+            f"failed before recording anything (no run.json, only {logs[-1].name}: the model "
+            "server did not start?)" + (f"; the log ends: {last}" if last else "")
+        )
+        return NotReported(str(path), reason, failed_run=True)
+    return NotReported(str(path), str(error), failed_run=False)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " ".join(lines[-1].split())[:200] if lines else ""
+
+
+def load_reportable(paths: list[Path]) -> tuple[list[LoadedRun], list[NotReported]]:
+    """The eval runs with something to report, and for each other path why not."""
+    runs: list[LoadedRun] = []
+    skipped: list[NotReported] = []
+    for path in paths:
+        try:
+            loaded = load_eval_run(path)
+        except MarsError as exc:
+            skipped.append(not_reported(path, exc))
+            continue
+        if not loaded.summary.get("suites"):
+            status = loaded.run.info().status
+            skipped.append(
+                NotReported(str(path), f"empty: no records (status {status})", failed_run=True)
+            )
+            continue
+        runs.append(loaded)
+    return runs, skipped
+
+
 def build_report(paths: list[Path], metric: Metric | str = "accuracy") -> dict[str, Any]:
+    """The report over every path that holds eval records; the others are listed under
+    `not_reported` with why (a directory that is empty or failed does not sink the report)."""
     chosen = parse_metric(metric) if isinstance(metric, str) else metric
-    runs = [load_eval_run(p) for p in paths]
+    runs, skipped = load_reportable(paths)
     names = _unique_names([loaded.run.path for loaded in runs])
     suites = sorted({s for loaded in runs for s in loaded.summary.get("suites", {})})
     ks = {suite: resolve_k(chosen, runs, suite) for suite in suites}
@@ -237,6 +359,8 @@ def build_report(paths: list[Path], metric: Metric | str = "accuracy") -> dict[s
         "runs": {name: loaded.summary for name, loaded in zip(names, runs, strict=True)},
         "cells": cells,
         "models": {name: loaded.run.info().model for name, loaded in zip(names, runs, strict=True)},
+        "paths": {name: str(loaded.run.path) for name, loaded in zip(names, runs, strict=True)},
+        "not_reported": skipped,
     }
     if len(runs) == 2:
         report["paired"] = paired_differences(runs[0].questions, runs[1].questions, chosen, ks)
@@ -266,10 +390,11 @@ def to_markdown(report: dict[str, Any]) -> str:
     cells: dict[str, dict[str, Any]] = report["cells"]
     label = report["metric"]
     suites = sorted({s for by_suite in cells.values() for s in by_suite})
-    lines = [f"{label} %, [95% CI]", ""]
-    lines += ["| suite | " + " | ".join(cells) + " |", "|---|" + "---|" * len(cells)]
+    lines = [f"{label} %, [95% CI]; {RATES_NOTE}", ""]
+    header = [text for run in cells for text in (run, *RATE_COLUMNS)]
+    lines += ["| suite | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
     for suite in suites:
-        row = [_cell_text(by_suite.get(suite)) for by_suite in cells.values()]
+        row = [text for by_suite in cells.values() for text in _cell_texts(by_suite.get(suite))]
         lines.append(f"| {suite} | " + " | ".join(row) + " |")
     note = _k_note(report)
     if note:
@@ -285,6 +410,10 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"| {suite} | {row['n']} | {100 * row['diff']:+.1f} | "
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}] |"
             )
+    skipped: list[NotReported] = report.get("not_reported") or []
+    if skipped:
+        lines += ["", "Not reported:", ""]
+        lines += [f"- {n.line}" for n in skipped]
     from harness.benchmarks.judge import agreement_markdown
 
     return "\n".join(lines) + "\n" + agreement_markdown(report.get("grader_agreement") or {})
@@ -298,7 +427,20 @@ def to_csv(report: dict[str, Any]) -> str:
     """One row per (run, suite); an empty value is no score."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["run", "suite", "metric", "n", "value", "ci_low", "ci_high", "errors"])
+    writer.writerow(
+        [
+            "run",
+            "suite",
+            "metric",
+            "n",
+            "value",
+            "ci_low",
+            "ci_high",
+            "errors",
+            "extraction_failure_rate",
+            "error_rate",
+        ]
+    )
     for run_name, by_suite in report["cells"].items():
         for suite, cell in sorted(by_suite.items()):
             if cell is None:
@@ -314,6 +456,8 @@ def to_csv(report: dict[str, Any]) -> str:
                     _number(low),
                     _number(high),
                     cell.get("errors", 0),
+                    _number(cell.get("extraction_failure_rate")),
+                    _number(cell.get("error_rate")),
                 ]
             )
     return buffer.getvalue()

@@ -22,10 +22,14 @@ def one_line(error: Any) -> str:
     return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 3] + "..."
 
 
-def no_score_line(what: str, failed: int, unit: str, first_error: Any) -> str:
-    """`what` has no score: all N units failed; first error: ..."""
+def no_score_line(
+    what: str, failed: int, unit: str, first_error: Any, *, total: int | None = None
+) -> str:
+    """`what` has no score: all N units failed (or "F of N" when `total` says some did not);
+    first error: ..."""
     plural = unit if failed == 1 else unit + "s"
-    line = f"{what} has no score: all {failed} {plural} failed"
+    share = f"all {failed}" if total is None or total == failed else f"{failed} of {total}"
+    line = f"{what} has no score: {share} {plural} failed"
     return f"{line}; first error: {one_line(first_error)}" if first_error else line
 
 

@@ -14,6 +14,7 @@ import typer
 
 from core.errors import MarsError
 from core.model_options import ModelOptions, SamplingOptions
+from core.names import counted
 from mars import options
 from mars.game_commands import (
     INVALID_HELP,
@@ -182,7 +183,7 @@ def arena_command(
     named = named_models([player, opponent])
     wants_main = any(needs_model(name) and ":" not in name for name in (player, opponent))
     wants_model = wants_main or bool(named)
-    check_model_flags(wants_main, model_options)
+    model_options = check_model_flags(wants_main, model_options)
     # Bots are built (and policies solved) before any server starts, so bad input fails fast.
     bot_context = PlayerContext(spec=spec)
     bots = {
@@ -219,7 +220,7 @@ def arena_command(
         total = len(config.seat_indices()) * episodes
         todo = total - sum(1 for key in done if key[0] == spec.name)
         if done:
-            print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+            print(f"resuming {run.path}: {counted(len(done), 'record')} kept, {todo} to run")
         started = time.perf_counter()
         usage: dict[str, Any] | None = None
         usage_by_model: dict[str, Any] = {}  # the `llm:SPEC` models' own endpoints
@@ -344,7 +345,7 @@ def selfplay_command(
     if not names:
         raise MarsError("--games needs at least one game name")
     specs = [get_game(name) for name in names]
-    check_model_flags(True, model_options)
+    model_options = check_model_flags(True, model_options)
     seed = sampling.seed
     config = SelfPlayConfig(
         episodes=episodes,
@@ -377,7 +378,7 @@ def selfplay_command(
         wanted = {(spec.name, s) for spec in specs for s in range(seed, seed + episodes)}
         todo = len(wanted - done)
         if done:
-            print(f"resuming {run.path}: {len(done)} records kept, {todo} to run")
+            print(f"resuming {run.path}: {counted(len(done), 'record')} kept, {todo} to run")
         started = time.perf_counter()
         usage: dict[str, Any] | None = None
         with open_endpoint(model_options, run, gen) as endpoint_config:

@@ -71,6 +71,7 @@ def eval_command(
     from core.runstore import model_identity
     from core.servers import model_fingerprint
     from harness.benchmarks import get_suite
+    from harness.benchmarks.sources import check_data_dir
     from harness.evaluation import WorkItem, eval_identity, record_key
     from harness.unscored import exit_if_unscored
     from mas.base import check_options, check_task_kinds, get_mas
@@ -79,8 +80,8 @@ def eval_command(
     if not suite_names:
         raise MarsError("--suite needs at least one suite name")
     suites = [get_suite(name) for name in suite_names]
-    if data_dir is not None and not data_dir.is_dir():
-        raise MarsError(f"--data-dir {data_dir} is not a directory")
+    if data_dir is not None:
+        check_data_dir(data_dir)  # missing or empty: one line, never another root instead
     role_targets = parse_role_mapping(role)
     mas_config = parse_mas_options(mas_option)
     role_models: dict[str, str] = {}  # role -> a local model folder served for it alone
@@ -110,8 +111,8 @@ def eval_command(
         result = s.load(data_dir=data_dir, limit=limit)
         if not result.samples:
             raise MarsError(f"suite {s.name} has no usable samples in {result.source}")
-        if result.skipped:
-            print(f"{s.name}: skipped {result.skipped} malformed rows in {result.source}")
+        skipped = f"; skipped {result.skipped} malformed rows" if result.skipped else ""
+        print(f"{s.name}: {len(result.samples)} samples from {result.origin}{skipped}")
         loaded.append(result)
 
     gen = sampling.generation()
@@ -129,7 +130,9 @@ def eval_command(
             for r, path in role_models.items()
         },
         **trained_config,
-        "data": {r.suite: {"source": r.source, "version": r.version} for r in loaded},
+        "data": {
+            r.suite: {"source": r.source, "root": r.root, "version": r.version} for r in loaded
+        },
         **grading.config(),
     }
     identity = eval_identity(config, model_identity(model_options.model, model_options.base_url))
@@ -148,55 +151,72 @@ def eval_command(
             complete="model" in identity,
         ) as life,
         ExitStack() as servers,
-        open_endpoint(
-            model_options, life.run, gen, extra_sampling=grading.extra_sampling(role_targets)
-        ) as endpoint_config,
     ):
-        role_configs = {
-            name: endpoint_config.model_copy(
-                update={"base_url": url, "model": model_name, "model_identity": None}
-            )
-            for name, (url, model_name) in role_targets.items()
-        }
-        for name, path in role_models.items():  # a local checkpoint per role: its own server
-            role_options = dataclasses.replace(model_options, model=path, base_url=None)
-            role_configs[name] = servers.enter_context(
-                open_endpoint(role_options, life.path / f"role-{name}", gen)
-            )
-        if "model" not in identity:  # the server named the model: check it too
-            life.check({**identity, "model": endpoint_config.model})
-        done = life.resume(record_key)
-        items = [
-            WorkItem(suite=s, sample=sample, epoch=epoch)
+        wanted = {
+            (s.name, sample.id, epoch)
             for s, result in zip(suites, loaded, strict=True)
             for epoch in range(epochs)
             for sample in result.samples
-            if (s.name, sample.id, epoch) not in done
-        ]
-        if done:
-            print(f"resuming {life.path}: {len(done)} records kept, {len(items)} to run")
-        life.start(
-            config=config,
-            model=endpoint_config.model,
-            endpoint=endpoint_config.public(),
-            seeds={"seed": sampling.seed},
-        )
-        started, cpu_started = time.perf_counter(), time.process_time()
-        asyncio.run(
-            _evaluate(
-                items,
-                mas_function,
-                mas_config,
-                endpoint_config,
-                role_configs,
-                gen,
-                life.run,
-                quiet,
-                grading,
+        }
+        if life.run.info_path.is_file() and wanted <= _recorded_keys(life.run):
+            # A finished run asked again: its summary, and no model server started for nothing.
+            print(f"nothing to run: all {len(wanted)} attempts are recorded in {life.path}")
+            previous = life.run.summary() or {}
+            unscored = _finish_eval(life, previous.get("wall_s"), previous.get("client_cpu_s"))
+        else:
+            endpoint_config = servers.enter_context(
+                open_endpoint(
+                    model_options,
+                    life.run,
+                    gen,
+                    extra_sampling=grading.extra_sampling(role_targets),
+                )
             )
-        )
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        unscored = _finish_eval(life, wall, cpu)
+            role_configs = {
+                name: endpoint_config.model_copy(
+                    update={"base_url": url, "model": model_name, "model_identity": None}
+                )
+                for name, (url, model_name) in role_targets.items()
+            }
+            for name, path in role_models.items():  # a local checkpoint per role: its own server
+                role_options = dataclasses.replace(model_options, model=path, base_url=None)
+                role_configs[name] = servers.enter_context(
+                    open_endpoint(role_options, life.path / f"role-{name}", gen)
+                )
+            if "model" not in identity:  # the server named the model: check it too
+                life.check({**identity, "model": endpoint_config.model})
+            done = life.resume(record_key)
+            items = [
+                WorkItem(suite=s, sample=sample, epoch=epoch)
+                for s, result in zip(suites, loaded, strict=True)
+                for epoch in range(epochs)
+                for sample in result.samples
+                if (s.name, sample.id, epoch) not in done
+            ]
+            if done:
+                print(f"resuming {life.path}: {len(done)} records kept, {len(items)} to run")
+            life.start(
+                config=config,
+                model=endpoint_config.model,
+                endpoint=endpoint_config.public(),
+                seeds={"seed": sampling.seed},
+            )
+            started, cpu_started = time.perf_counter(), time.process_time()
+            asyncio.run(
+                _evaluate(
+                    items,
+                    mas_function,
+                    mas_config,
+                    endpoint_config,
+                    role_configs,
+                    gen,
+                    life.run,
+                    quiet,
+                    grading,
+                )
+            )
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+            unscored = _finish_eval(life, wall, cpu)
     exit_if_unscored(unscored)
 
 
@@ -290,9 +310,26 @@ def _trained_models(
     return found.workflow, default, others, {**found.workflow_options, **mas_config}, entry
 
 
-def _finish_eval(life: Any, wall: float, cpu: float) -> list[str]:
-    """Write the summary and the final status; return a line per suite without a score."""
+def _recorded_keys(run: Any) -> set[tuple[str, str, int]]:
+    """The keys of the error-free records already in the run (nothing is rewritten)."""
+    from harness.evaluation import record_key
+
+    keys: set[Any] = set()
+    for record in run.records():
+        if record.get("error"):
+            continue
+        try:
+            keys.add(record_key(record))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return keys
+
+
+def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
+    """Write the summary (each suite's data source from run.json) and the final status, unless
+    the run already has it; return a line per suite without a score."""
     from core.runstore import RunStatus
+    from harness.benchmarks.types import describe_origin
     from harness.evaluation import summarize
     from harness.report import print_summary_table
     from harness.unscored import unscored_suites
@@ -300,9 +337,19 @@ def _finish_eval(life: Any, wall: float, cpu: float) -> list[str]:
     run = life.run
     records = run.records()
     summary = summarize(records, wall_s=wall)
-    summary["client_cpu_s"] = round(cpu, 3)
+    if cpu is not None:
+        summary["client_cpu_s"] = round(cpu, 3)
     if run.malformed_lines:
         summary["malformed_lines"] = run.malformed_lines
+    info = run.info()
+    data = info.config.get("data") or {}
+    sources = {
+        suite: describe_origin(data[suite]["source"], data[suite].get("root"))
+        for suite in summary["suites"]
+        if isinstance(data.get(suite), dict) and data[suite].get("source")
+    }
+    for suite, origin in sources.items():
+        summary["suites"][suite]["source"] = origin
     run.write_summary(summary)
     errors = sum(s["errors"] for s in summary["suites"].values())
     unscored = unscored_suites(summary)
@@ -310,7 +357,8 @@ def _finish_eval(life: Any, wall: float, cpu: float) -> list[str]:
         status = RunStatus.FAILED  # nothing was scored
     else:
         status = RunStatus.after(errors)
-    life.finish(status)
-    print_summary_table({run.path.name: summary})
+    if info.status != status:
+        life.finish(status)
+    print_summary_table({run.path.name: summary}, sources=sources)
     print(f"run dir: {run.path}")
     return unscored

@@ -11,6 +11,7 @@ import typer
 from core.errors import MarsError
 from core.files import write_json_atomic
 from core.model_options import ModelOptions
+from core.names import a_run_of, counted
 from mars.main import app
 from mars.model_options import model_options
 
@@ -77,7 +78,7 @@ def _open_eval_run(path: Path) -> Any:
 
     run = RunDir.open(path)
     if run.kind != "eval":
-        raise MarsError(f"{path} is a '{run.kind}' run; mars failures reads eval runs")
+        raise MarsError(f"{path} is {a_run_of(run.kind)}; mars failures reads eval runs")
     return run
 
 
@@ -125,7 +126,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     done = out.prepare_resume(lambda v: is_judged(v, retry_unparsed=kw["retry_unparsed"]))
     todo = [r for r in selected if record_key(r) not in done]
     print(
-        f"{run.path.name}: {len(selected)} transcripts selected "
+        f"{run.path.name}: {counted(len(selected), 'transcript')} selected "
         f"({'all' if kw['include_all'] else 'failed only'}), {len(done)} already judged, "
         f"{len(todo)} to judge"
     )

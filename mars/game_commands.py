@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from core.errors import MarsError
 from core.model_options import ModelOptions
 
 SEATS_HELP = "Seats the player takes: both | first | second."
@@ -22,10 +22,17 @@ LABEL_HELP = (
 )
 
 
-def check_model_flags(wanted: bool, model_options: ModelOptions) -> None:
-    """Fail before any run directory or server exists."""
+def check_model_flags(wanted: bool, model_options: ModelOptions) -> ModelOptions:
+    """Fail before any run directory or server exists. With --base-url and no --model, the
+    model name is the one the server serves (asked now: records and ratings are keyed by it)."""
     if wanted and model_options.base_url and not model_options.model:
-        raise MarsError("--base-url needs --model NAME (the model name the server expects)")
+        from core.model_access import check_api_root, check_reachable, served_model_name
+
+        base_url = model_options.base_url.rstrip("/")
+        check_reachable(base_url)
+        check_api_root(base_url)
+        return dataclasses.replace(model_options, model=served_model_name(base_url))
+    return model_options
 
 
 @contextlib.contextmanager

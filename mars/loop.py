@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from core.errors import MarsError
+from core.names import counted
 from mars import options
 from mars.main import app
 
@@ -162,7 +163,8 @@ def loop_command(
         )
         life.finish(RunStatus.after(errors))
     typer.echo(
-        f"{len(outcome.evaluated)} checkpoints evaluated, {len(outcome.skipped)} already done, "
+        f"{counted(len(outcome.evaluated), 'checkpoint')} evaluated, "
+        f"{len(outcome.skipped)} already done, "
         f"{errors} with errors ({outcome.stop_reason})"
     )
     typer.echo(f"run dir: {run.path}")

@@ -26,6 +26,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help as written: rich's markup would turn `:100:` into an emoji and `[...]` into styles.
+    rich_markup_mode=None,
 )
 
 _err = Console(stderr=True)
@@ -37,12 +39,52 @@ def _register_commands() -> None:
 
     for module in _COMMAND_MODULES:
         importlib.import_module(f"mars.{module}")
+    _set_short_help(app)
+
+
+# What `mars --help` lists beside each command: whole phrases (click would cut a docstring's
+# first sentence at the terminal's width, mid-sentence).
+SHORT_HELP: dict[str, str] = {
+    "serve": "Serve a model behind an OpenAI-compatible API.",
+    "grade": "Grade one response, or a file of cases.",
+    "eval": "Run reasoning suites through a MAS and grade every answer.",
+    "report": "Compare eval runs: a metric per suite, 95% intervals.",
+    "export": "Write an eval run as Inspect eval logs.",
+    "arena": "Play a model or bot against an opponent, both seats.",
+    "selfplay": "One model in both seats: per-turn trajectories.",
+    "ratings": "Bradley-Terry ratings of the players in arena runs.",
+    "exploitability": "Exact exploitability of a poker policy.",
+    "train": "Self-play training in games (MARSHAL).",
+    "train-mas": "AT-GRPO inside a MAS workflow (Stronger-MAS).",
+    "loop": "Evaluate each new checkpoint of a training run.",
+    "failures": "Classify failed MAS transcripts into MAST modes.",
+    "dashboard": "Browse runs in a Streamlit dashboard.",
+    "demo": "The paper in miniature on CPU (about 12 minutes).",
+    "tiny-model": "Build or pre-train the embedded tiny model.",
+    "tiny-model build": "Build the tiny model (tokenizer, weights).",
+    "tiny-model pretrain": "Teach it the game reply format.",
+    "data": "The benchmark test sets: sources, cache, checksums.",
+    "data list": "Each suite's source, rows, checksum and location.",
+    "data fetch": "Download test sets from the hub into the cache.",
+    "data verify": "Check local test sets against recorded checksums.",
+}
+
+
+def _set_short_help(typer_app: typer.Typer, prefix: str = "") -> None:
+    for command in typer_app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        command.short_help = command.short_help or SHORT_HELP.get(f"{prefix}{name}")
+    for group in typer_app.registered_groups:
+        group.short_help = group.short_help or SHORT_HELP.get(f"{prefix}{group.name}")
+        if group.typer_instance is not None:
+            _set_short_help(group.typer_instance, f"{prefix}{group.name} ")
 
 
 _COMMAND_MODULES: tuple[str, ...] = (
     "serve",
     "tiny_model",
     "grade",
+    "data",
     "eval",
     "report",
     "export",
@@ -64,6 +106,9 @@ def run() -> None:
         _run()
     except SystemExit as exc:
         _leave(exc.code)
+    except BrokenPipeError:  # `mars ... | head` closed the pipe: stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _leave(128 + signal.SIGPIPE)
     _leave(0)
 
 
@@ -108,12 +153,14 @@ def _run() -> None:
         _fail(f"model request failed: {exc}", ExitCode.MODEL_FAILED)
     except exits as exc:
         sys.exit(exc.exit_code)
-    except usage_errors as exc:  # usage errors: typer's own one-line message
-        if hasattr(exc, "show"):
-            exc.show()
-        else:
-            print(f"Error: {exc}", file=sys.stderr)
-        sys.exit(ExitCode.BAD_INPUT)
+    except usage_errors as exc:  # the parser's own message, on one line, and where help is
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `mars`, `mars tiny-model`: the help
+            print(message)
+            sys.exit(0)
+        context = getattr(exc, "ctx", None)
+        where = f" (see `{context.command_path} --help`)" if context is not None else ""
+        _fail(" ".join(f"{message}{where}".split()), ExitCode.BAD_INPUT)
     except aborts:
         _fail("interrupted", ExitCode.INTERRUPTED)
     if code == ExitCode.INTERRUPTED:
@@ -127,5 +174,7 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    _err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    # The message is printed as it is: no markup, no emoji codes (a path may hold `[...]`).
+    _err.print("error:", style="red", end=" ")
+    _err.print(message, markup=False, emoji=False, highlight=False, soft_wrap=True)
     sys.exit(code)

@@ -20,18 +20,32 @@ def report_command(
     runs: list[Path] = typer.Argument(..., help="Eval run directories."),
     metric: str = typer.Option("accuracy", "--metric", help=METRIC_HELP),
     save: Path = typer.Option(
-        None, "--save", help="Folder for report.md and report.csv (default: the last run's)."
+        None,
+        "--save",
+        help="Folder for report.md and report.csv (default: the last reported run's).",
     ),
 ) -> None:
-    """A metric per suite x run with 95% CIs; with two runs, the paired difference over
-    questions too."""
+    """A metric per suite x run with 95% CIs, extraction failures and errors; with two runs,
+    the paired difference over questions too. A directory without records (a run that failed
+    before its first sample) is named in one line and left out."""
     from rich.console import Console
     from rich.table import Table
 
-    from harness.report import build_report, parse_metric, print_cells, to_csv, to_markdown
+    from harness.report import (
+        build_report,
+        nothing_to_report,
+        parse_metric,
+        print_cells,
+        to_csv,
+        to_markdown,
+    )
 
     chosen = parse_metric(metric)
     report = build_report(runs, chosen)
+    if not report["cells"]:
+        raise nothing_to_report(report["not_reported"])
+    for skipped in report["not_reported"]:
+        print(f"not reported: {skipped.line}", flush=True)
     console = Console()
     print_cells(report["cells"], report["metric"], console)
     paired = report.get("paired")
@@ -55,7 +69,7 @@ def report_command(
     from harness.benchmarks.judge import print_agreement
 
     print_agreement(report.get("grader_agreement") or {}, console)
-    folder = save or runs[-1]
+    folder = save or Path(list(report["paths"].values())[-1])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.md").write_text(to_markdown(report))
     (folder / "report.csv").write_text(to_csv(report))

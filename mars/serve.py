@@ -68,6 +68,11 @@ def serve(
         print(f"model: {server.served_name}", flush=True)
         print(f"log: {server.log_path}", flush=True)
         print(f"base url: {server.base_url}", flush=True)
+        print(
+            f"next, in another shell: mars eval --base-url {server.base_url} --suite gsm8k "
+            "--limit 5   (Ctrl-C here stops the server)",
+            flush=True,
+        )
         while not stop.wait(0.5):
             if not server.running:
                 print(f"server exited; last log lines: {server.last_log_lines()}", flush=True)

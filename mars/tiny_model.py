@@ -14,6 +14,7 @@ from mars.main import app
 tiny_app = typer.Typer(
     help="The embedded tiny Qwen3 model (~1M parameters), built locally for demos and tests.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 _OUT_HELP = "Folder to create (default: $MARS_CACHE_DIR or ~/.cache/mars, then tiny-model-v1)."

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from core.errors import MarsError
+from core.names import a_run_of
 from mars import options
 from mars.main import app
 
@@ -38,7 +39,7 @@ def _stored_config(run_path: Path | None) -> dict[str, Any]:
 
     info = RunDir.read_info(run_path)
     if info.kind != "train":
-        raise MarsError(f"{run_path} holds a '{info.kind}' run; it cannot resume as 'train'")
+        raise MarsError(f"{run_path} holds {a_run_of(info.kind)}; it cannot resume as 'train'")
     return dict(info.config)
 
 
@@ -141,6 +142,7 @@ def train_command(
     """Self-play training (MARSHAL): both seats share the policy; checkpoints in RUN/checkpoints."""
     trainer = options.trainer_choice(trainer, backend)
     run_path = _run_path(run_dir, resume)
+    refuse_other_training(run_path, workflow=False)
     flags = {
         "preset": preset,
         "model": model,
@@ -275,6 +277,26 @@ def _train_verl(config: TrainConfig, *, out: Path, run_path: Path | None, dry_ru
         config, out=out, run_path=run_path, slug=_slug(config), dry_run=dry_run,
         preflight=preflight, launch=run_verl,
     )  # fmt: skip
+
+
+def refuse_other_training(run_path: Path | None, *, workflow: bool) -> None:
+    """A training run directory resumes only under the command that made it: one line saying
+    which, instead of a diff of every setting the two kinds do not share."""
+    from core.runstore import RUN_FILE, RunDir
+
+    if run_path is None or not (Path(run_path) / RUN_FILE).is_file():
+        return
+    info = RunDir.read_info(Path(run_path))
+    made_by_train_mas = "workflow" in info.config
+    if info.kind != "train" or made_by_train_mas == workflow:
+        return  # another kind of run: RunDir.resolve names it
+    made = (
+        "a MAS-training run (mars train-mas)"
+        if made_by_train_mas
+        else ("a game-training run (mars train)")
+    )
+    command = "mars train-mas" if workflow else "mars train"
+    raise MarsError(f"{run_path} is {made}; {command} needs a new --run-dir")
 
 
 def launch_verl_run(

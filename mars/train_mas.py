@@ -66,7 +66,9 @@ def train_mas_command(
     seed: int = typer.Option(None, "--seed"),
     run_dir: Path = typer.Option(None, "--run-dir", help="Exactly this run directory (resumes)."),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent folder of a new run directory."),
-    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, help="torch CPU threads (local); 1 is fastest for the tiny model."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
     trainer: str = options.TRAINER,
@@ -77,9 +79,10 @@ def train_mas_command(
 ) -> None:
     """AT-GRPO inside a MAS workflow (Stronger-MAS), on the embedded CPU trainer or verl."""
     from core.settings_files import read_yaml_mapping
+    from mars.train import refuse_other_training
 
     trainer = options.trainer_choice(trainer, backend)
-
+    refuse_other_training(run_dir, workflow=True)
     flags: dict[str, Any] = {
         "workflow": workflow,
         "model": model,
@@ -103,6 +106,7 @@ def train_mas_command(
     # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
     # the paper-sized ones (TrainConfig's), as `mars train` does.
     config = _validated(data, cpu_sized=trainer != "verl" or device == "cpu")
+    _check_names(config)  # what the run would refuse, refused by the dry run too
     _check_workflow_options(config.workflow, config.workflow_options)
     if trainer == "verl":
         _train_verl(config, device=device, run_path=run_dir, out=out, dry_run=dry_run)
@@ -127,6 +131,18 @@ def train_mas_command(
     ) as life:
         train_workflow(config, life.run, command=["mars", *sys.argv[1:]], log=log)
     print(f"run dir: {life.path}")
+
+
+def _check_names(config: Any) -> None:
+    """A workflow with training rewards, a training set a loader knows."""
+    from core.names import unknown_name
+    from train_backend.mas.data import check_train_set_name
+    from train_backend.mas.rewards import ROLES
+
+    if config.workflow not in ROLES:
+        raise MarsError(unknown_name("training workflow", config.workflow, ROLES))
+    config.role_policies(ROLES[config.workflow])  # a role the workflow lacks
+    check_train_set_name(config.train_set)
 
 
 def _check_workflow_options(workflow: str, workflow_options: dict[str, Any]) -> None:

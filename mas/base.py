@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from core.endpoint import Completion, Endpoint, GenerationConfig, Message, Usage
 from core.errors import MarsError
+from core.names import closest, unknown_name
 
 
 class Task(BaseModel):
@@ -184,7 +185,7 @@ def get_mas(name: str) -> MASFunction:
         else:
             _load_builtin_systems()
     if name not in _REGISTRY:
-        raise MarsError(f"unknown MAS '{name}'; known: {', '.join(sorted(_REGISTRY))}")
+        raise MarsError(unknown_name("MAS", name, _REGISTRY))
     return _REGISTRY[name]
 
 
@@ -244,8 +245,10 @@ async def check_options(
     unknown = sorted(set(config) - options.looked_up)
     if probe.called and unknown:
         which = f"MAS {name!r}" if name else "this MAS"
+        guesses = [guess for key in unknown for guess in closest(key, options.looked_up, n=1)]
+        hint = f" (did you mean {', '.join(repr(g) for g in guesses)}?)" if guesses else ""
         raise MarsError(
-            f"{which} has no option {', '.join(repr(k) for k in unknown)}"
+            f"{which} has no option {', '.join(repr(k) for k in unknown)}{hint}"
             + (f"; it reads {', '.join(sorted(options.looked_up))}" if options.looked_up else "")
         )
 

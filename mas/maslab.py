@@ -2,7 +2,7 @@
 
 The paper's MAS numbers were measured with MASLab (MASWorks/MASLab 4ecccf5); these functions
 make the same calls, in the same order, with the same information in each prompt, so a run can
-be compared with them (facts from the MASLab repository; our wording).
+be compared with them (docs/references.md §5; our wording).
 Calls per question, for the default options:
 
 - `mad` (Liang et al.): 3, 6 or 9 calls for 1, 2 or 3 rounds (affirmative, negative, moderator),

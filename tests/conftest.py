@@ -21,6 +21,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "data" / "benchmarks"
 NO_SKIPS_ENV = "MARS_TESTS_NO_SKIPS"
+# The shared test sets are the data root of every test and of every process a test starts.
+os.environ.setdefault("MARS_DATA_DIR", str(DATA_DIR))
+
+# Two workers share two cores: a process of either that let torch (OpenMP) take both would have
+# its threads spin against the other worker's. One thread each, inherited by every process a test
+# starts (verl's Ray workers and model servers included).
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 
 def mars_env(**extra: str) -> dict[str, str]:

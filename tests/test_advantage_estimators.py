@@ -439,7 +439,10 @@ def _with(column: str, values: list[object]) -> pd.DataFrame:
     ("call", "message"),
     [
         (lambda: compute_advantages(batch(), "ppo"), "unknown advantage estimator 'ppo'"),
-        (lambda: compute_advantages(batch(), gama=0.9), "unknown advantage option(s) gama"),
+        (
+            lambda: compute_advantages(batch(), gama=0.9),
+            "unknown advantage option 'gama' (did you mean 'gamma'?)",
+        ),
         (lambda: compute_advantages(batch(), gamma=1.5), "gamma must be in [0, 1]"),
         (lambda: compute_advantages(batch(), gamma="0.9"), "gamma must be a finite number"),
         (lambda: compute_advantages(batch(), eps=0), "eps must be > 0"),

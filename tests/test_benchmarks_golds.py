@@ -9,15 +9,12 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from conftest import DATA_DIR
 
 from core.files import jsonl_slots
 from harness.benchmarks import LoadResult, get_suite, list_suites
 from harness.benchmarks.grading import math_verify_equal
-from harness.benchmarks.sources import (
-    checkout_data_root,
-    read_csv_line_by_line,
-    read_local_with_datasets,
-)
+from harness.benchmarks.sources import read_csv_line_by_line, read_local_with_datasets
 
 EXPECTED_COUNTS = {
     "gsm8k": 1319,
@@ -29,7 +26,7 @@ EXPECTED_COUNTS = {
     "mmlu_stem": 3018,
 }
 
-DATA_ROOT = checkout_data_root()
+DATA_ROOT = DATA_DIR
 pytestmark = pytest.mark.skipif(
     not DATA_ROOT.is_dir(), reason=f"benchmark data not found at {DATA_ROOT}"
 )
@@ -39,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 def loaded() -> Iterator[dict[str, LoadResult]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.delenv("MARS_DATA_DIR", raising=False)
+        patch.setenv("MARS_DATA_DIR", str(DATA_ROOT))
         yield {name: get_suite(name).load() for name in EXPECTED_COUNTS}
 
 
@@ -54,7 +51,7 @@ def test_full_local_file_loads_without_skips(loaded: dict[str, LoadResult], name
     assert len(result.samples) == EXPECTED_COUNTS[name]
     assert result.skipped == 0
     assert result.source == f"local:{DATA_ROOT / get_suite(name).local.relative_path}"
-    assert any("HF_HUB_OFFLINE" in note for note in result.notes)
+    assert result.root == "$MARS_DATA_DIR" and result.notes == []  # the hub is not asked
     ids = [sample.id for sample in result.samples]
     assert len(set(ids)) == len(ids), "sample ids must be unique"
 

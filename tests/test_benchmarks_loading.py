@@ -21,8 +21,8 @@ from harness.benchmarks.choice_suites import shuffled_order
 def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("MARS_DATA_DIR", raising=False)
-    # No test may fall through to the real shared data unless it asks for it.
-    monkeypatch.setattr(sources, "checkout_data_root", lambda: tmp_path / "no-checkout-data")
+    # No test may fall through to real data (the shared folder, a filled cache) unless it asks.
+    monkeypatch.setattr(sources, "cache_data_root", lambda: tmp_path / "no-cache-data")
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
@@ -54,11 +54,11 @@ def test_missing_data_names_every_place_looked(
     env_dir = tmp_path / "from-env"
     monkeypatch.setenv("MARS_DATA_DIR", str(env_dir))
     with pytest.raises(MarsError) as caught:
-        get_suite("math500").load(data_dir=tmp_path / "given")
+        get_suite("math500").load()
     message = str(caught.value)
-    assert str(tmp_path / "given" / "math500" / "test.jsonl") in message
     assert str(env_dir / "math500" / "test.jsonl") in message
-    assert str(tmp_path / "no-checkout-data" / "math500" / "test.jsonl") in message
+    assert str(tmp_path / "no-cache-data" / "math500" / "test.jsonl") in message
+    assert "HF_HUB_OFFLINE=1" in message and "`mars data fetch math500`" in message
     assert "\n" not in message
 
 
@@ -69,13 +69,13 @@ def test_missing_data_without_data_dir_says_why_the_hub_was_skipped() -> None:
     assert "openai/gsm8k" in str(caught.value)
 
 
-def test_lookup_order_is_data_dir_then_env_then_checkout(
+def test_lookup_order_is_data_dir_then_env_then_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    given, env_dir, checkout = tmp_path / "given", tmp_path / "env", tmp_path / "checkout"
-    for root, number in ((given, 1), (env_dir, 2), (checkout, 3)):
+    given, env_dir, cache = tmp_path / "given", tmp_path / "env", tmp_path / "cache"
+    for root, number in ((given, 1), (env_dir, 2), (cache, 3)):
         write_jsonl(root / "gsm8k" / "test.jsonl", [gsm8k_row(number)])
-    monkeypatch.setattr(sources, "checkout_data_root", lambda: checkout)
+    monkeypatch.setattr(sources, "cache_data_root", lambda: cache)
     monkeypatch.setenv("MARS_DATA_DIR", str(env_dir))
     suite = get_suite("gsm8k")
     assert suite.load(data_dir=given).samples[0].gold == "1"
@@ -83,7 +83,8 @@ def test_lookup_order_is_data_dir_then_env_then_checkout(
     monkeypatch.delenv("MARS_DATA_DIR")
     result = suite.load()
     assert result.samples[0].gold == "3"
-    assert result.source == f"local:{checkout / 'gsm8k' / 'test.jsonl'}"
+    assert result.source == f"local:{cache / 'gsm8k' / 'test.jsonl'}"
+    assert result.root == "cache"
 
 
 def test_broken_jsonl_lines_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -244,7 +245,7 @@ def test_hub_rows_are_mapped_to_the_same_samples(monkeypatch: pytest.MonkeyPatch
     ]
 
 
-def test_hub_failure_falls_back_to_local_files(
+def test_local_copies_come_before_the_hub_and_a_hub_failure_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import datasets
@@ -252,13 +253,14 @@ def test_hub_failure_falls_back_to_local_files(
     def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("hub went away")
 
-    write_jsonl(tmp_path / "no-checkout-data" / "gsm8k" / "test.jsonl", [gsm8k_row(7)])
     monkeypatch.setattr(sources, "hub_unavailable_reason", lambda: None)
     monkeypatch.setattr(datasets, "load_dataset", unreachable)
-    result = get_suite("gsm8k").load()
+    with pytest.raises(MarsError, match="hub went away"):
+        get_suite("gsm8k").load()
+    write_jsonl(tmp_path / "no-cache-data" / "gsm8k" / "test.jsonl", [gsm8k_row(7)])
+    result = get_suite("gsm8k").load()  # the hub is not asked
     assert [sample.gold for sample in result.samples] == ["7"]
-    assert result.source.startswith("local:")
-    assert any("hub went away" in note for note in result.notes)
+    assert result.source.startswith("local:") and result.notes == []
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES"])

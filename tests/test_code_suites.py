@@ -32,7 +32,7 @@ FIXTURES = Path(__file__).parent / "data" / "code"
 def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("MARS_DATA_DIR", raising=False)
-    monkeypatch.setattr(sources, "checkout_data_root", lambda: tmp_path / "no-checkout-data")
+    monkeypatch.setattr(sources, "cache_data_root", lambda: tmp_path / "no-cache-data")
 
 
 def loaded(name: str) -> list[Sample]:

@@ -182,7 +182,7 @@ def test_bad_runs_get_a_one_line_error(tmp_path: Path) -> None:
     result = run_mars("export", "--format", "inspect", str(arena))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        f"error: {arena} is a 'arena' run; only eval runs export to Inspect"
+        f"error: {arena} is an 'arena' run; only eval runs export to Inspect"
     ]
 
     empty = tmp_path / "empty"

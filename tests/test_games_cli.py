@@ -164,7 +164,7 @@ def test_a_selfplay_rerun_with_other_settings_is_refused_and_changes_nothing(
                 "--opponent",
                 "random",
             ],
-            "needs --model",
+            "cannot reach http://127.0.0.1:9/v1",  # with --base-url alone, the server is asked
         ),
     ],
 )

@@ -69,7 +69,10 @@ def test_missing_answer_is_an_extraction_failure(mars: typer.Typer) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--suite", "nope", "--gold", "1", "--response", "x"], "known suites: aime24"),
+        (
+            ["--suite", "nope", "--gold", "1", "--response", "x"],
+            "unknown suite 'nope'; known: aime24",
+        ),
         (["--suite", "gsm8k", "--gold", "1"], "missing --response"),
         (["--file", "cases.jsonl", "--suite", "gsm8k"], "cannot be combined"),
         (["--file", "/no/such/cases.jsonl"], "no such cases file"),

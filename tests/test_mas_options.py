@@ -65,6 +65,7 @@ def test_the_cli_refuses_a_stray_option_in_one_line_before_any_request(tmp_path:
         requests = len(server.seen)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "error: MAS 'single' has no option 'system_promt'; it reads system_prompt"
+        "error: MAS 'single' has no option 'system_promt' (did you mean 'system_prompt'?); "
+        "it reads system_prompt"
     )
     assert requests == 0 and not (tmp_path / "run").exists()

@@ -23,7 +23,8 @@ def test_a_preset_sits_under_the_flags_and_an_unknown_one_is_one_line() -> None:
     assert config["group_filter"] == "mean" and config["learning_rate"] == 1e-4  # the flag wins
     bad = run_mars("train-mas", "--preset", "stronger", "--dry-run")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
-    assert "unknown preset 'stronger'; known: stronger_mas_plan" in bad.stderr
+    assert "unknown preset 'stronger' (did you mean 'stronger_mas_" in bad.stderr
+    assert "known: none, stronger_mas_code, stronger_mas_math, stronger_mas_plan" in bad.stderr
 
 
 def test_the_planning_preset_passes_verls_dry_run_with_puzzle_rows(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.delenv("MARS_DATA_DIR", raising=False)
     # Training data never comes from the shared test-set folder unless a test asks for it.
-    monkeypatch.setattr(sources, "checkout_data_root", lambda: tmp_path / "no-checkout-data")
+    monkeypatch.setattr(sources, "cache_data_root", lambda: tmp_path / "no-cache-data")
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
@@ -79,7 +79,7 @@ def test_gsm8k_train_loads_from_the_data_root_when_offline(
     assert loaded.skipped == 2
     assert loaded.source == f"local:{root / 'gsm8k' / 'train.jsonl'}"
     assert all(p.source == loaded.source and p.answers_are == "number" for p in loaded.problems)
-    assert any("HF_HUB_OFFLINE=1" in note for note in loaded.notes)
+    assert not any("openai/gsm8k" in note for note in loaded.notes)  # local before the hub
 
 
 def test_math_train_takes_the_last_boxed_answer_of_each_solution(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_no_training_data_offline_is_one_line_saying_what_to_do(tmp_path: Path) 
     assert "\n" not in message
     assert "HF_HUB_OFFLINE=1" in message
     assert "openai/gsm8k" in message
-    assert str(tmp_path / "no-checkout-data" / "gsm8k" / "train.jsonl") in message
+    assert str(tmp_path / "no-cache-data" / "gsm8k" / "train.jsonl") in message
     assert "$MARS_DATA_DIR" in message and "--train-file" in message
 
 
@@ -285,7 +285,7 @@ def test_the_hash_set_is_built_once_per_process_and_follows_file_changes(tmp_pat
 def test_training_is_refused_when_the_test_sets_cannot_be_found(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "t.jsonl", clean_rows(1))
     with pytest.raises(MarsError) as caught:
-        load_train_set("gsm8k", train_file=path)  # no $MARS_DATA_DIR, empty checkout root
+        load_train_set("gsm8k", train_file=path)  # no $MARS_DATA_DIR, empty cache
     message = str(caught.value)
     assert "cannot check the training data against the test sets" in message
     assert "gsm8k/test.jsonl" in message and "\n" not in message

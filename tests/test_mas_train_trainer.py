@@ -129,6 +129,7 @@ def test_workflow_options_the_workflow_never_reads_are_refused_in_one_line(tmp_p
     bad = _mars("train-mas", "--config", str(config), "--dry-run")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "error: MAS 'reasoner_tool' has no option 'code_secs'; it reads code_runner, "
+        "error: MAS 'reasoner_tool' has no option 'code_secs' (did you mean 'code_seconds'?); "
+        "it reads code_runner, "
         "code_seconds, rounds"
     ]

@@ -190,7 +190,7 @@ def test_a_bad_ref_is_one_line_of_error(ref: str) -> None:
         (("maze", "eval", 0), {}, "unknown puzzle environment"),
         (("plan_path", "test", 0), {}, "unknown split"),
         (("plan_path", "eval", -1), {}, "index"),
-        (("plan_path", "eval", 0), {"colour": 1}, "unknown parameter colour"),
+        (("plan_path", "eval", 0), {"colour": 1}, "unknown parameter 'colour'"),
         (("plan_path", "eval", 0), {"size": 2}, "size must lie in"),
         (("plan_path", "eval", 0), {"block_ratio": "high"}, "must be a number"),
         (("sokoban", "eval", 0), {"boxes": 1.5}, "whole number"),

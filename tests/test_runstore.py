@@ -73,7 +73,7 @@ def test_prepare_resume_keeps_one_good_record_per_key(tmp_path: Path) -> None:
 def test_resume_refuses_a_run_of_another_kind(tmp_path: Path) -> None:
     run = RunDir.resolve(out=None, run_dir=tmp_path / "r", kind="arena", slug="x")
     run.start(command=[], config={})
-    with pytest.raises(MarsError, match="holds a 'arena' run"):
+    with pytest.raises(MarsError, match="holds an 'arena' run"):
         RunDir.resolve(out=None, run_dir=tmp_path / "r", kind="eval", slug="x")
     with pytest.raises(MarsError, match="not a run directory"):
         RunDir.open(tmp_path)

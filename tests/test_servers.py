@@ -125,7 +125,9 @@ def test_mars_serve_prints_the_url_and_stops_on_sigterm(
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
-    assert "stopped" in process.stdout.read()
+    rest = process.stdout.read()
+    assert f"next, in another shell: mars eval --base-url {url} " in rest  # what to run next
+    assert "stopped" in rest
     with pytest.raises(ConnectionRefusedError):  # no orphan server is left listening
         socket.create_connection(("127.0.0.1", port), timeout=5)
 

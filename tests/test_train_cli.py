@@ -81,6 +81,11 @@ def test_train_writes_run_dir_checkpoints_and_resumes(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0, (output, error)
     assert output.strip().splitlines()[-1] == f"run dir: {run_dir}"
+    # The in-training evaluation of the last step, again at the end: one line per game,
+    # opponent and seat, with its interval.
+    ending = output.split("last evaluation (step 2):", 1)[1].strip().splitlines()
+    assert any(line.strip().startswith("kuhn_poker vs random, first seat: win ") for line in ending)
+    assert all("[" in line for line in ending[:-1])
 
     info = RunDir.read_info(run_dir)
     assert info.kind == "train" and info.status == "completed"

@@ -3,7 +3,9 @@
 Games are played by the agent loop against a scripted rollout server; the batch is stored by
 verl's own worker code into an in-memory TransferQueue, padded and reordered by verl's helpers,
 and scored by the mars trainer's `_compute_advantage` (verl's code calling the registered
-estimator). The real CPU step is in test_verl_tree_cpu.py.
+estimator). A real verl run's tree groups are checked on a workflow (test_verl_mas_cpu.py), whose
+agent loop branches the same way; a game's tree on a real run is not launched in CI (one more verl
+launch, about 80 s of CI's 15 minutes).
 """
 
 from __future__ import annotations

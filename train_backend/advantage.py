@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import MarsError
+from core.names import unknown_name
 from train_backend.group_ops import (
     SCALES,
     normalise_in_groups,
@@ -115,7 +116,7 @@ def _grpo(table: TurnTable, options: AdvantageOptions) -> np.ndarray:
 
 
 def _marshal_reference(table: TurnTable, options: AdvantageOptions) -> np.ndarray:
-    """MARSHAL as its published code computes it, step by step (reference facts, section 1).
+    """MARSHAL as its published code computes it, step by step (docs/references.md §2.4).
 
     1. r'_k  = r_k - mean_{turns of (game, seat)}(r)        agent-specific reward centring
     2. r''_k = norm_{all turns of the batch}(r'_k)           reward whitening
@@ -311,9 +312,7 @@ def state_scaled_tree_advantages(
 def _parse_options(options: dict[str, Any]) -> AdvantageOptions:
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
-        raise MarsError(
-            f"unknown advantage option(s) {', '.join(unknown)}; known: {', '.join(OPTION_NAMES)}"
-        )
+        raise MarsError(unknown_name("advantage option", ", ".join(unknown), OPTION_NAMES))
     defaults = AdvantageOptions()
     gamma = _real_option(options, "gamma", defaults.gamma)
     if not 0.0 <= gamma <= 1.0:

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from core.names import unknown_name
 from core.settings_files import read_yaml_mapping, settings_error
 from games.rules import (
     InvalidOutcome,
@@ -168,7 +169,7 @@ class TrainConfig(BaseModel):
         from train_backend.presets import NO_PRESET, PRESETS
 
         if name is not None and name != NO_PRESET and name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join([*PRESETS, NO_PRESET])}")
+            raise ValueError(unknown_name("preset", name, [*PRESETS, NO_PRESET]))
         return None if name == NO_PRESET else name
 
     @field_validator("adam_betas")

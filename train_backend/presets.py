@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import MarsError
+from core.names import unknown_name
 
 MARSHAL_PRESET: dict[str, Any] = {
     # estimator and loss
@@ -122,8 +123,7 @@ def preset_settings(name: str | None, *, workflow: bool = False) -> dict[str, An
         return {}
     presets = WORKFLOW_PRESETS if workflow else PRESETS
     if name not in presets:
-        known = ", ".join([*presets, NO_PRESET])
-        raise MarsError(f"unknown preset {name!r}; known: {known}")
+        raise MarsError(unknown_name("preset", name, [*presets, NO_PRESET]))
     return {key: _copy(value) for key, value in presets[name].items()}
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pyspiel
 
 from core.errors import MarsError
+from core.names import closest
 
 if TYPE_CHECKING:
     from core.endpoint import Completion, Endpoint, GenerationConfig
@@ -134,5 +135,7 @@ def make_player(text: str, context: PlayerContext) -> Player:
     name, argument = _split(text)
     if name not in _FACTORIES:
         options = ", ".join(f"{n} ({u})" for n, u in sorted(_USAGE.items()))
-        raise MarsError(f"unknown player {text!r}; known players: {options}")
+        guesses = closest(name, _FACTORIES)
+        hint = f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
+        raise MarsError(f"unknown player {text!r}{hint}; known players: {options}")
     return _FACTORIES[name](argument, context)

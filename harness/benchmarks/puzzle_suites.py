@@ -55,6 +55,9 @@ class PuzzleSuite(Suite):
             source=f"procedural:{self.environment}:v{self.version}",
         )
 
+    def builtin_source(self) -> tuple[str, int]:
+        return f"procedural:{self.environment}:v{self.version} (generated levels)", EVAL_LEVELS
+
     def level_sample(self, split: Literal["train", "eval"], index: int) -> Sample:
         """Level `index` of `split` as a sample (the suite itself is the eval split; training
         poses the train split's levels the same way)."""

@@ -9,10 +9,18 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from core.errors import MarsError
+from core.names import unknown_name
 from harness.benchmarks import grading
 from harness.benchmarks.extraction import extract_choice_letter, extract_math_answer
 from harness.benchmarks.prompts import LETTERS, choice_prompt, math_prompt
-from harness.benchmarks.sources import HubSource, LocalSource, Row, fetch_rows
+from harness.benchmarks.sources import (
+    DATA_DIR_ENV,
+    DATA_DIR_LABEL,
+    HubSource,
+    LocalSource,
+    Row,
+    fetch_rows,
+)
 from harness.benchmarks.types import LoadResult, Sample, Verdict
 
 # Modules whose import registers the built-in suites.
@@ -57,7 +65,11 @@ class Suite(ABC):
         """Samples in file order (the first `limit` of them), from the hub or local files."""
         if limit is not None and limit < 1:
             raise MarsError(f"--limit must be a positive number of samples, got {limit}")
-        raw = fetch_rows(self.name, self.hub, self.local, data_dir)
+        hint = (
+            f"Pass {DATA_DIR_LABEL}, set ${DATA_DIR_ENV}, or run `mars data fetch {self.name}` "
+            "where the hub is reachable (docs/benchmarks.md)."
+        )
+        raw = fetch_rows(self.name, self.hub, self.local, data_dir, hint=hint)
         samples: list[Sample] = []
         skipped = 0
         rows = raw.rows if self.first_rows is None else raw.rows[: self.first_rows]
@@ -82,7 +94,14 @@ class Suite(ABC):
             source=raw.source,
             skipped=skipped,
             notes=raw.notes,
+            root=raw.root,
         )
+
+    def builtin_source(self) -> tuple[str, int] | None:
+        """For a suite that reads no data file (generated levels, a package's own file): where
+        its samples come from and how many there are. None: the hub or a local file (`hub`,
+        `local`)."""
+        return None
 
     @abstractmethod
     def sample_from_local_row(self, row: Row, index: int) -> Sample:
@@ -200,5 +219,5 @@ def get_suite(name: str) -> Suite:
     _load_builtins()
     suite = _REGISTRY.get(name.strip().lower())
     if suite is None:
-        raise MarsError(f"unknown suite {name!r}; known suites: {', '.join(sorted(_REGISTRY))}")
+        raise MarsError(unknown_name("suite", name, _REGISTRY))
     return suite

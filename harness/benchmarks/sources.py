@@ -1,9 +1,11 @@
-"""Where benchmark rows come from: the Hugging Face hub when reachable, else local files.
+"""Where benchmark rows come from: local files first, then the Hugging Face hub.
 
-The hub route goes through `datasets`; local files are read line by line with the standard
-library (importing `datasets` costs about a second of start-up), so one bad row is skipped and
-counted instead of sinking the whole file. On every intact file the two readers give the same
-rows (`tests/test_benchmarks_golds.py`).
+The lookup (docs/benchmarks.md, "Where the data comes from"): `--data-dir` alone when it is
+given; otherwise `$MARS_DATA_DIR`, then the cache's data folder (`mars data fetch` fills it),
+then the hub. The hub route goes through `datasets`; local files are read line by line with the
+standard library (importing `datasets` costs about a second of start-up), so one bad row is
+skipped and counted instead of sinking the whole file. On every intact file the two readers give
+the same rows (`tests/test_benchmarks_golds.py`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-import harness
 from core.errors import MarsError
-from core.files import jsonl_slots
+from core.files import jsonl_slots, mars_cache_dir
 
 DATA_DIR_ENV = "MARS_DATA_DIR"
+DATA_DIR_LABEL = "--data-dir"
+CACHE_LABEL = "cache"
 HUB_CHECK_TIMEOUT_S = 2.0
 _OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 _TRUTHY = {"1", "true", "yes", "on"}
@@ -65,24 +68,39 @@ class RawRows:
     route: Literal["hub", "local"]
     source: str
     notes: list[str]
+    root: str | None = None  # a local file's root: "--data-dir", "$MARS_DATA_DIR" or "cache"
 
 
-def checkout_data_root() -> Path:
-    """A `shared/data/benchmarks` folder next to the checkout's own folder, where a machine that
-    hosts several checkouts may keep the test sets (the repo root is two levels above this
-    package's `__init__`). A clone without one reads `--data-dir`, `$MARS_DATA_DIR` or the hub."""
-    return Path(harness.__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
+def cache_data_root() -> Path:
+    """The cache's data folder, where `mars data fetch` writes the test sets: `data/` under
+    `$MARS_CACHE_DIR` (default ~/.cache/mars)."""
+    return mars_cache_dir() / "data"
+
+
+def check_data_dir(data_dir: Path) -> Path:
+    """A `--data-dir` that is missing, not a folder or empty is a mistake (a typo, an unmounted
+    disk), never a reason to read another root instead."""
+    path = Path(data_dir).expanduser()
+    if not path.exists():
+        raise MarsError(f"{DATA_DIR_LABEL} {path} does not exist")
+    if not path.is_dir():
+        raise MarsError(f"{DATA_DIR_LABEL} {path} is not a folder")
+    if not any(path.iterdir()):
+        raise MarsError(f"{DATA_DIR_LABEL} {path} is empty: it should hold e.g. gsm8k/test.jsonl")
+    return path
 
 
 def candidate_roots(data_dir: Path | None) -> list[tuple[str, Path]]:
-    """Local data roots in lookup order, each with a label saying where it came from."""
-    roots: list[tuple[str, Path]] = []
+    """Local data roots in lookup order, each with a label saying where it came from:
+    `--data-dir` alone when given, else `$MARS_DATA_DIR` (when set) and the cache's data
+    folder."""
     if data_dir is not None:
-        roots.append(("--data-dir", Path(data_dir).expanduser()))
+        return [(DATA_DIR_LABEL, Path(data_dir).expanduser())]
+    roots: list[tuple[str, Path]] = []
     env_value = os.environ.get(DATA_DIR_ENV, "").strip()
     if env_value:
         roots.append((f"${DATA_DIR_ENV}", Path(env_value).expanduser()))
-    roots.append(("beside the checkout", checkout_data_root()))
+    roots.append((CACHE_LABEL, cache_data_root()))
     return roots
 
 
@@ -119,33 +137,50 @@ def _can_connect(host: str, port: int) -> bool:
     return bool(outcome and outcome[0])
 
 
-def fetch_rows(suite: str, hub: HubSource, local: LocalSource, data_dir: Path | None) -> RawRows:
-    """Hub first unless a data dir was given explicitly or the hub is unavailable; then the local
-    roots in order. Raises MarsError naming every place that was tried."""
-    notes: list[str] = []
-    if data_dir is None:
-        reason = hub_unavailable_reason()
-        if reason is None:
-            try:
-                return _read_hub(hub)
-            except Exception as exc:  # any hub failure falls back to local files
-                reason = f"failed: {type(exc).__name__}: {_first_line(exc)}"
-        notes.append(f"{hub.describe()} not used ({reason})")
-    else:
-        notes.append(f"{hub.describe()} not tried (--data-dir given)")
+NO_DATA_HINT = f"Pass {DATA_DIR_LABEL} or set ${DATA_DIR_ENV}."
 
+
+def fetch_rows(
+    suite: str,
+    hub: HubSource,
+    local: LocalSource,
+    data_dir: Path | None,
+    *,
+    hint: str = NO_DATA_HINT,
+) -> RawRows:
+    """`data_dir` alone when given (it must be a folder with files in it); else the first local
+    root holding the file, then the hub. Raises MarsError naming every place that was tried, why
+    the hub was not used, and `hint` (what to do)."""
+    if data_dir is not None:
+        root = check_data_dir(data_dir)
+        path = root / local.relative_path
+        if not path.is_file():
+            raise MarsError(
+                f"no data for suite {suite!r} in {DATA_DIR_LABEL} {root}: {path} is missing "
+                f"(with {DATA_DIR_LABEL} no other root and not the hub is read)"
+            )
+        return _local_rows(path, local, DATA_DIR_LABEL)
     looked: list[str] = []
-    for label, root in candidate_roots(data_dir):
+    for label, root in candidate_roots(None):
         path = root / local.relative_path
         looked.append(f"{path} ({label})")
         if path.is_file():
-            rows = _read_local(path, local.format)
-            return RawRows(rows=rows, route="local", source=f"local:{path}", notes=notes)
+            return _local_rows(path, local, label)
+    reason = hub_unavailable_reason()
+    if reason is None:
+        try:
+            return read_hub(hub)
+        except Exception as exc:  # any hub failure (no network, a gated dataset) is reported
+            reason = f"failed: {type(exc).__name__}: {_first_line(exc)}"
     raise MarsError(
-        f"no data for suite {suite!r}: looked in "
-        + "; ".join(looked)
-        + f"; {notes[0]}. Pass --data-dir or set ${DATA_DIR_ENV}."
+        f"no data for suite {suite!r}: looked in {'; '.join(looked)}; "
+        f"{hub.describe()} not used ({reason}). {hint}"
     )
+
+
+def _local_rows(path: Path, local: LocalSource, label: str) -> RawRows:
+    rows = read_local(path, local.format)
+    return RawRows(rows=rows, route="local", source=f"local:{path}", notes=[], root=label)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -161,7 +196,7 @@ def _quiet_datasets() -> Any:
     return datasets
 
 
-def _read_hub(hub: HubSource) -> RawRows:
+def read_hub(hub: HubSource) -> RawRows:
     datasets = _quiet_datasets()
     if hub.data_file:
         url = f"hf://datasets/{hub.dataset_id}/{hub.data_file}"
@@ -174,7 +209,7 @@ def _read_hub(hub: HubSource) -> RawRows:
     return RawRows(rows=rows, route="hub", source=hub.describe(), notes=[])
 
 
-def _read_local(path: Path, fmt: LocalFormat) -> list[Row | None]:
+def read_local(path: Path, fmt: LocalFormat) -> list[Row | None]:
     return jsonl_slots(path) if fmt == "jsonl" else read_csv_line_by_line(path)
 
 

@@ -38,6 +38,17 @@ class LoadResult:
     source: str  # e.g. "hub:openai/gsm8k[main]:test" or "local:/path/to/test.jsonl"
     skipped: int = 0  # malformed rows that were left out
     notes: list[str] = field(default_factory=list)  # e.g. why the hub was not used
+    root: str | None = None  # a local file's root: "--data-dir", "$MARS_DATA_DIR", "cache"
+
+    @property
+    def origin(self) -> str:
+        return describe_origin(self.source, self.root)
 
     def __len__(self) -> int:
         return len(self.samples)
+
+
+def describe_origin(source: str, root: str | None) -> str:
+    """Where samples came from, for people: the hub id, or the local file and which root it was
+    found under ("--data-dir", "$MARS_DATA_DIR", "cache")."""
+    return source if root is None else f"{source} (root: {root})"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from core.errors import MarsError
+from core.names import unknown_name
 
 Split = Literal["train", "eval"]
 SPLITS: tuple[str, ...] = ("train", "eval")
@@ -132,8 +133,7 @@ class PuzzleEnv(ABC):
         unknown = sorted(set(given) - set(self.params))
         if unknown:
             raise MarsError(
-                f"{self.name}: unknown parameter {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(self.params))}"
+                f"{self.name}: " + unknown_name("parameter", ", ".join(unknown), self.params)
             )
         checked = {
             name: spec.check(self.name, name, given.get(name, spec.default))

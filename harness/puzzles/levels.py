@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from core.errors import MarsError
+from core.names import unknown_name
 from harness.puzzles.base import SPLITS, Level, PuzzleEnv, PuzzleState, Split
 from harness.puzzles.plan_path import PlanPathEnv
 from harness.puzzles.sokoban import SokobanEnv
@@ -19,7 +20,7 @@ ENVIRONMENTS: tuple[str, ...] = tuple(_ENVS)
 def environment(name: object) -> PuzzleEnv:
     env = _ENVS.get(name) if isinstance(name, str) else None
     if env is None:
-        raise MarsError(f"unknown puzzle environment {name!r}; known: {', '.join(ENVIRONMENTS)}")
+        raise MarsError(unknown_name("puzzle environment", str(name), ENVIRONMENTS))
     return env
 
 

@@ -123,10 +123,37 @@ def step_metrics(
     return metrics
 
 
+NO_UPDATE_WARNING = (
+    "  warning: no optimiser update (every sample's advantage was 0 and there is no KL term: "
+    "all branches of every group earned the same return)"
+)
+
+
 def progress_line(metrics: dict[str, Any], total_steps: int) -> str:
-    return (
+    line = (
         f"step {metrics['step']}/{total_steps}  reward {metrics['reward_mean']:+.3f}  "
         f"invalid {metrics['invalid_rate']:.3f}  loss {metrics['loss']:+.4f}  "
         f"clip {metrics['clip_frac']:.3f}  {metrics['tokens_per_s']:.0f} tok/s  "
         f"{metrics['seconds_per_step']:.1f} s"
     )
+    return line + (NO_UPDATE_WARNING if metrics.get("optimizer_updates") == 0 else "")
+
+
+def evaluation_lines(metrics: dict[str, Any]) -> list[str]:
+    """The in-training evaluation held in one step's metrics, one line per game, opponent and
+    seat (win rate with its 95% interval) and per exploitability measured; [] without one."""
+    lines = []
+    for key in sorted(k for k in metrics if k.startswith("eval/") and k.endswith("/win")):
+        prefix = key.removesuffix("/win")
+        _, game, opponent, seat = prefix.split("/", 3)
+        lines.append(
+            f"  {game} vs {opponent}, {seat} seat: win {metrics[key]:.2f} "
+            f"[{metrics[prefix + '/ci95_low']:.2f}, {metrics[prefix + '/ci95_high']:.2f}], "
+            f"invalid {metrics[prefix + '/invalid_rate']:.2f} (n {metrics[prefix + '/n']})"
+        )
+    for key in sorted(k for k in metrics if k.startswith("exploitability/") and k.count("/") == 1):
+        lines.append(
+            f"  {key.split('/', 1)[1]} exploitability {metrics[key]:.3f} "
+            f"[{metrics[key + '/ci95_low']:.3f}, {metrics[key + '/ci95_high']:.3f}]"
+        )
+    return lines

@@ -67,6 +67,7 @@ from train_backend.local.rollout import (
 )
 from train_backend.local.step_metrics import (
     average_policy_metrics,
+    evaluation_lines,
     progress_line,
     row_states,
     step_metrics,
@@ -313,7 +314,18 @@ class LocalTrainer:
             "rules": config.play_rules().describe(),
         }
         self.run.write_summary(summary)
+        self._log_last_evaluation()
         return summary
+
+    def _log_last_evaluation(self) -> None:
+        """The run's last in-training evaluation, again at the end, where a user looks."""
+        for metrics in reversed(runlog.read_lines(runlog.metrics_path(self.run.path))):
+            lines = evaluation_lines(metrics)
+            if lines:
+                self.log(f"last evaluation (step {metrics['step']}):")
+                for line in lines:
+                    self.log(line)
+                return
 
     def _responder(
         self,

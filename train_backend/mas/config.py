@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from core.names import unknown_name
 from train_backend.config import TrainConfig
 
 SHARED_POLICY = "policy"
@@ -43,8 +44,7 @@ class WorkflowTrainConfig(TrainConfig):
         from train_backend.presets import NO_PRESET, WORKFLOW_PRESETS
 
         if name is not None and name != NO_PRESET and name not in WORKFLOW_PRESETS:
-            known = ", ".join([*WORKFLOW_PRESETS, NO_PRESET])
-            raise ValueError(f"unknown preset {name!r}; known: {known}")
+            raise ValueError(unknown_name("preset", name, [*WORKFLOW_PRESETS, NO_PRESET]))
         return None if name == NO_PRESET else name
 
     @field_validator("policies")

@@ -2,9 +2,9 @@
 
 Three kinds of source (docs/mas_data.md):
 - the named real sets, `gsm8k` (GSM8K train) and `math` (MATH train), read like the evaluation
-  suites read their test sets (`harness.benchmarks.sources.fetch_rows`: the hub when reachable,
-  else `<root>/gsm8k/train.jsonl` or `<root>/math/train.jsonl` under `--data-dir`,
-  `$MARS_DATA_DIR` or the checkout's data root);
+  suites read their test sets (`harness.benchmarks.sources.fetch_rows`:
+  `<root>/gsm8k/train.jsonl` or `<root>/math/train.jsonl` under `--data-dir`, `$MARS_DATA_DIR`
+  or the cache's data folder, else the hub);
 - a JSONL file the user names (`train_file`), one object a line with `question` and `answer`;
 - `arithmetic_problems`: seeded integer expressions for the CPU miniature;
 - `puzzle_problems`: a puzzle suite's levels (`plan_path`, `plan_path_5x5`, `sokoban`, `sudoku`,
@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from core.errors import MarsError
 from core.files import jsonl_slots
+from core.names import unknown_name
 from harness.benchmarks.extraction import last_boxed
 from harness.benchmarks.math_suites import gsm8k_final_answer
 from harness.benchmarks.registry import MalformedRow, get_suite, list_suites, required_text
@@ -146,12 +147,25 @@ def load_train_set(
     return train_set
 
 
+GENERATED_SETS = ("arithmetic", "code", "code_mini")  # made by train_backend.mas.schedule
+
+
+def train_set_names() -> list[str]:
+    """Every name `train_set` accepts: the generated sets, the hub sets, the puzzle suites."""
+    puzzles = [suite for suite in list_suites() if get_suite(suite).kind == "puzzle"]
+    return [*GENERATED_SETS, *sorted(TRAIN_SETS), *puzzles]
+
+
+def check_train_set_name(name: str) -> None:
+    """One line, "did you mean" included, for a training set no loader knows."""
+    if name.strip().lower() not in train_set_names():
+        raise MarsError(unknown_name("training set", name, train_set_names()))
+
+
 def _spec(name: str) -> TrainSetSpec:
     spec = TRAIN_SETS.get(name.strip().lower())
     if spec is None:
-        puzzles = [suite for suite in list_suites() if get_suite(suite).kind == "puzzle"]
-        known = ", ".join(["arithmetic", "code", "code_mini", *sorted(TRAIN_SETS), *puzzles])
-        raise MarsError(f"unknown training set {name!r}; known: {known}")
+        raise MarsError(unknown_name("training set", name, train_set_names()))
     return spec
 
 
@@ -257,8 +271,8 @@ class _TestSetFile:
 
 def benchmark_question_hashes(benchmarks_dir: Path | None = None) -> Mapping[str, str]:
     """Question hash -> "suite/sample id" over every registered evaluation suite's test set,
-    read from local copies (`benchmarks_dir`, else `$MARS_DATA_DIR` then the checkout's data
-    root). Computed once per process for the same files."""
+    read from local copies (`benchmarks_dir`, else `$MARS_DATA_DIR` then the cache's data
+    folder). Computed once per process for the same files."""
     return _hashes_of(_test_set_files(benchmarks_dir))
 
 

@@ -30,6 +30,7 @@ from train_backend.group_filter import GroupFilter, Selection, kept_advantages, 
 from train_backend.local import checkpoint, runlog
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import StepRollout, make_responder
+from train_backend.local.step_metrics import NO_UPDATE_WARNING
 from train_backend.local.trainer import learning_rate_at, sampling_of
 from train_backend.local.update import (
     UpdateStats,
@@ -251,7 +252,19 @@ class WorkflowTrainer:
             "last_metrics": self.last_metrics,
         }
         self.run.write_summary(summary)
+        self._log_last_evaluation()
         return summary
+
+    def _log_last_evaluation(self) -> None:
+        """The last held-out evaluation, again at the end, where a user looks."""
+        for metrics in reversed(runlog.read_lines(runlog.metrics_path(self.run.path))):
+            if "eval/accuracy" in metrics:
+                self.log(
+                    f"last evaluation (step {metrics['step']}): held-out accuracy "
+                    f"{metrics['eval/accuracy']:.2f} [{metrics['eval/accuracy_ci95_low']:.2f}, "
+                    f"{metrics['eval/accuracy_ci95_high']:.2f}] (n {metrics['eval/n']})"
+                )
+                return
 
 
 def answered_right(
@@ -312,9 +325,11 @@ def rollout_metrics(rollout: StepRollout, roles: Sequence[str]) -> dict[str, Any
 def _progress(metrics: dict[str, Any], steps: int) -> str:
     accuracy = metrics.get("eval/accuracy")
     shown = f"  held-out {accuracy:.2f}" if accuracy is not None else ""
+    updates = [value for key, value in metrics.items() if key.endswith("/updates")]
+    idle = updates and not any(updates)
     return (
         f"step {metrics['step']}/{steps}  train accuracy {metrics['train_accuracy']:.2f}"
-        f"{shown}  {metrics['seconds_per_step']:.1f} s"
+        f"{shown}  {metrics['seconds_per_step']:.1f} s" + (NO_UPDATE_WARNING if idle else "")
     )
 
 
