@@ -338,7 +338,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         # compare them with the actor's.
         f"{rollout}.calculate_log_probs": rollout_log_probs_kept(config),
         # The agent loop scores every turn itself; verl's reward workers are never asked.
-        "reward.num_workers": 1,
+        "reward.num_workers": 0,  # no worker process to start (each imports verl: ~6 CPU-s)
         "trainer.use_v1": True,
         "trainer.v1.trainer_mode": names.TRAINER_NAME,
         "trainer.total_epochs": 1,
