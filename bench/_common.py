@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.errors import MarsError
+from core.names import counted
 
 T = TypeVar("T")
 SCRIPTED_SERVER = "harness.testing.scripted_server"
@@ -176,7 +177,7 @@ class DryRun:
         self.count("command")
 
     def summary(self) -> str:
-        kinds = [f"{n} {kind}{'' if n == 1 else 's'}" for kind, n in self.checked.items()]
+        kinds = [counted(n, kind) for kind, n in self.checked.items()]
         listed = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
         line = f"dry run: {listed or 'nothing'} checked"
         return line + "".join(f"; {note}" for note in self.notes)
@@ -276,26 +277,14 @@ def game_specs(dry: DryRun, names: Sequence[str]) -> list[Any]:
 
 
 def workflow_config(dry: DryRun, data: dict[str, Any]) -> Any:
-    """A `mars train-mas --config` file's settings as that command checks them before training
-    (a YAML round trip, the CPU-sized WorkflowTrainConfig, the workflow's options through its own
-    probe, its rewards, its roles' policies, the training set's name)."""
-    import asyncio
-
+    """A `mars train-mas --config` file's settings (a YAML round trip) as that command checks
+    them before training (`mars.train_mas.checked_config`)."""
     import yaml
 
-    from mas.base import check_options, get_mas
-    from train_backend.mas.config import WorkflowTrainConfig
-    from train_backend.mas.data import check_train_set_name
-    from train_backend.mas.rewards import ROLES, reward_function
+    from mars.train_mas import checked_config
 
-    settings = yaml.safe_load(yaml.safe_dump(data))
-    config = dry.config(lambda: WorkflowTrainConfig.for_local(**settings), "workflow config")
-    asyncio.run(
-        check_options(get_mas(config.workflow), config.workflow_options, name=config.workflow)
-    )
-    reward_function(config.workflow)
-    config.role_policies(ROLES[config.workflow])
-    check_train_set_name(config.train_set)
+    config = checked_config(yaml.safe_load(yaml.safe_dump(data)))
+    dry.count("workflow config")
     return config
 
 

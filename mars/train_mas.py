@@ -105,9 +105,7 @@ def train_mas_command(
     data = {**preset_settings(data.get("preset"), workflow=True), **data}
     # The CPU-sized defaults serve the local trainer and verl on a CPU; verl on GPUs starts from
     # the paper-sized ones (TrainConfig's), as `mars train` does.
-    config = _validated(data, cpu_sized=trainer != "verl" or device == "cpu")
-    _check_names(config)  # what the run would refuse, refused by the dry run too
-    _check_workflow_options(config.workflow, config.workflow_options)
+    config = checked_config(data, cpu_sized=trainer != "verl" or device == "cpu")
     if trainer == "verl":
         _train_verl(config, device=device, run_path=run_dir, out=out, dry_run=dry_run)
         return
@@ -131,6 +129,16 @@ def train_mas_command(
     ) as life:
         train_workflow(config, life.run, command=["mars", *sys.argv[1:]], log=log)
     print(f"run dir: {life.path}")
+
+
+def checked_config(data: dict[str, Any], *, cpu_sized: bool = True) -> Any:
+    """The training config of `data` as the command checks it before anything runs (its dry
+    run too, and the benches' dry runs): validated, a workflow with training rewards and the
+    roles named, a known training set, workflow options the workflow reads."""
+    config = _validated(data, cpu_sized=cpu_sized)
+    _check_names(config)
+    _check_workflow_options(config.workflow, config.workflow_options)
+    return config
 
 
 def _check_names(config: Any) -> None:
@@ -176,11 +184,9 @@ def _train_verl(
     one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
 
     from mars.train import launch_verl_run
-    from train_backend.mas.rewards import ROLES
 
     if config.model is None:
         raise MarsError("--trainer verl needs --model: a Hugging Face model folder or hub id")
-    config.role_policies(ROLES[config.workflow])  # an unknown role fails here
     verl = config.verl.model_dump(exclude_unset=True) | ({"device": device} if device else {})
     config = config.model_copy(
         update={
