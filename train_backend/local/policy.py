@@ -28,6 +28,9 @@ class Policy:
     source: str  # the folder (or hub id) it was loaded from
     stop_ids: tuple[int, ...]  # generation ends at any of these (kept in the completion)
     pad_id: int
+    # The PEFT adapter of a shared model that is this policy (train_backend.local.adapters);
+    # None: `model` is a whole model of its own.
+    adapter: str | None = None
 
     def encode_chat(self, messages: list[Message]) -> list[int]:
         """Token ids of the chat rendered by the model's chat template, ready for the reply."""

@@ -10,12 +10,40 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.names import unknown_name
 from train_backend.config import TrainConfig
 
 SHARED_POLICY = "policy"
+
+
+class LoraSettings(BaseModel):
+    """One LoRA adapter per policy on one shared base (PettingLLMs' `specialization: lora`).
+
+    The defaults are the reference's: rank 16, alpha 32 (docs/references.md §12.7); every linear
+    layer of the transformer blocks is adapted.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["lora"] = "lora"
+    rank: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: str | list[str] = "all-linear"
+
+
+class RoleSampling(BaseModel):
+    """One role's generation settings; a field left unset is the run's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    max_new_tokens: int | None = Field(None, ge=1)
+    stop: list[str] | None = None
 
 
 class WorkflowTrainConfig(TrainConfig):
@@ -31,9 +59,21 @@ class WorkflowTrainConfig(TrainConfig):
     policies: dict[str, str] = Field(default_factory=dict)
     # policy name -> its starting model (default: `model`)
     policy_models: dict[str, str] = Field(default_factory=dict)
-    # verl with one policy per role: updates of one policy per phase, the phases alternating
-    # between the policies (train_backend/verl/mas_phases.py); 0: `steps` (one phase each).
-    phase_steps: int = Field(0, ge=0)
+    # Each policy a LoRA adapter on the one base `model` (`adapter: lora`, or its settings).
+    adapter: LoraSettings | None = None
+    # Policies that play but never update (frozen partners): their samples get no advantage and
+    # no loss; their model is `policy_models[name]` (a checkpoint), else `model`.
+    frozen_policies: list[str] = Field(default_factory=list)
+    # Per-role generation settings in training rollouts, and in held-out evaluation (the
+    # evaluation's own, unset fields falling back to the run's settings, not the training ones).
+    role_sampling: dict[str, RoleSampling] = Field(default_factory=dict)
+    eval_role_sampling: dict[str, RoleSampling] = Field(default_factory=dict)
+    # With several policies, which update when: N > 0 = the policies take turns, N updates each
+    # (the others frozen meanwhile); 0 = every policy every step (CPU trainer) or one phase of
+    # `steps` each (verl, where a phase is one verl run: train_backend/verl/mas_phases.py).
+    phase_alternate_steps: int = Field(
+        0, ge=0, validation_alias=AliasChoices("phase_alternate_steps", "phase_steps")
+    )
     # Set by the phase runner, not by hand: role -> endpoint config of the frozen partner that
     # answers for it in this phase (its policy's latest checkpoint, served).
     frozen_partners: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -55,12 +95,37 @@ class WorkflowTrainConfig(TrainConfig):
                 raise ValueError(f"role {role}: policy name {name!r} must be a plain folder name")
         return policies
 
+    @field_validator("adapter", mode="before")
+    @classmethod
+    def _adapter_by_name(cls, value: Any) -> Any:
+        if value in (None, "", "none", "full"):
+            return None
+        if isinstance(value, str):
+            if value != "lora":
+                raise ValueError(unknown_name("adapter", value, ["lora", "none"]))
+            return {"kind": "lora"}
+        return value
+
     @model_validator(mode="after")
     def _models_of_known_policies(self) -> WorkflowTrainConfig:
         known = set(self.policies.values()) or {SHARED_POLICY}
-        unknown = sorted(set(self.policy_models) - known)
-        if unknown:
-            raise ValueError(f"policy_models names unknown policies: {', '.join(unknown)}")
+        for field, names in (
+            ("policy_models", self.policy_models),
+            ("frozen_policies", self.frozen_policies),
+        ):
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise ValueError(f"{field} names unknown policies: {', '.join(unknown)}")
+        if self.frozen_policies and set(self.frozen_policies) >= known:
+            raise ValueError("frozen_policies freezes every policy: nothing would train")
+        if self.adapter is not None:
+            trained = known - set(self.frozen_policies)
+            based = sorted(set(self.policy_models) & trained)
+            if based:
+                raise ValueError(
+                    f"adapter: every adapter sits on the one base `model`; policy_models gives "
+                    f"{', '.join(based)} a model of its own"
+                )
         return self
 
     def role_policies(self, roles: tuple[str, ...]) -> dict[str, str]:
@@ -81,3 +146,18 @@ class WorkflowTrainConfig(TrainConfig):
     @property
     def multi_policy(self) -> bool:
         return len(set(self.policies.values())) > 1
+
+    @property
+    def phase_steps(self) -> int:
+        """The verl phase runner's name for `phase_alternate_steps`."""
+        return self.phase_alternate_steps
+
+    def updates_at(self, policy: str, policies: list[str], step: int) -> bool:
+        """Whether `policy` is updated at `step` (1-based) under `phase_alternate_steps`."""
+        if policy in self.frozen_policies:
+            return False
+        trained = [name for name in policies if name not in self.frozen_policies]
+        if not self.phase_alternate_steps or len(trained) < 2:
+            return True
+        turn = (step - 1) // self.phase_alternate_steps % len(trained)
+        return trained[turn] == policy
