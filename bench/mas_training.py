@@ -14,7 +14,13 @@ set, the same budget per arm (steps x problems per step, K branches, learning ra
 - `single`: the `single` workflow (one solver, `\\boxed{}` answer): tree sampling at its one call
   is single-agent GRPO (K replies to the same prompt, normalised in the group);
 - `mas_shared`: `reasoner_tool`, one policy for both roles (the role is in the system prompt);
-- `mas_per_role`: `reasoner_tool`, a policy per role (`tool=tool,reasoner=reasoner`).
+- `mas_per_role`: `reasoner_tool`, a policy per role (`tool=tool,reasoner=reasoner`), each a
+  whole copy of the model;
+- `mas_lora`: the same roles, each policy a LoRA adapter (rank 16, alpha 32) on one base, at its
+  own learning rate (`--lora-lr`: an adapter's few weights want a larger step).
+
+Beside accuracy, each (arm, seed) records its trainable parameters, the training process's peak
+resident memory (its own rusage) and the mean seconds per step, measured in the same run.
 
 Each (arm, seed) is a `mars train-mas` process; the start and the last checkpoints are measured
 on the seed's held-out arithmetic problems (never trained on: a separate split), one workflow
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -73,6 +80,12 @@ DOMAINS: dict[str, dict[str, dict[str, Any]]] = {
             "workflow_options": ARITHMETIC_OPTIONS,
             "policies": {"tool": "tool", "reasoner": "reasoner"},
         },
+        "mas_lora": {
+            "workflow": "reasoner_tool",
+            "workflow_options": ARITHMETIC_OPTIONS,
+            "policies": {"tool": "tool", "reasoner": "reasoner"},
+            "adapter": "lora",
+        },
     },
     "plan": {
         "single": {"workflow": "plan_single", "workflow_options": {"max_turns": 2}},
@@ -82,8 +95,15 @@ DOMAINS: dict[str, dict[str, dict[str, Any]]] = {
             "workflow_options": PLAN_OPTIONS,
             "policies": {"tool": "tool", "plan": "plan"},
         },
+        "mas_lora": {
+            "workflow": "plan_tool",
+            "workflow_options": PLAN_OPTIONS,
+            "policies": {"tool": "tool", "plan": "plan"},
+            "adapter": "lora",
+        },
     },
 }
+DEFAULT_ARMS = ("single", "mas_shared", "mas_per_role")
 PLAN_SUITE = "plan_path_5x5"
 # Planning at 1e-3 collapsed by step 4 (the tool agent's 290-token program turned to noise)
 DEFAULT_LR = {"arithmetic": 3e-4, "plan": 2e-4}
@@ -122,7 +142,7 @@ def train_config(arm: str, seed: int, model: str, args: argparse.Namespace) -> d
         "steps": args.steps,
         "problems_per_step": args.problems,
         "branches": args.branches,
-        "learning_rate": args.lr,
+        "learning_rate": args.lora_lr if "adapter" in arm_settings(arm, args.domain) else args.lr,
         "warmup_steps": 2,
         "kl_coef": args.kl_coef,
         "ppo_epochs": args.epochs,
@@ -144,11 +164,29 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
     config_file.write_text(yaml.safe_dump(train_config(arm, seed, model, args)))
     started = time.perf_counter()
     command = train_mas_command(config_file, run_dir)
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{arm} seed {seed} failed:\n{done.stderr[-2000:]}")
+    log = root / f"{arm}-seed{seed}.log"
+    with log.open("w") as output:
+        child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not the sum
+        child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{arm} seed {seed} failed:\n{log.read_text()[-2000:]}")
     print(f"  {arm} seed {seed}: {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    (root / f"{arm}-seed{seed}.cost.json").write_text(json.dumps(training_cost(run_dir, usage)))
     return run_dir
+
+
+def training_cost(run_dir: Path, usage: Any) -> dict[str, float]:
+    """Trainable parameters, peak resident memory (MiB, Linux's ru_maxrss is in KiB) and the
+    mean seconds per step (and its update part) of one training process."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "trainable_parameters": sum(summary.get("trainable_parameters", {}).values()),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "seconds_per_step": round(sum(m["seconds_per_step"] for m in steps) / len(steps), 3),
+        "update_seconds": round(sum(m["update_s"] for m in steps) / len(steps), 3),
+    }
 
 
 def measure_config(arm: str, seed: int, args: argparse.Namespace) -> Any:
@@ -165,8 +203,8 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     """Held-out answers of the workflow with these policies (policy name -> model folder)."""
     import torch
 
+    from train_backend.local.adapters import load_any
     from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
-    from train_backend.local.policy import load_policy
     from train_backend.mas.config import SHARED_POLICY
     from train_backend.mas.data import arithmetic_problems, puzzle_problems
     from train_backend.mas.rewards import ROLES
@@ -179,7 +217,7 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     owners = config.role_policies(ROLES[config.workflow])
     built = {}
     for index, name in enumerate(dict.fromkeys(owners.values())):
-        policy = load_policy(models.get(name, models.get(SHARED_POLICY, "")))
+        policy = load_any(models.get(name, models.get(SHARED_POLICY, "")))
         generator = torch.Generator().manual_seed(10_000 + seed * 10 + index)
         batcher = MicroBatcher(
             lambda requests, p=policy, g=generator: generate_batch(
@@ -217,11 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--problems", type=int, default=8, help="problems per step")
     parser.add_argument("--branches", type=int, default=4)
     parser.add_argument("--lr", type=float, help="default: 3e-4 (arithmetic), 2e-4 (plan)")
+    parser.add_argument("--lora-lr", type=float, default=2e-3, help="the mas_lora arm's")
     parser.add_argument("--kl-coef", type=float, default=0.0)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--arms", default=",".join(ARMS), help="single, mas_shared, mas_per_role")
+    parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"of: {', '.join(ARMS)}")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-mas-training"))
     parser.add_argument("--table", type=Path, help="print the table of a finished results.json")
     parser.add_argument("--parallel", type=int, default=1, help="(arm, seed) jobs run at once")
@@ -267,7 +306,9 @@ def main() -> None:
             run_job(arm, seed, start, args, root)
     rows: dict[str, dict[int, dict[str, Any]]] = {}
     for arm, seed in jobs:
-        rows.setdefault(arm, {})[seed] = json.loads((root / f"{arm}-seed{seed}.json").read_text())
+        cells = json.loads((root / f"{arm}-seed{seed}.json").read_text())
+        cost = root / f"{arm}-seed{seed}.cost.json"
+        rows.setdefault(arm, {})[seed] = {**cells, "cost": json.loads(cost.read_text())}
     (root / "results.json").write_text(json.dumps(rows, indent=2))
     print(f"domain {args.domain}")
     summarise(rows, seeds, args.steps)
@@ -337,7 +378,9 @@ def run_job(arm: str, seed: int, start: str, args: argparse.Namespace, root: Pat
 
 
 # what a job process is told: the settings that shape the training and the measuring
-JOB_SETTINGS = ("domain", "steps", "problems", "branches", "lr", "kl_coef", "epochs", "heldout")
+JOB_SETTINGS = (
+    "domain", "steps", "problems", "branches", "lr", "lora_lr", "kl_coef", "epochs", "heldout"
+)  # fmt: skip
 
 
 def job_command(arm: str, seed: int, root: Path, args: argparse.Namespace) -> list[str]:
@@ -398,13 +441,41 @@ def summarise(rows: dict[str, dict[int, dict[str, Any]]], seeds: list[int], step
         arm: [round(c["after"][1] - c["before"][2], 4) for _, c in sorted(by.items())]
         for arm, by in rows.items()
     }
-    mas_arms = [arm for arm in ("mas_shared", "mas_per_role") if arm in rows]
+    mas_arms = [arm for arm in ("mas_shared", "mas_per_role", "mas_lora") if arm in rows]
     worst = min((min(margins[arm]) for arm in mas_arms), default=-1.0)
+    costs = print_costs(rows)
     report(
         "mas_regimes_worst_seed_interval_margin", worst, 0.0, lower_is_better=False,
         strictly_above=worst > 0, gains=gains, margins=margins, seeds=seeds, steps=steps,
         significant_pairs=[f"{t['higher']} > {t['lower']}" for t in significant],
+        **costs,
     )  # fmt: skip
+
+
+def print_costs(rows: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Each arm's training cost, mean over seeds, and its ratio to one shared policy's."""
+    means: dict[str, dict[str, float]] = {}
+    for arm, by in rows.items():
+        costs = [cells["cost"] for cells in by.values() if "cost" in cells]
+        if costs:
+            means[arm] = {key: sum(c[key] for c in costs) / len(costs) for key in costs[0]}
+    if not means:
+        return {}
+    shared = means.get("mas_shared")
+    print("\n| arm | trainable parameters | peak resident memory (MiB) | s / step | update s |")
+    print("|---|---|---|---|---|")
+    for arm, cost in means.items():
+        ratio = f" ({cost['peak_rss_mib'] / shared['peak_rss_mib']:.2f}x)" if shared else ""
+        print(f"| {arm} | {cost['trainable_parameters']:,.0f} | {cost['peak_rss_mib']:.0f}{ratio} "
+              f"| {cost['seconds_per_step']:.2f} | {cost['update_seconds']:.2f} |")  # fmt: skip
+    out: dict[str, Any] = {"costs": means}
+    if shared:
+        for arm in ("mas_per_role", "mas_lora"):
+            if arm in means:
+                out[f"{arm}_memory_over_shared"] = round(
+                    means[arm]["peak_rss_mib"] / shared["peak_rss_mib"], 3
+                )
+    return out
 
 
 if __name__ == "__main__":

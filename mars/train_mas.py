@@ -52,6 +52,24 @@ def train_mas_command(
     policies: str = typer.Option(
         None, "--policies", help="ROLE=POLICY,...: one policy per role (default: one shared)."
     ),
+    adapter: str = typer.Option(
+        None,
+        "--adapter",
+        help="lora: each policy a LoRA adapter on the one base --model (rank 16, alpha 32; "
+        "`adapter:` in --config sets more); none: whole models.",
+    ),
+    frozen: str = typer.Option(
+        None,
+        "--frozen",
+        help="POLICY,...: policies that play but never update (their model: policy_models, "
+        "else --model).",
+    ),
+    phase_alternate_steps: int = typer.Option(
+        None,
+        "--phase-alternate-steps",
+        min=0,
+        help="N: the policies take turns, N updates each (0: all every step; verl: phases).",
+    ),
     train_set: str = typer.Option(
         None,
         "--train-set",
@@ -87,6 +105,9 @@ def train_mas_command(
         "workflow": workflow,
         "model": model,
         "policies": parse_role_map(policies, "--policies") or None,
+        "adapter": adapter,
+        "frozen_policies": [name.strip() for name in frozen.split(",")] if frozen else None,
+        "phase_alternate_steps": phase_alternate_steps,
         "train_set": train_set,
         "train_file": str(train_file) if train_file else None,
         "steps": steps,

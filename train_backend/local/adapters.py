@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,18 +54,22 @@ def adapter_policies(
 
     saved = saved or {}
     model: Any = base.model
-    for index, name in enumerate(names):
-        folder = saved.get(name)
-        if index == 0:
-            model = (
-                PeftModel.from_pretrained(model, str(folder), adapter_name=name, is_trainable=True)
-                if folder is not None
-                else get_peft_model(model, lora_config(settings), adapter_name=name)
-            )
-        elif folder is not None:
-            model.load_adapter(str(folder), adapter_name=name, is_trainable=True)
-        else:
-            model.add_adapter(name, lora_config(settings))
+    with warnings.catch_warnings():  # transformers' deprecation notes on what PEFT calls
+        warnings.simplefilter("ignore", FutureWarning)
+        for index, name in enumerate(names):
+            folder = saved.get(name)
+            if index == 0:
+                model = (
+                    PeftModel.from_pretrained(
+                        model, str(folder), adapter_name=name, is_trainable=True
+                    )
+                    if folder is not None
+                    else get_peft_model(model, lora_config(settings), adapter_name=name)
+                )
+            elif folder is not None:
+                model.load_adapter(str(folder), adapter_name=name, is_trainable=True)
+            else:
+                model.add_adapter(name, lora_config(settings))
     model.eval()
     return {name: dataclasses.replace(base, model=model, adapter=name) for name in names}
 
@@ -86,7 +91,9 @@ class BaseModel:
 
     def __init__(self, peft_model: Any) -> None:
         self.peft_model = peft_model
-        self.forward = peft_model.get_base_model().forward  # read by batcher.cache_keyword
+
+    def get_base_model(self) -> Any:  # read by batcher.cache_keyword
+        return self.peft_model.get_base_model()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with self.peft_model.disable_adapter():

@@ -83,7 +83,8 @@ def _next_tokens(
 def cache_keyword(model: object) -> str:
     """The forward argument that takes a KV cache: `cache` in newer transformers, where the older
     `past_key_values` still works but prints a deprecation warning, else `past_key_values`."""
-    forward = type(model).forward
+    inner = getattr(model, "get_base_model", None)  # a PEFT model forwards **kwargs on
+    forward = type(inner() if inner else model).forward
     name = _CACHE_KEYWORDS.get(forward)
     if name is None:
         name = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
@@ -105,6 +106,8 @@ def generate_batch(
 
     if not requests:
         return []
+    if policy.adapter is not None:  # one base shared by several adapters: run this one's
+        policy.model.set_adapter(policy.adapter)
     model, pad_id = policy.model, policy.pad_id
     width = max(len(r.prompt_ids) for r in requests)
     input_ids = torch.full((len(requests), width), pad_id, dtype=torch.long)

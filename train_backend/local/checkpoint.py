@@ -2,6 +2,7 @@
 
     RUN/checkpoints/step_N/            N = the number of updates made, no padding
         config.json, model.safetensors, generation_config.json   the Hugging Face model
+          (or, for a LoRA adapter: adapter_config.json, adapter_model.safetensors)
         tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
         trainer_state.pt               optimizer state, RNG states, step (for resume only)
         checkpoint.json                {"step", "run_dir", "config", "metrics"}: written last
@@ -68,8 +69,10 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     config: dict[str, Any],
     metrics: dict[str, Any],
+    adapter_base: str | None = None,
 ) -> Path:
-    """Write `RUN/checkpoints/step_N/` atomically and return its path."""
+    """Write `RUN/checkpoints/step_N/` atomically and return its path. An adapter policy saves
+    its adapter only, naming `adapter_base` (the base model's folder) in checkpoint.json."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -82,8 +85,16 @@ def save_checkpoint(
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        policy.model.save_pretrained(staging, safe_serialization=True)
-        policy.tokenizer.save_pretrained(staging)
+        adapter = None
+        if policy.adapter is not None:
+            from train_backend.local.adapters import save_adapter
+
+            if adapter_base is None:
+                raise MarsError("an adapter checkpoint must name its base model")
+            adapter = save_adapter(policy, staging, base=adapter_base).as_json()
+        else:
+            policy.model.save_pretrained(staging, safe_serialization=True)
+            policy.tokenizer.save_pretrained(staging)
         keep_tokenizer_class(Path(policy.source), staging)
         torch.save(trainer_state, staging / TRAINER_STATE_FILE)
         info = {
@@ -92,6 +103,8 @@ def save_checkpoint(
             "config": config,
             "metrics": metrics,
         }
+        if adapter is not None:
+            info["adapter"] = adapter
         (staging / CHECKPOINT_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
         for path in staging.iterdir():
             path.chmod(0o644)

@@ -72,6 +72,8 @@ def update_policy(
     stats = UpdateStats(sequences=len(chosen))
     if not chosen:
         return stats
+    if policy.adapter is not None:  # one base shared by several adapters: train this one
+        policy.model.set_adapter(policy.adapter)
     batch_samples = [samples[i] for i in chosen]
     batch_advantages = [token_advantages[i] for i in chosen]
     size = min(config.minibatch_turns, len(chosen))

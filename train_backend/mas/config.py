@@ -138,6 +138,16 @@ class WorkflowTrainConfig(TrainConfig):
                 f"workflow {self.workflow} has no role {', '.join(unknown)}; roles: "
                 f"{', '.join(roles)}"
             )
+        for field, settings in (
+            ("role_sampling", self.role_sampling),
+            ("eval_role_sampling", self.eval_role_sampling),
+        ):
+            strangers = sorted(set(settings) - set(roles))
+            if strangers:
+                raise MarsError(
+                    f"{field}: workflow {self.workflow} has no role {', '.join(strangers)}; "
+                    f"roles: {', '.join(roles)}"
+                )
         missing = [role for role in roles if role not in self.policies]
         if self.policies and missing:
             raise MarsError(f"no policy for role(s) {', '.join(missing)} of {self.workflow}")

@@ -341,10 +341,12 @@ async def play_workflow_step(
     branches: int,
     continuation: Continuation,
     seed: int,
+    branch_roles: Collection[str] | None = None,
 ) -> StepRollout:
     """One step: every problem tree-sampled at once (their calls batch together). Rows are the
     branches (game = workflow, episode = problem index, seat = role's index, turn = the role's
-    call index, reward = branch return, state = prompt key, policy = the role's policy)."""
+    call index, reward = branch return, state = prompt key, policy = the role's policy). With
+    `branch_roles`, the other roles' calls are played once and give no rows (frozen partners)."""
     started = time.perf_counter()
     role_names = ROLES[workflow]
     rng = np.random.default_rng(seed)
@@ -359,6 +361,7 @@ async def play_workflow_step(
             branches=branches,
             continuation=continuation,
             rng=np.random.default_rng(int(seeds[index])),
+            branch_roles=branch_roles,
         )
         for index, problem in enumerate(problems)
     ]

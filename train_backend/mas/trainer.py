@@ -28,6 +28,8 @@ from core.stats import wilson_ci
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog
+from train_backend.local.adapters import BaseModel, adapter_parameters, adapter_policies, load_any
+from train_backend.local.batcher import Sampling
 from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import StepRollout, make_responder
 from train_backend.local.step_metrics import NO_UPDATE_WARNING
@@ -61,8 +63,9 @@ class PolicySlot:
     roles: list[str]
     policy: Policy
     reference: Any
-    optimizer: Any
+    optimizer: Any  # None for a frozen partner
     root: Path  # the folder whose checkpoints/ holds this policy's checkpoints
+    frozen: bool = False  # plays, is never updated, saves nothing
     start_step: int = 0
 
 
@@ -84,66 +87,132 @@ class WorkflowTrainer:
         return policy_root(self.run.path, name, self.config.multi_policy)
 
     def load(self) -> None:
-        """Each policy from its latest checkpoint (resume) or its starting model."""
+        """Each policy from its latest checkpoint (resume) or its starting model; with
+        `adapter`, one base and an adapter per trained policy."""
         import torch
 
-        for name in dict.fromkeys(self.role_policy.values()):
-            root = self.policy_root(name)
-            checkpoint.remove_partial(root)
-            latest = checkpoint.latest_checkpoint(root)
-            source = resolve_model_path(self.config.policy_models.get(name, self.config.model))
-            if latest is not None:
-                start_step, folder = latest
-                policy = load_policy(folder)
-            else:
-                start_step, folder = 0, None
-                policy = load_policy(source)
-            reference = None
-            if self.config.kl_coef > 0:
-                reference = load_policy(source).model
-                reference.requires_grad_(False)
-            policy.model.eval()
-            optimizer = torch.optim.AdamW(
-                policy.model.parameters(),
-                lr=self.config.learning_rate,
-                betas=tuple(self.config.adam_betas),
-                weight_decay=self.config.weight_decay,
-            )
-            if folder is not None:
-                optimizer.load_state_dict(checkpoint.load_trainer_state(folder)["optimizer"])
-                self.log(f"{name}: resuming from {folder} (step {start_step})")
-            roles = [role for role, owner in self.role_policy.items() if owner == name]
-            self.slots[name] = PolicySlot(name, roles, policy, reference, optimizer, root)
-            self.slots[name].start_step = start_step
-        steps = {slot.start_step for slot in self.slots.values()}
+        config = self.config
+        names = list(dict.fromkeys(self.role_policy.values()))
+        trained = [name for name in names if name not in config.frozen_policies]
+        latest: dict[str, tuple[int, Path] | None] = {}
+        for name in trained:
+            checkpoint.remove_partial(self.policy_root(name))
+            latest[name] = checkpoint.latest_checkpoint(self.policy_root(name))
+        steps = {found[0] if found else 0 for found in latest.values()}
         if len(steps) > 1:
             raise MarsError(f"the policies' last checkpoints are of different steps: {steps}")
+        start_step = steps.pop()
+        saved = {name: found[1] for name, found in latest.items() if found is not None}
+        policies = self._load_policies(trained, saved)
+        for name in names:
+            roles = [role for role, owner in self.role_policy.items() if owner == name]
+            root = self.policy_root(name)
+            if name not in trained:
+                policy = load_any(resolve_model_path(config.policy_models.get(name, config.model)))
+                policy.model.requires_grad_(False)
+                self.slots[name] = PolicySlot(name, roles, policy, None, None, root, frozen=True)
+                self.log(f"{name}: frozen partner ({policy.source}) for {', '.join(roles)}")
+                continue
+            policy = policies[name]
+            parameters = (
+                adapter_parameters(policy)
+                if policy.adapter is not None
+                else list(policy.model.parameters())
+            )
+            optimizer = torch.optim.AdamW(
+                parameters,
+                lr=config.learning_rate,
+                betas=tuple(config.adam_betas),
+                weight_decay=config.weight_decay,
+            )
+            if name in saved:
+                state = checkpoint.load_trainer_state(saved[name])["optimizer"]
+                optimizer.load_state_dict(state)
+                self.log(f"{name}: resuming from {saved[name]} (step {start_step})")
+            reference = self._reference(name, policy)
+            self.slots[name] = PolicySlot(name, roles, policy, reference, optimizer, root)
+        for slot in self.slots.values():
+            slot.start_step = start_step
         runlog.truncate_after(self.run.path, self.start_step, self.run.records_path)
+
+    def _load_policies(self, names: list[str], saved: dict[str, Path]) -> dict[str, Policy]:
+        config = self.config
+        if config.adapter is not None:
+            base = load_policy(self.base_model)
+            return adapter_policies(base, names, config.adapter, saved)
+        return {
+            name: load_policy(
+                saved.get(name) or resolve_model_path(config.policy_models.get(name, config.model))
+            )
+            for name in names
+        }
+
+    def _reference(self, name: str, policy: Policy) -> Any:
+        """The frozen KL reference: the base with adapters off, or the starting model."""
+        if self.config.kl_coef <= 0:
+            return None
+        if policy.adapter is not None:
+            return BaseModel(policy.model)
+        source = resolve_model_path(self.config.policy_models.get(name, self.config.model))
+        reference = load_policy(source).model
+        reference.requires_grad_(False)
+        return reference
+
+    @property
+    def base_model(self) -> str:
+        """The starting model's folder (the adapters' base), as an absolute path when local."""
+        source = resolve_model_path(self.config.model)
+        local = Path(source).expanduser()
+        return str(local.resolve()) if local.is_dir() else source
 
     @property
     def start_step(self) -> int:
         return next(iter(self.slots.values())).start_step
 
-    def role_models(self, step: int, stream: int) -> dict[str, RoleModel]:
+    def role_models(
+        self, step: int, stream: int, *, evaluation: bool = False
+    ) -> dict[str, RoleModel]:
+        """Each role's model: its policy, sampled with its role's settings (`role_sampling`, or
+        `eval_role_sampling` when evaluating); roles with the same settings share a batcher."""
         models: dict[str, RoleModel] = {}
-        for index, (name, slot) in enumerate(self.slots.items()):
-            responder = make_responder(
-                slot.policy,
-                sampling_of(self.config),
-                generator=step_generator(self.config.seed, step, stream + 2 * index),
-                max_new_tokens=self.config.max_new_tokens,
-                max_context_tokens=self.config.max_game_tokens,
-                keep_tokens=False,
-            )
-            model = role_model(name, slot.policy, responder.batcher, self.config.max_new_tokens)
+        index = 0
+        for name, slot in self.slots.items():
+            by_settings: dict[RoleGeneration, list[str]] = {}
             for role in slot.roles:
-                models[role] = model
+                settings = role_generation(self.config, role, evaluation=evaluation)
+                by_settings.setdefault(settings, []).append(role)
+            for settings, roles in by_settings.items():
+                responder = make_responder(
+                    slot.policy,
+                    settings.sampling,
+                    generator=step_generator(self.config.seed, step, stream + 2 * index),
+                    max_new_tokens=settings.max_new_tokens,
+                    max_context_tokens=self.config.max_game_tokens,
+                    keep_tokens=False,
+                )
+                index += 1
+                model = role_model(
+                    name, slot.policy, responder.batcher, settings.max_new_tokens, settings.stop
+                )
+                for role in roles:
+                    models[role] = model
         return models
+
+    def updating(self, step: int) -> list[str]:
+        """The policies updated at `step` (frozen partners never; `phase_alternate_steps`)."""
+        names = list(self.slots)
+        return [name for name in names if self.config.updates_at(name, names, step)]
 
     def step_problems(self, step: int) -> list[Problem]:
         return step_problems(self.config, self.pool, step)
 
     def rollout(self, step: int) -> StepRollout:
+        updating = self.updating(step)
+        branch_roles = (
+            None
+            if len(updating) == len(self.slots)
+            else [role for name in updating for role in self.slots[name].roles]
+        )
         return asyncio.run(
             play_workflow_step(
                 self.config.workflow,
@@ -153,6 +222,7 @@ class WorkflowTrainer:
                 branches=self.config.branches,
                 continuation=self.config.continuation,
                 seed=self.config.seed * 1_000_003 + step,
+                branch_roles=branch_roles,
             )
         )
 
@@ -171,7 +241,7 @@ class WorkflowTrainer:
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out accuracy of the workflow as it is played (one run per problem, no tree)."""
-        roles = self.role_models(step, 1)
+        roles = self.role_models(step, 1, evaluation=True)
         right = answered_right(self.config, self.heldout, roles)
         low, high = wilson_ci(sum(right), len(right))
         return {
@@ -189,7 +259,7 @@ class WorkflowTrainer:
             started = time.perf_counter()
             lr = learning_rate_at(step, config)
             for slot in self.slots.values():
-                for group in slot.optimizer.param_groups:
+                for group in slot.optimizer.param_groups if slot.optimizer else ():
                     group["lr"] = lr
             rollout = self.rollout(step)
             selection = select_step(rollout.rows, GroupFilter.of(config))
@@ -199,7 +269,8 @@ class WorkflowTrainer:
             metrics: dict[str, Any] = {"step": step, "lr": lr}
             if selection is not None:
                 metrics.update(selection.metrics())
-            for name, slot in self.slots.items():
+            for name in self.updating(step):
+                slot = self.slots[name]
                 rows = enumerate(rollout.rows)
                 mine = [i for i, row in rows if row["policy"] == name and keep[i]]
                 stats = update_policy(
@@ -228,6 +299,8 @@ class WorkflowTrainer:
             self.log(_progress(metrics, config.steps))
             if step % config.save_every == 0 or step == config.steps:
                 for slot in self.slots.values():
+                    if slot.frozen:
+                        continue
                     path = checkpoint.save_checkpoint(
                         slot.root,
                         step,
@@ -239,15 +312,23 @@ class WorkflowTrainer:
                         },
                         config=config.model_dump(mode="json") | {"policy": slot.name},
                         metrics=metrics,
+                        adapter_base=self.base_model if slot.policy.adapter else None,
                     )
                     self.log(f"checkpoint ({slot.name}): {path}")
         summary = {
             "steps": config.steps,
             "workflow": config.workflow,
             "policies": {name: slot.roles for name, slot in self.slots.items()},
+            "frozen_policies": [name for name, slot in self.slots.items() if slot.frozen],
+            "trainable_parameters": {
+                name: trainable_parameters(slot.optimizer)
+                for name, slot in self.slots.items()
+                if slot.optimizer is not None
+            },
             "checkpoints": {
                 name: [str(p) for _, p in checkpoint.list_checkpoints(slot.root)]
                 for name, slot in self.slots.items()
+                if not slot.frozen
             },
             "last_metrics": self.last_metrics,
         }
@@ -282,14 +363,60 @@ def answered_right(
     return asyncio.run(play_all())
 
 
-def role_model(name: str, policy: Policy, batcher: Any, max_new_tokens: int) -> RoleModel:
-    """A role's model backed by `policy`, its replies generated through `batcher`."""
+@dataclass(frozen=True)
+class RoleGeneration:
+    """How one role's replies are sampled."""
+
+    sampling: Sampling
+    max_new_tokens: int
+    stop: tuple[str, ...] = ()
+
+
+def role_generation(
+    config: WorkflowTrainConfig, role: str, *, evaluation: bool = False
+) -> RoleGeneration:
+    """The role's own settings (`role_sampling`, or `eval_role_sampling` when evaluating) over
+    the run's."""
+    own = (config.eval_role_sampling if evaluation else config.role_sampling).get(role)
+    run = sampling_of(config)
+    if own is None:
+        return RoleGeneration(run, config.max_new_tokens)
+    return RoleGeneration(
+        Sampling(
+            temperature=run.temperature if own.temperature is None else own.temperature,
+            top_p=run.top_p if own.top_p is None else own.top_p,
+            top_k=run.top_k if own.top_k is None else own.top_k,
+        ),
+        own.max_new_tokens or config.max_new_tokens,
+        tuple(own.stop or ()),
+    )
+
+
+def role_model(
+    name: str, policy: Policy, batcher: Any, max_new_tokens: int, stop: Sequence[str] = ()
+) -> RoleModel:
+    """A role's model backed by `policy`, its replies generated through `batcher` and cut after
+    the first of `stop` (the reply keeps the stop text, as the sampled tokens do)."""
 
     async def generate(prompt_ids: list[int]) -> list[int]:
         generated = await batcher.submit(prompt_ids, max_new_tokens)
-        return generated.completion_ids
+        return cut_at_stop(policy, generated.completion_ids, stop)
 
     return RoleModel(name, policy.encode_chat, generate, policy.decode)
+
+
+def cut_at_stop(policy: Policy, ids: list[int], stop: Sequence[str]) -> list[int]:
+    """The shortest prefix of `ids` whose text holds one of `stop` (all of `ids` if none)."""
+    if not stop or not any(text in policy.decode(ids) for text in stop):
+        return ids
+    for end in range(1, len(ids) + 1):
+        if any(text in policy.decode(ids[:end]) for text in stop):
+            return ids[:end]
+    return ids
+
+
+def trainable_parameters(optimizer: Any) -> int:
+    return sum(param.numel() for group in optimizer.param_groups for param in group["params"])
 
 
 def _policy_metrics(name: str, stats: UpdateStats, samples: int) -> dict[str, Any]:

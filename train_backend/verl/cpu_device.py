@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import types
 from collections.abc import Iterable, Iterator
@@ -362,17 +363,56 @@ class CPURolloutServer:
             result.append([float(v) for v in picked])
         return result
 
-    def update_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None) -> int:
+    def update_weights(
+        self,
+        weights: dict[str, torch.Tensor],
+        global_steps: int | None,
+        peft_config: dict[str, Any] | None = None,
+        base_sync_done: bool = True,
+    ) -> int:
+        """Take the trainer's weights: the whole model, or with LoRA (verl's `peft_config`) its
+        adapter alone once the base is in place (`base_sync_done`), else the base's weights."""
+        if peft_config and base_sync_done:
+            self._load_adapter(weights, peft_config)
+        else:
+            self._load_base(weights)
+        self.global_steps = global_steps
+        return len(weights)
+
+    def _load_base(self, weights: dict[str, torch.Tensor]) -> None:
         # state_dict, not named_parameters: tied weights (lm_head) are listed under both names.
-        params = self.policy.model.state_dict()
-        unknown = sorted(set(weights) - set(params))
+        # verl names a LoRA target's base weight `...q_proj.base_layer.weight`
+        # (verl/utils/fsdp_utils.py, replace_lora_wrapper); the model may or may not be wrapped.
+        model = self.policy.model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        params = {
+            name.replace(".base_layer", ""): tensor
+            for name, tensor in base.state_dict().items()
+            if "lora_" not in name
+        }
+        incoming = {name.replace(".base_layer", ""): tensor for name, tensor in weights.items()}
+        unknown = sorted(set(incoming) - set(params))
         if unknown:
             raise KeyError(f"rollout model has no parameter(s) {', '.join(unknown[:5])}")
         with torch.no_grad():
-            for name, tensor in weights.items():
+            for name, tensor in incoming.items():
                 params[name].copy_(tensor)
-        self.global_steps = global_steps
-        return len(weights)
+
+    def _load_adapter(self, weights: dict[str, torch.Tensor], peft_config: dict[str, Any]) -> None:
+        """The actor's LoRA tensors (PEFT's saved names) onto the same adapter here: the rollout
+        runs base + adapter unmerged, as the actor computes its log-probs."""
+        from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
+
+        if not hasattr(self.policy.model, "peft_config"):
+            config = PeftConfig.from_peft_type(**peft_config)
+            config.inference_mode = True
+            model = get_peft_model(self.policy.model, config)
+            model.eval()
+            self.policy = dataclasses.replace(self.policy, model=model)
+        result = set_peft_model_state_dict(self.policy.model, weights)
+        unexpected = getattr(result, "unexpected_keys", None) or []
+        if unexpected:
+            raise KeyError(f"rollout adapter has no parameter(s) {', '.join(unexpected[:5])}")
 
     def parameter(self, name: str) -> torch.Tensor:
         return self.policy.model.state_dict()[name].detach().clone()
@@ -440,7 +480,12 @@ class CPURolloutAdapter(BaseRollout):
             return
         if self.server is None:
             self.server = ray.get_actor(server_name(self.replica_rank))
-        await self.server.update_weights.remote(state, kwargs.get("global_steps"))
+        await self.server.update_weights.remote(
+            state,
+            kwargs.get("global_steps"),
+            kwargs.get("peft_config"),
+            bool(kwargs.get("base_sync_done", True)),
+        )
 
 
 def _register_rollout() -> None:
