@@ -13,6 +13,12 @@ with the run's settings, or started without continuous batching when the command
 than one setting (`extra_sampling`); a `mars`-started server at `--base-url` whose pinned
 settings differ from the run's is refused in one line, and `Endpoint` refuses any request whose
 settings such a server would not apply.
+
+Adapters: `--model` may be a LoRA adapter checkpoint; it is served as its base plus that adapter,
+and the endpoint's model name is the adapter's name, its identity the adapter folder's
+fingerprint. `adapters` names more adapters for the same server (one server for every role's
+policy); `adapter_endpoint` points a copy of the endpoint at one of them. A `mars`-started
+server with adapters records each name's identity in its state file.
 """
 
 from __future__ import annotations
@@ -21,13 +27,13 @@ import contextlib
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from core.endpoint import EndpointConfig, GenerationConfig
 from core.errors import MarsError
 from core.server_state import server_state
-from core.servers import ModelServer, check_model
+from core.servers import ModelServer, check_model, model_fingerprint
 
 
 def default_model() -> str:
@@ -139,11 +145,14 @@ def model_endpoint(
     cache_path: Path | None = None,
     log_dir: Path | None = None,
     extra_sampling: Sequence[GenerationConfig] = (),
+    adapters: Mapping[str, str] | None = None,
 ) -> Iterator[EndpointConfig]:
     """`gen` is the command's generation config (a served model is warmed up with it);
     `extra_sampling` lists other settings the command will request from the same model (an LLM
     judge, ...), so a server that would pin one setting is not used for them. `gen` has no
-    default: a command that left it out would be checked against greedy sampling."""
+    default: a command that left it out would be checked against greedy sampling. `adapters`
+    (name -> adapter folder) are served beside `model` on the same server (not with
+    `base_url`)."""
     common = {
         "concurrency": concurrency,
         "timeout_s": timeout_s,
@@ -152,6 +161,8 @@ def model_endpoint(
         "cache_path": str(cache_path) if cache_path else None,
     }
     if base_url:
+        if adapters:
+            raise MarsError("adapters are served by a server started here: leave out --base-url")
         if not base_url.startswith(("http://", "https://")):
             raise MarsError(f"--base-url must start with http:// or https:// (got {base_url})")
         base_url = base_url.rstrip("/")
@@ -160,12 +171,15 @@ def model_endpoint(
         state = server_state(base_url)
         model = model or served_model_name(base_url)
         pinned, identity = None, None
+        identities = state.get("identities") if state is not None else None
         if state is not None and state.get("model") == model:
             # A server `mars` started: its weights' fingerprint keys the response cache.
             recorded = state.get("pinned_sampling")
             pinned = recorded if isinstance(recorded, dict) else None
             identity = str(state["model_identity"]) if state.get("model_identity") else None
             check_pinned_sampling(base_url, pinned, [gen, *extra_sampling])
+        elif isinstance(identities, dict) and identities.get(model):
+            identity = str(identities[model])  # an adapter (or the base) of a `mars` server
         yield EndpointConfig(
             base_url=base_url,
             model=model,
@@ -178,7 +192,11 @@ def model_endpoint(
     check_model(model)
     settings = {_sampling(g) for g in (gen, *extra_sampling)}
     with ModelServer(
-        model=model, backend=backend, log_dir=log_dir, continuous_batching=len(settings) == 1
+        model=model,
+        backend=backend,
+        log_dir=log_dir,
+        continuous_batching=len(settings) == 1,
+        adapters=dict(adapters or {}),
     ) as server:
         server.warm_up(temperature=gen.temperature, top_p=gen.top_p)
         yield EndpointConfig(
@@ -188,3 +206,8 @@ def model_endpoint(
             pinned_sampling=server.pinned_sampling,
             **common,
         )
+
+
+def adapter_endpoint(config: EndpointConfig, name: str, folder: str) -> EndpointConfig:
+    """`config`'s server, asked for the adapter `name` (served from `folder`) instead."""
+    return config.model_copy(update={"model": name, "model_identity": model_fingerprint(folder)})

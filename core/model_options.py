@@ -13,7 +13,7 @@ defaults of every command are listed in docs/run-format.md, and a test keeps tha
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,12 +107,14 @@ def open_endpoint(
     generation: GenerationConfig,
     *,
     extra_sampling: Sequence[GenerationConfig] = (),
+    adapters: Mapping[str, str] | None = None,
 ) -> Iterator[EndpointConfig]:
     """The endpoint `options` name, for as long as the `with` lasts: the URL given, or the model
     served here (its server log in `run`, a run directory or a folder). `generation` is what the
     command asks for (a served model is warmed up with it); `extra_sampling` lists other settings
     it asks the same model for (an LLM judge), so a server that would pin one setting is not used
-    for them."""
+    for them. `adapters` (name -> LoRA adapter folder) are served beside the model on the same
+    server."""
     from core.model_access import model_endpoint
 
     with model_endpoint(
@@ -127,5 +129,6 @@ def open_endpoint(
         cache_path=options.cache,
         log_dir=run if run is None or isinstance(run, Path) else run.path,
         extra_sampling=extra_sampling,
+        adapters=adapters,
     ) as endpoint:
         yield endpoint

@@ -20,6 +20,10 @@ as `pinned_sampling`; with `continuous_batching=False` every request's settings 
 (sequential generation, slower). Each server started here also leaves a small state file
 (`core.server_state`), so a client given only the URL finds the model name and the pinned
 settings.
+
+A LoRA adapter checkpoint (or a base with named adapters) is served as its base plus each
+adapter under its own name: vLLM's multi-LoRA on a GPU, the project's adapter server on a CPU
+(`core.adapter_serving`); both apply every request's own sampling settings.
 """
 
 from __future__ import annotations
@@ -40,11 +44,15 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import MarsError
 from core.files import mars_cache_dir
 from core.processes import log_tail, stop_process_group
 from core.server_state import write_server_state
+
+if TYPE_CHECKING:
+    from core.adapter_serving import AdapterSet
 
 BACKENDS = ("auto", "vllm", "transformers")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -63,6 +71,8 @@ def looks_like_hub_id(model: str) -> bool:
 
 def check_model(model: str) -> None:
     if Path(model).expanduser().is_dir():
+        if (Path(model).expanduser() / "adapter_config.json").is_file():
+            return  # a LoRA adapter: its base is checked when it is served
         if not (Path(model).expanduser() / "config.json").is_file():
             raise MarsError(f"model folder {model} has no config.json (not a Hugging Face model)")
         return
@@ -268,6 +278,8 @@ class ModelServer:
     extra_args: tuple[str, ...] = ()
     # transformers only: False applies each request's temperature / top_p (no batching).
     continuous_batching: bool = True
+    # LoRA adapters served on `model` (the base), by name; `model` may itself be an adapter.
+    adapters: dict[str, str] = field(default_factory=dict)
     resolved_backend: str = field(init=False, default="")
     base_url: str = field(init=False, default="")
     log_path: Path = field(init=False)
@@ -277,11 +289,24 @@ class ModelServer:
     _process: subprocess.Popen[bytes] | None = field(init=False, default=None, repr=False)
     _hub_cache: Path | None = field(init=False, default=None, repr=False)
     _state_path: Path | None = field(init=False, default=None, repr=False)
+    _lora: AdapterSet | None = field(init=False, default=None, repr=False)
+    _lora_read: bool = field(init=False, default=False, repr=False)
 
     @property
-    def served_name(self) -> str:
-        """The `model` field requests must carry (and the name `/v1/models` lists)."""
-        argument = model_argument(self.model)
+    def lora(self) -> AdapterSet | None:
+        """The base and adapters served, when `model` is an adapter or `adapters` are named."""
+        return self._resolve_lora()
+
+    def _resolve_lora(self) -> AdapterSet | None:
+        if not self._lora_read:
+            from core.adapter_serving import adapter_set
+
+            self._lora = adapter_set(self.model, self.adapters)
+            self._lora_read = True
+        return self._lora
+
+    def _name_of(self, model: str) -> str:
+        argument = model_argument(model)
         if not is_local_folder(argument):
             return argument  # a hub id: both servers serve it under that id
         if self.resolved_backend == "vllm":
@@ -289,15 +314,66 @@ class ModelServer:
         return local_served_name(argument)
 
     @property
+    def served_name(self) -> str:
+        """The `model` field requests must carry (and the name `/v1/models` lists): for an
+        adapter folder, the adapter's name."""
+        lora = self.lora
+        if lora is None:
+            return self._name_of(self.model)
+        return lora.default or self._name_of(lora.base)
+
+    @property
+    def served_names(self) -> list[str]:
+        """Every name the server answers: the model, or the base and then each adapter."""
+        lora = self.lora
+        if lora is None:
+            return [self.served_name]
+        return [self._name_of(lora.base), *lora.adapters]
+
+    @property
+    def kind(self) -> str:
+        """What runs: vllm, transformers (`transformers serve`) or adapters (the CPU adapter
+        server)."""
+        if self.resolved_backend == "transformers" and self.lora is not None:
+            return "adapters"
+        return self.resolved_backend
+
+    @property
     def batching_pins_sampling(self) -> bool:
-        return self.resolved_backend == "transformers" and self.continuous_batching
+        return self.kind == "transformers" and self.continuous_batching
 
     @property
     def identity(self) -> str:
         return model_fingerprint(self.model)
 
+    def identities(self) -> dict[str, str]:
+        """Each served name's weights fingerprint (an adapter's: its own folder's)."""
+        lora = self.lora
+        if lora is None:
+            return {self.served_name: self.identity}
+        return {
+            self._name_of(lora.base): model_fingerprint(lora.base),
+            **{name: model_fingerprint(path) for name, path in lora.adapters.items()},
+        }
+
     def command(self) -> list[str]:
         assert self.port is not None
+        lora = self.lora
+        if lora is not None:
+            from core.adapter_serving import adapter_server_command, vllm_lora_args
+
+            base_name = self._name_of(lora.base)
+            if self.resolved_backend == "vllm":
+                return vllm_command(
+                    model_argument(lora.base),
+                    host=self.host,
+                    port=self.port,
+                    served_name=base_name,
+                    extra_args=(*vllm_lora_args(lora.adapters), *self.extra_args),
+                )
+            return adapter_server_command(
+                lora, host=self.host, port=self.port, base_name=base_name, extra_args=self.extra_args
+            )
         if self.resolved_backend == "vllm":
             return vllm_command(
                 model_argument(self.model),
@@ -333,6 +409,7 @@ class ModelServer:
     def start(self) -> str:
         self.resolved_backend = resolve_backend(self.backend)
         check_model(self.model)
+        self._resolve_lora()  # an adapter whose base is missing or changed: refused here
         if self.port is None:
             self.port = free_port(self.host)
         else:
@@ -340,8 +417,8 @@ class ModelServer:
         self.base_url = f"http://{self.host}:{self.port}/v1"
         log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="mars-server-"))
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"server-{self.resolved_backend}-{self.port}.log"
-        if self.resolved_backend == "transformers" and is_local_folder(self.model):
+        self.log_path = log_dir / f"server-{self.kind}-{self.port}.log"
+        if self.kind == "transformers" and is_local_folder(self.model):
             root = Path(tempfile.mkdtemp(prefix="mars-hub-"))
             self._hub_cache = private_hub_cache(self.model, self.served_name, root)
         command = self.command()
@@ -374,7 +451,7 @@ class ModelServer:
                 self._process = None
                 self._remove_hub_cache()
                 raise MarsError(
-                    f"{self.resolved_backend} server exited with code {code} before it was ready; "
+                    f"{self.kind} server exited with code {code} before it was ready; "
                     f"last log lines: {self.last_log_lines()}"
                 )
             if models_endpoint_ready(self.base_url):
@@ -382,7 +459,7 @@ class ModelServer:
             time.sleep(0.5)
         self.stop()
         raise MarsError(
-            f"{self.resolved_backend} server not ready after {self.startup_timeout_s:g}s; "
+            f"{self.kind} server not ready after {self.startup_timeout_s:g}s; "
             f"last log lines: {self.last_log_lines()}"
         )
 
@@ -393,7 +470,7 @@ class ModelServer:
         request it handles for its whole life, so the first request must carry the run's own;
         they are then `pinned_sampling` (and in the state file). A second warm-up changes nothing.
         """
-        if self.resolved_backend != "transformers" or self.pinned_sampling is not None:
+        if self.kind != "transformers" or self.pinned_sampling is not None:
             return
         body = {
             "model": self.served_name,
@@ -432,6 +509,13 @@ class ModelServer:
             "owner_pid": os.getpid(),
             "log": str(self.log_path),
         }
+        lora = self.lora
+        if lora is not None:  # every name it answers, each with its own weights' identity
+            state["server"] = self.kind
+            state["models"] = self.served_names
+            state["identities"] = self.identities()
+            state["base"] = lora.base
+            state["adapters"] = lora.adapters
         self._state_path = write_server_state(state)
 
     def _remove_hub_cache(self) -> None:

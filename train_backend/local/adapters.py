@@ -127,7 +127,9 @@ def load_merged(folder: Path) -> Policy:
 
     info = checked_adapter(folder)
     base = load_policy(info.base, tokenizer_from=folder)
-    merged = PeftModel.from_pretrained(base.model, str(folder)).merge_and_unload()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        merged = PeftModel.from_pretrained(base.model, str(folder)).merge_and_unload()
     merged.eval()
     return dataclasses.replace(base, model=merged, source=str(folder))
 

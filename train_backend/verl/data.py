@@ -117,6 +117,13 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
     pool, _heldout = training_problems(config)
     options = json.dumps(config.workflow_options, sort_keys=True)
     partners = json.dumps(config.frozen_partners, sort_keys=True)
+    role_sampling = json.dumps(
+        {
+            role: sampling.model_dump(exclude_none=True, exclude={"stop"})
+            for role, sampling in config.role_sampling.items()
+        },
+        sort_keys=True,
+    )
     rows = []
     for step in range(1, config.steps + 1):
         for problem in step_problems(config, pool, step):
@@ -140,6 +147,7 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
                     "seed": config.seed * 1_000_003 + index,
                     "max_new_tokens": config.max_new_tokens,
                     "partners": partners,
+                    "role_sampling": role_sampling,
                     "extra_info": {"index": index, "step": step, "problem_id": problem.id},
                 }
             )

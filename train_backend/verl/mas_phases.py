@@ -3,12 +3,14 @@
 verl trains one actor per run. With `policies` (role -> policy), `mars train-mas --trainer verl`
 trains the policies in turn: a phase is one verl run of one policy, in its own folder
 `RUN/policies/<name>/` (its verl checkpoints, its published `checkpoints/step_N/`), for
-`phase_steps` updates, resuming its own verl checkpoint from the phase before. Meanwhile every
-other policy's latest published checkpoint (its starting model before it has one) is served
-(`core.model_access.model_endpoint`: vLLM on GPUs, `transformers serve` on a CPU) and answers
-for that policy's roles; only the trained policy's calls are branched and become samples
-(workflow_loop.py). Policies alternate until each has made `steps` updates; a rerun skips the
-phases whose checkpoints are already published.
+`phase_alternate_steps` updates, resuming its own verl checkpoint from the phase before.
+Meanwhile every other policy's latest published checkpoint (its starting model before it has
+one) is served (`core.model_access.model_endpoint`: vLLM on GPUs, `transformers serve` on a CPU)
+and answers for that policy's roles; only the trained policy's calls are branched and become
+samples (workflow_loop.py). A policy in `frozen_policies` never gets a phase: it is always a
+partner, served from `policy_models[name]` (else `model`). With `adapter` set each policy is a
+LoRA adapter on the one base `model` and publishes only its adapter. Policies alternate until
+each has made `steps` updates; a rerun skips the phases whose checkpoints are already published.
 """
 
 from __future__ import annotations
@@ -35,16 +37,23 @@ class Phase:
 
 
 def phase_plan(policies: list[str], steps: int, phase_steps: int) -> list[Phase]:
-    """The policies in turn, `phase_steps` updates each time (0: all `steps` at once)."""
+    """The policies in turn, `phase_steps` updates each time (0: all `steps` at once).
+
+    `policies` are those that train (not the frozen ones). Turns of one policy that follow each
+    other (one policy left to train) are one phase: nothing it plays against changes between
+    them, and each phase is a verl launch.
+    """
     size = phase_steps or steps
     done = dict.fromkeys(policies, 0)
-    plan: list[Phase] = []
+    targets: list[tuple[str, int]] = []
     while any(count < steps for count in done.values()):
         for policy in policies:
             if done[policy] < steps:
                 done[policy] = min(steps, done[policy] + size)
-                plan.append(Phase(len(plan), policy, done[policy]))
-    return plan
+                if targets and targets[-1][0] == policy:
+                    targets.pop()
+                targets.append((policy, done[policy]))
+    return [Phase(index, policy, target) for index, (policy, target) in enumerate(targets)]
 
 
 def published_step(root: Path) -> int:
@@ -53,14 +62,28 @@ def published_step(root: Path) -> int:
 
 
 def partner_models(config: WorkflowTrainConfig, run: Path, trained: str) -> dict[str, str]:
-    """Every other policy -> the model folder that answers for it now."""
+    """Every other policy -> the model folder that answers for it now: a frozen policy's
+    `policy_models` entry (else `model`), a trained one's newest published checkpoint (its
+    starting model before it has one)."""
     found = {}
     for name in dict.fromkeys(config.policies.values()):
         if name == trained:
             continue
+        start = config.policy_models.get(name, config.model)
         latest = checkpoint.latest_checkpoint(policy_root(run, name, True))
-        found[name] = str(latest[1]) if latest else config.policy_models.get(name, config.model)
+        found[name] = str(latest[1]) if latest and name not in config.frozen_policies else start
     return found
+
+
+def partner_generation(config: WorkflowTrainConfig, roles: list[str]) -> GenerationConfig:
+    """What a partner's server is asked for: the run's sampling, or its first role's own."""
+    own = config.role_sampling.get(roles[0]) if roles else None
+    pick = own.model_dump(exclude_none=True) if own else {}
+    return GenerationConfig(
+        temperature=pick.get("temperature", config.temperature),
+        top_p=pick.get("top_p", config.top_p),
+        max_tokens=pick.get("max_new_tokens", config.max_new_tokens),
+    )
 
 
 def train_phases(
@@ -74,12 +97,11 @@ def train_phases(
 ) -> list[Phase]:
     """Run every phase not yet done; returns the phases run."""
     role_policy = config.role_policies(ROLES[config.workflow])
-    policies = list(dict.fromkeys(role_policy.values()))
-    gen = GenerationConfig(
-        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_new_tokens
-    )
+    policies = [
+        name for name in dict.fromkeys(role_policy.values()) if name not in config.frozen_policies
+    ]
     ran = []
-    for phase in phase_plan(policies, config.steps, config.phase_steps):
+    for phase in phase_plan(policies, config.steps, config.phase_alternate_steps):
         root = policy_root(run.path, phase.policy, True)
         if published_step(root) >= phase.target:
             continue  # published by an earlier invocation
@@ -90,7 +112,15 @@ def train_phases(
         )
         with ExitStack() as servers:
             endpoints = {
-                name: _served(servers, serve, model, gen, root, name, dry_run)
+                name: _served(
+                    servers,
+                    serve,
+                    model,
+                    partner_generation(config, [r for r, p in role_policy.items() if p == name]),
+                    root,
+                    name,
+                    dry_run,
+                )
                 for name, model in partners.items()
             }
             frozen = {

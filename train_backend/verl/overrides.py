@@ -19,7 +19,7 @@ from games.engine import retries_allowed
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
 from train_backend.group_filter import GroupFilter
-from train_backend.mas.config import WorkflowTrainConfig
+from train_backend.mas.config import LoraSettings, WorkflowTrainConfig
 from train_backend.verl import names
 from train_backend.verl.data import prompts_per_step, sample_unit
 
@@ -171,8 +171,9 @@ def sequence_lengths(config: TrainConfig) -> dict[str, int]:
     outgrows it) and its reply within `max_new_tokens`, so no sample is longer than their sum.
     A conversation's response is everything after its first prompt.
     """
-    budget = config.max_game_tokens + config.max_new_tokens
-    response = config.max_new_tokens if sample_unit(config) == "turn" else budget
+    reply = longest_reply(config)
+    budget = config.max_game_tokens + reply
+    response = reply if sample_unit(config) == "turn" else budget
     return {"prompt": config.max_game_tokens, "response": response, "sequence": budget}
 
 
@@ -214,6 +215,69 @@ def cpu_device_settings(config: TrainConfig) -> dict[str, Any]:
             }
         )
     return settings
+
+
+def adapter_of(config: TrainConfig) -> LoraSettings | None:
+    return config.adapter if isinstance(config, WorkflowTrainConfig) else None
+
+
+def lora_settings(config: TrainConfig) -> dict[str, Any]:
+    """verl's own LoRA settings for a run whose policy is an adapter (`adapter: lora`); {} else.
+
+    The FSDP engine wraps the actor with PEFT from `model.lora_rank`, `lora_alpha` and
+    `target_modules` (verl/workers/engine/fsdp/transformer_impl.py, `_build_lora_module`: no
+    dropout is passed, hence refused here), computes the KL reference as the actor with its
+    adapter off (no second model), and after each step sends the rollout the adapter alone once
+    the rollout holds the base: `rollout.load_format=safetensors` makes the rollout load the base
+    from the model's files (with `dummy` verl would first send every base weight), which
+    `layered_summon` (gathering the adapter one FSDP unit at a time) requires. verl's checkpoints
+    keep only the adapter and its optimizer state (`save_lora_only`): that is all a resume
+    needs, the base being the model's files.
+    """
+    lora = adapter_of(config)
+    if lora is None:
+        return {}
+    if lora.dropout:
+        raise MarsError(
+            f"adapter.dropout {lora.dropout} on verl: verl 0.9.1 builds the LoRA adapter without "
+            "dropout (set adapter.dropout: 0, or train with --trainer local)"
+        )
+    if lora.alpha != int(lora.alpha):
+        raise MarsError(
+            f"adapter.alpha {lora.alpha} on verl: verl 0.9.1 takes an integer lora_alpha "
+            f"(e.g. {round(lora.alpha)})"
+        )
+    model, rollout = "actor_rollout_ref.model", "actor_rollout_ref.rollout"
+    return {
+        f"{model}.lora_rank": lora.rank,
+        f"{model}.lora_alpha": int(lora.alpha),
+        f"{model}.target_modules": lora.target_modules,
+        f"{rollout}.load_format": "safetensors",
+        f"{rollout}.layered_summon": config.verl.device != "cpu",
+        "+actor_rollout_ref.actor.checkpoint.save_lora_only": True,
+    }
+
+
+def role_sampling_checked(config: TrainConfig) -> None:
+    """Per-role sampling reaches verl's rollout per request (workflow_loop.py), except `stop`:
+    the rollout is token-in/token-out and a reply cut at a stop string would not be the tokens
+    sampled."""
+    if not isinstance(config, WorkflowTrainConfig):
+        return
+    stops = sorted(role for role, sampling in config.role_sampling.items() if sampling.stop)
+    if stops:
+        raise MarsError(
+            f"role_sampling: stop ({', '.join(stops)}) is not supported on verl (its rollout is "
+            "token-in/token-out); drop it or train with --trainer local"
+        )
+
+
+def longest_reply(config: TrainConfig) -> int:
+    """max_new_tokens, or a role's own when larger (role_sampling)."""
+    if not isinstance(config, WorkflowTrainConfig):
+        return config.max_new_tokens
+    own = [s.max_new_tokens for s in config.role_sampling.values() if s.max_new_tokens]
+    return max([config.max_new_tokens, *own])
 
 
 def cluster_memory_settings() -> dict[str, Any]:
@@ -287,6 +351,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
             "(the embedded tiny model is for the CPU trainer)"
         )
     retries_allowed(config.invalid)  # a bad --invalid fails here, not in a Ray worker
+    role_sampling_checked(config)
     cluster = config.verl
     prompts = prompts_per_step(config)
     lengths = sequence_lengths(config)
@@ -362,6 +427,7 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         settings.update(cpu_device_settings(config))
     else:
         settings.update(cluster_memory_settings())
+    settings.update(lora_settings(config))
     return settings
 
 

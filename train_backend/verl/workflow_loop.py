@@ -60,6 +60,36 @@ logger = logging.getLogger(__name__)
 POLICY = "policy"  # the one policy verl trains answers for every role
 
 
+# A role's own settings (role_sampling) -> the keys of verl's per-request sampling parameters,
+# which its rollout servers read request by request (vLLM builds SamplingParams from them).
+ROLE_SAMPLING_KEYS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "max_new_tokens": "max_tokens",
+}
+
+
+def role_params(params: dict[str, Any], own: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's sampling parameters with a role's own settings in place of the run's."""
+    updated = dict(params)
+    for key, value in (own or {}).items():
+        if key in ROLE_SAMPLING_KEYS and value is not None:
+            updated[ROLE_SAMPLING_KEYS[key]] = value
+    if int(updated.get("top_k", -1)) == 0:  # ours: 0 = off; verl's servers: -1
+        updated["top_k"] = -1
+    return updated
+
+
+def generation_config(params: dict[str, Any]) -> GenerationConfig:
+    """What a partner's server is asked for (an OpenAI request carries no top_k)."""
+    return GenerationConfig(
+        temperature=float(params.get("temperature", 1.0)),
+        top_p=float(params.get("top_p", 1.0)),
+        max_tokens=int(params["max_tokens"]),
+    )
+
+
 @register(names.WORKFLOW_LOOP_NAME)
 class WorkflowAgentLoop(SelfPlayAgentLoop):
     """Tree-samples one problem of a dataset row through a MAS workflow."""
@@ -84,19 +114,26 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         session = int(kwargs.get("session_id") or 0)
         episode = f"{uid}_{session}"
         params = {**sampling_params, "max_tokens": int(kwargs.get("max_new_tokens") or 256)}
+        own = json.loads(kwargs.get("role_sampling") or "{}")
         server_fields: list[dict[str, Any]] = []
-        model = self._role_model(episode, params, int(kwargs.get("priority", 0)), server_fields)
+        requests = itertools.count()  # request ids unique within the episode, over every role
         options = {**json.loads(kwargs.get("workflow_options") or "{}")}
         options.update(workflow_runners())
         partners = json.loads(kwargs.get("partners") or "{}")
-        roles = {role: model for role in ROLES[workflow] if role not in partners}
+        roles = {
+            role: self._role_model(
+                f"{episode}-c",
+                role_params(params, own.get(role)),
+                int(kwargs.get("priority", 0)),
+                server_fields,
+                requests,
+            )
+            for role in ROLES[workflow]
+            if role not in partners
+        }
         endpoints = {role: Endpoint(EndpointConfig(**config)) for role, config in partners.items()}
-        gen = GenerationConfig(
-            temperature=float(params.get("temperature", 1.0)),
-            top_p=float(params.get("top_p", 1.0)),
-            max_tokens=int(params["max_tokens"]),
-        )
         for role, endpoint in endpoints.items():
+            gen = generation_config(role_params(params, own.get(role)))
             roles[role] = endpoint_role_model(role, self._render, endpoint, gen, self._tokenize)
         try:
             found, _main = await tree_sample(
@@ -128,16 +165,15 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
 
     def _role_model(
         self,
-        episode: str,
+        prefix: str,
         params: dict[str, Any],
         priority: int,
         server_fields: list[dict[str, Any]],
+        requests: itertools.count,
     ) -> RoleModel:
-        requests = itertools.count()
-
         async def generate(prompt_ids: list[int]) -> list[int]:
             generation = await self._generate(
-                prompt_ids, 0, params, request_id=f"{episode}-c{next(requests)}", priority=priority
+                prompt_ids, 0, params, request_id=f"{prefix}{next(requests)}", priority=priority
             )
             server_fields.append(generation.server_fields)
             return generation.response_ids
