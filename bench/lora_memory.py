@@ -97,7 +97,7 @@ def block_linears(config: dict[str, Any]) -> dict[str, tuple[int, int]]:
     q = config["num_attention_heads"] * config["head_dim"]
     kv = config["num_key_value_heads"] * config["head_dim"]
     return {
-        "q_proj": (hidden, q),
+        "q_proj": (hidden, hidden),
         "k_proj": (hidden, kv),
         "v_proj": (hidden, kv),
         "o_proj": (q, hidden),
@@ -225,7 +225,9 @@ def table(rows: Sequence[Row], gpu_gib: float, headroom_gib: float) -> str:
 def checked_args(args: argparse.Namespace) -> list[int]:
     roles = int_list(args.roles, "--roles")
     if min(roles) < 1 or args.rank < 1 or args.gpu_gib <= 0 or args.headroom_gib < 0:
-        raise MarsError("--roles and --rank must be at least 1, --gpu-gib above 0")
+        raise MarsError(
+            "--roles and --rank must be at least 1, --gpu-gib above 0, --headroom-gib not negative"
+        )
     return roles
 
 

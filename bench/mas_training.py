@@ -323,7 +323,9 @@ def chosen_jobs(args: argparse.Namespace) -> list[tuple[str, int]]:
             raise MarsError(f"--job {args.job}: expected ARM:SEED")
         return [(arm, int(seed))]
     seeds = int_list(args.seeds, "--seeds")
-    return [(arm, seed) for arm in chosen_arms(args) for seed in seeds]
+    # seed by seed, the arms interleaved: whatever else loads the machine meanwhile weighs on
+    # every arm's step time alike
+    return [(arm, seed) for seed in seeds for arm in chosen_arms(args)]
 
 
 def summarise_file(path: Path, steps: int) -> None:

@@ -372,7 +372,11 @@ class ModelServer:
                     extra_args=(*vllm_lora_args(lora.adapters), *self.extra_args),
                 )
             return adapter_server_command(
-                lora, host=self.host, port=self.port, base_name=base_name, extra_args=self.extra_args
+                lora,
+                host=self.host,
+                port=self.port,
+                base_name=base_name,
+                extra_args=self.extra_args,
             )
         if self.resolved_backend == "vllm":
             return vllm_command(

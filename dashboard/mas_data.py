@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.checkpoints import adapter_info
+from core.errors import MarsError
 from dashboard.data import RunEntry
 from dashboard.paths import PathRefused, inside_root
 
@@ -189,9 +191,11 @@ def _number(value: Any) -> float | None:
 def policy_checkpoints(
     root: Path, run_path: Path, config: dict[str, Any], roles: Sequence[str]
 ) -> pd.DataFrame:
-    """Per policy: its roles, where its checkpoints are and the steps saved (a `step_N` folder
-    with its `checkpoint.json`, written last). One shared policy: `RUN/checkpoints/`; several:
-    `RUN/policies/<name>/checkpoints/`."""
+    """Per policy: its roles, where its checkpoints are, the steps saved (a `step_N` folder
+    with its `checkpoint.json`, written last) and what they hold (a whole model, or a LoRA
+    adapter on a base; a frozen partner saves none). One shared policy: `RUN/checkpoints/`;
+    several: `RUN/policies/<name>/checkpoints/`."""
+    frozen = set(config.get("frozen_policies") or ())
     by_policy: dict[str, list[str]] = defaultdict(list)
     for role, name in role_policy_map(config, roles).items():
         by_policy[name].append(role)
@@ -200,6 +204,7 @@ def policy_checkpoints(
         folder = Path("policies") / name if is_multi_policy(config) else Path()
         folder = folder / "checkpoints"
         steps = saved_steps(root, run_path / folder)
+        last = run_path / folder / f"step_{steps[-1]}" if steps else None
         rows.append(
             {
                 "policy": name,
@@ -207,9 +212,24 @@ def policy_checkpoints(
                 "checkpoints": folder.as_posix(),
                 "saved steps": ", ".join(str(step) for step in steps) or "-",
                 "last": steps[-1] if steps else None,
+                "holds": "frozen partner" if name in frozen else checkpoint_kind(last),
             }
         )
-    return pd.DataFrame(rows, columns=["policy", "roles", "checkpoints", "saved steps", "last"])
+    return pd.DataFrame(rows, columns=[*CHECKPOINT_COLUMNS, "holds"])
+
+
+CHECKPOINT_COLUMNS = ("policy", "roles", "checkpoints", "saved steps", "last")
+
+
+def checkpoint_kind(folder: Path | None) -> str:
+    """What a checkpoint holds: a whole model, or a LoRA adapter on the base it names."""
+    if folder is None:
+        return "-"
+    try:
+        info = adapter_info(folder)
+    except MarsError:
+        return "adapter (unreadable)"
+    return f"LoRA adapter on {Path(info.base).name}" if info is not None else "whole model"
 
 
 def saved_steps(root: Path, checkpoints: Path) -> list[int]:

@@ -227,7 +227,13 @@ def test_checkpoints_per_policy_in_either_layout(root: Path, tmp_path: Path) -> 
     (row,) = mas_data.policy_checkpoints(
         tmp_path, entry.path, entry.config, ["tool", "reasoner"]
     ).itertuples(index=False)
-    assert row == (mas_data.SHARED_POLICY, "tool, reasoner", "checkpoints", "1, 3", 3)
+    shared_row = (mas_data.SHARED_POLICY, "tool, reasoner", "checkpoints", "1, 3", 3, "whole model")
+    assert row == shared_row
+    # An adapter checkpoint names its base; a frozen partner saves none.
+    last = shared.path / "checkpoints" / "step_3"
+    (last / "adapter_config.json").write_text("{}")
+    (last / "checkpoint.json").write_text('{"adapter": {"name": "policy", "base": "/m/tiny"}}')
+    assert mas_data.checkpoint_kind(last) == "LoRA adapter on tiny"
 
 
 def test_a_mas_loops_training_columns_are_not_action_shares() -> None:

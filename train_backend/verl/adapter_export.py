@@ -22,7 +22,6 @@ from typing import Any
 from core.checkpoints import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, AdapterInfo
 from core.errors import MarsError
 from train_backend.mas.config import SHARED_POLICY, WorkflowTrainConfig
-from train_backend.mas.rewards import ROLES
 
 # verl's save names a LoRA tensor with PEFT's adapter name ("...q_proj.lora_A.default.weight");
 # PEFT's saved files leave it out ("...q_proj.lora_A.weight").
@@ -41,11 +40,14 @@ class AdapterTarget:
     def info(self) -> AdapterInfo:
         from core.servers import model_fingerprint
 
-        return AdapterInfo(name=self.name, base=self.base, base_fingerprint=model_fingerprint(self.base))
+        fingerprint = model_fingerprint(self.base)
+        return AdapterInfo(name=self.name, base=self.base, base_fingerprint=fingerprint)
 
 
 def adapter_target(config: Any) -> AdapterTarget | None:
     """The adapter a run trains: the policy of the roles not answered by frozen partners."""
+    from train_backend.mas.rewards import ROLES
+
     if not isinstance(config, WorkflowTrainConfig) or config.adapter is None:
         return None
     if config.model is None:

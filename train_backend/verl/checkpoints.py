@@ -11,7 +11,8 @@ casts the weights back to the base model's dtype (the merger always writes bf16)
 `checkpoint.json` into it last, and renames it to `RUN/checkpoints/step_N/`: the layout of
 `train_backend.local.checkpoint` (the contract shared with `mars loop` and the dashboard), where a
 folder without `checkpoint.json` is never a checkpoint. Steps already published are skipped, so a
-resumed run publishes only what is new.
+resumed run publishes only what is new. A LoRA run (`adapter`) publishes the adapter alone
+instead of a merged model (adapter_export.py), and `checkpoint.json` names its base.
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.checkpoints import CHECKPOINT_FILE, step_dir_name, step_of
+from core.errors import MarsError
 from core.files import jsonl_slots, write_json_atomic
+
+if TYPE_CHECKING:
+    from train_backend.verl.adapter_export import AdapterTarget
 
 CHECKPOINT_SCHEMA_VERSION = 1
 LATEST_FILE = "latest_checkpointed_iteration.txt"
@@ -37,6 +42,8 @@ _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 # (command, log file, environment) -> exit code
 Runner = Callable[[list[str], Path, dict[str, str]], int]
+# (verl's actor folder, the folder to write, the base model) -> None; raises on failure
+Exporter = Callable[[Path, Path, str], None]
 
 
 def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) -> list[str]:
@@ -175,6 +182,8 @@ class CheckpointPublisher:
         metrics_file: Path | None = None,
         runner: Runner = run_logged,
         dtype: str | None = None,
+        adapter: AdapterTarget | None = None,
+        exporter: Exporter | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.verl_checkpoints = verl_checkpoints
@@ -184,6 +193,9 @@ class CheckpointPublisher:
         self.metrics_file = metrics_file
         self.runner = runner
         self.dtype = dtype  # the base model's: merged weights are cast back to it
+        self.adapter = adapter  # a LoRA run: only the adapter is published (adapter_export.py)
+        self.exporter = exporter
+        self._adapter_info: dict[str, Any] | None = None
         self.failures: dict[int, str] = {}  # step -> why its last merge attempt failed
         self.attempts: dict[int, int] = {}
 
@@ -232,13 +244,19 @@ class CheckpointPublisher:
         log_path = self.logs / f"merge-step_{step}.log"
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
-        code = self.runner(merge_command(actor_dir, staging), log_path, merge_environment())
-        if code != 0 or not (staging / "config.json").is_file():
-            shutil.rmtree(staging, ignore_errors=True)
-            why = f"exited with code {code}" if code != 0 else "wrote no model"
-            self.failures[step] = f"the merger {why} (log: {log_path})"
-            return False
-        if self.dtype is not None:
+        extra: dict[str, Any] = {}
+        if self.adapter is not None:
+            if not self._export_adapter(step, actor_dir, staging):
+                return False
+            extra["adapter"] = self._adapter_info
+        else:
+            code = self.runner(merge_command(actor_dir, staging), log_path, merge_environment())
+            if code != 0 or not (staging / "config.json").is_file():
+                shutil.rmtree(staging, ignore_errors=True)
+                why = f"exited with code {code}" if code != 0 else "wrote no model"
+                self.failures[step] = f"the merger {why} (log: {log_path})"
+                return False
+        if self.dtype is not None and self.adapter is None:
             try:
                 restore_dtype(staging, self.dtype)
             except (OSError, ValueError, RuntimeError) as exc:
@@ -255,11 +273,27 @@ class CheckpointPublisher:
             "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "metrics": self.logged_metrics(step),
             **self.details,
+            **extra,
         }
         write_json_atomic(staging / CHECKPOINT_FILE, record, sort_keys=True, fsync=True)
         if final.exists():  # a merge that died before its checkpoint.json: replace it
             shutil.rmtree(final)
         staging.rename(final)
+        return True
+
+    def _export_adapter(self, step: int, actor_dir: Path, staging: Path) -> bool:
+        """The adapter alone into `staging` (in this process: a few tensors, no model)."""
+        from train_backend.verl.adapter_export import export_adapter
+
+        assert self.adapter is not None
+        try:
+            if self._adapter_info is None:  # the base does not change during a run
+                self._adapter_info = self.adapter.info().as_json()
+            (self.exporter or export_adapter)(actor_dir, staging, self.adapter.base)
+        except (OSError, ValueError, RuntimeError, KeyError, MarsError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            self.failures[step] = f"exporting the adapter failed: {exc}"
+            return False
         return True
 
     def logged_metrics(self, step: int) -> dict[str, Any]:

@@ -69,6 +69,11 @@ def _validate(config) -> None:  # config: omegaconf.DictConfig
             )
         omega_conf_to_dataclass(config.algorithm)
         omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    except ModuleNotFoundError as exc:
+        # validate_config's last check, a LoRA rank against vLLM's, imports vLLM; a machine
+        # without it (a CPU head node, a dry run here) leaves that check to the preflight.
+        if not (exc.name or "").startswith("vllm"):
+            raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
     except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
         raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
 

@@ -7,7 +7,7 @@
                                   a resumed run first moves the earlier file to metrics.attemptK
     RUN/logs/verl.log             everything verl prints
     RUN/logs/merge-step_N.log     each checkpoint merge
-    RUN/checkpoints/step_N/       Hugging Face model + checkpoint.json (checkpoints.py)
+    RUN/checkpoints/step_N/       Hugging Face model (a LoRA run: the adapter) + checkpoint.json
 
 With `dry_run` everything is prepared and checked and the command is printed; nothing runs.
 The caller (the CLI) starts the run in run.json and finishes it when `run_verl` returns or is
@@ -38,6 +38,7 @@ from core.errors import MarsError
 from core.processes import log_tail, stop_process_group
 from core.runstore import RunDir, RunStatus
 from train_backend.config import TrainConfig
+from train_backend.verl.adapter_export import adapter_target
 from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
@@ -162,6 +163,7 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool, machine: Machi
     if dry_run:
         return
     keep_earlier_metrics(paths.verl_metrics)
+    adapter = adapter_target(config)
     publisher = CheckpointPublisher(
         run_dir=paths.root.resolve(),
         verl_checkpoints=paths.verl_checkpoints,
@@ -170,6 +172,7 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool, machine: Machi
         details={"base_model": config.model, "config": config.model_dump(mode="json")},
         metrics_file=paths.verl_metrics,
         dtype=model_dtype(config.model),
+        adapter=adapter,
     )
     train(command, launch_environment(paths, config.verl.device), paths, publisher)
 

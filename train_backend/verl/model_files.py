@@ -158,3 +158,37 @@ def decoder_parameters(text: dict[str, Any]) -> int | None:
     layer = attention + 3 * hidden * inner + 2 * hidden
     embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings", False) else 2)
     return embeddings + layers * layer + hidden
+
+
+# The linear layers of a dense decoder block: (name, inputs, outputs) as functions of
+# (hidden, inner, heads x head_dim, kv heads x head_dim). PEFT's "all-linear" adapts all of them.
+_DECODER_LINEARS = (
+    ("q_proj", lambda h, i, q, kv: (h, q)),
+    ("k_proj", lambda h, i, q, kv: (h, kv)),
+    ("v_proj", lambda h, i, q, kv: (h, kv)),
+    ("o_proj", lambda h, i, q, kv: (q, h)),
+    ("gate_proj", lambda h, i, q, kv: (h, i)),
+    ("up_proj", lambda h, i, q, kv: (h, i)),
+    ("down_proj", lambda h, i, q, kv: (i, h)),
+)
+
+
+def lora_parameters(text: dict[str, Any], rank: int, target_modules: Any) -> int | None:
+    """A LoRA adapter's parameters on a dense decoder: rank x (inputs + outputs) for every
+    adapted linear layer of every block (None when the config is not a dense decoder's)."""
+    keys = ("hidden_size", "num_hidden_layers", "intermediate_size")
+    if not all(isinstance(text.get(k), int) for k in keys) or text.get("num_experts"):
+        return None
+    hidden, layers, inner = (int(text[k]) for k in keys)
+    heads = int(text.get("num_attention_heads") or 1)
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    kv = int(text.get("num_key_value_heads") or heads) * head_dim
+    wanted = None if target_modules in (None, "all-linear") else set(target_modules)
+    if isinstance(target_modules, str) and wanted is not None:
+        wanted = {target_modules}
+    per_layer = sum(
+        rank * sum(shape(hidden, inner, heads * head_dim, kv))
+        for name, shape in _DECODER_LINEARS
+        if wanted is None or name in wanted
+    )
+    return layers * per_layer

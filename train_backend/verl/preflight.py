@@ -36,6 +36,7 @@ from train_backend.verl.checkpoints import LATEST_FILE
 from train_backend.verl.model_files import (
     DTYPE_BYTES,
     ModelConfig,
+    lora_parameters,
     max_context,
     parameter_count,
     read_model_config,
@@ -52,6 +53,9 @@ VERL_DEFAULT_ATTENTION = "flash_attention_2"  # verl/workers/config/model.py
 # published Hugging Face copy in the model's dtype (bytes per parameter).
 SAVE_BYTES_PER_PARAMETER = 12
 MIN_SAVES = 2
+# vLLM's allowed max_lora_rank values (vllm.config.lora.MaxLoRARanks; verl's fallback list in
+# verl/workers/rollout/vllm_rollout/utils.py, get_vllm_max_lora_rank).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _SHARD = re.compile(r"^model_world_size_(\d+)_rank_\d+\.pt$")
 
 OK, REFUSED, WARNING, UNCHECKED = "ok", "refused", "warning", "not checked"
@@ -307,6 +311,30 @@ def existing_ancestor(path: Path) -> Path:
     return path
 
 
+def lora_disk_row(
+    model: str, config: ModelConfig | None, lora: Any, checkpoints: Path, machine: Machine
+) -> Row:
+    """A LoRA save: the adapter's fp32 weights and AdamW moments (verl's save_lora_only) plus
+    the published adapter, the base never saved."""
+    rank = int(lora.lora_rank)
+    count = lora_parameters(config.text, rank, lora.get("target_modules")) if config else None
+    if count is None:
+        return Row("disk", "adapter size unknown", UNCHECKED, f"no decoder config.json for {model}")
+    per_save = count * (SAVE_BYTES_PER_PARAMETER + DTYPE_BYTES["float32"])
+    where = existing_ancestor(checkpoints)
+    free = machine.disk_free(where)
+    found = f"{_gb(free)} free at {where}; a save is {_gb(per_save)} (a {count / 1e6:.1f}M adapter)"
+    if free >= MIN_SAVES * per_save:
+        return Row("disk", found, OK)
+    return Row(
+        "disk",
+        found,
+        REFUSED,
+        f"{where} has {_gb(free)} free, less than {MIN_SAVES} adapter saves need "
+        f"({_gb(MIN_SAVES * per_save)}): free space or put the run on a larger disk",
+    )
+
+
 def disk_row(model: str, config: ModelConfig | None, checkpoints: Path, machine: Machine) -> Row:
     count = parameter_count(model, config)
     if count is None:
@@ -341,17 +369,64 @@ def disk_row(model: str, config: ModelConfig | None, checkpoints: Path, machine:
     )
 
 
+def lora_row(composed: Any, *, cpu: bool) -> Row | None:
+    """A LoRA run's settings as verl reads them (None without LoRA).
+
+    Refused: a rank above vLLM's largest `max_lora_rank` (verl rounds the rank up to one of
+    vLLM's allowed values, `get_vllm_max_lora_rank`, and raises past the last), and
+    `layered_summon` with a `dummy` load format (verl raises at its first weight sync, after
+    every worker and the rollout started: the summon needs the base already in the rollout).
+    """
+    model = composed.actor_rollout_ref.model
+    rollout = composed.actor_rollout_ref.rollout
+    rank = int(model.get("lora_rank") or 0)
+    if rank <= 0:
+        return None
+    load_format = str(rollout.get("load_format") or "")
+    layered = bool(rollout.get("layered_summon", False))
+    found = (
+        f"rank {rank}, alpha {model.get('lora_alpha')}, {model.get('target_modules')}; "
+        f"rollout load_format {load_format}, layered_summon {'on' if layered else 'off'}"
+    )
+    if cpu:
+        return Row("lora", found + "; the CPU rollout runs base + adapter", OK)
+    if layered and "dummy" in load_format:
+        return Row(
+            "lora",
+            found,
+            REFUSED,
+            "rollout.layered_summon needs the base model loaded by the rollout, not dummy "
+            "weights (verl raises at its first weight sync): drop the load_format=dummy "
+            "override, or set actor_rollout_ref.rollout.layered_summon=false",
+        )
+    if str(rollout.name) == "vllm":
+        if rank > VLLM_LORA_RANKS[-1]:
+            return Row(
+                "lora",
+                found,
+                REFUSED,
+                f"adapter.rank {rank} is above vLLM's largest max_lora_rank "
+                f"({VLLM_LORA_RANKS[-1]}); choose a rank of at most {VLLM_LORA_RANKS[-1]}",
+            )
+        served = next(size for size in VLLM_LORA_RANKS if size >= rank)
+        found += f"; vLLM max_lora_rank {served}"
+    return Row("lora", found, OK)
+
+
 def config_rows(
     config: TrainConfig, composed: Any, *, dry_run: bool, machine: Machine
 ) -> list[Row]:
-    """Stack, attention and context: what needs no run directory."""
+    """Stack, attention, context and LoRA: what needs no run directory."""
     model = str(composed.actor_rollout_ref.model.path)
     max_model_len = int(composed.actor_rollout_ref.rollout.max_model_len)
     model_config = read_model_config(model)
+    lora = lora_row(composed, cpu=config.verl.device == "cpu")
+    extra = [lora] if lora is not None else []
     if config.verl.device == "cpu":
         return [
             Row("stack", "the CPU device: verl's trainer, eager attention, no vLLM", OK),
             context_row(model, model_config, max_model_len, "vLLM", enforce=False),
+            *extra,
         ]
     engine = str(composed.actor_rollout_ref.rollout.name)
     cuda_here = machine.cuda()
@@ -365,7 +440,7 @@ def config_rows(
         rows.append(attention_module_row(module, implementation, cuda_here=cuda_here))
     rows.append(attention_row(implementation, remove_padding, ulysses))
     rows.append(context_row(model, model_config, max_model_len, engine, enforce=True))
-    return rows
+    return rows + extra
 
 
 def run_dir_rows(composed: Any, machine: Machine) -> list[Row]:
@@ -373,7 +448,12 @@ def run_dir_rows(composed: Any, machine: Machine) -> list[Row]:
     model = str(composed.actor_rollout_ref.model.path)
     checkpoints = Path(str(composed.trainer.default_local_dir))
     model_config = read_model_config(model)
-    return [resume_row(composed), disk_row(model, model_config, checkpoints, machine)]
+    lora = composed.actor_rollout_ref.model
+    if int(lora.get("lora_rank") or 0) > 0:
+        disk = lora_disk_row(model, model_config, lora, checkpoints, machine)
+    else:
+        disk = disk_row(model, model_config, checkpoints, machine)
+    return [resume_row(composed), disk]
 
 
 def check_installed_stack(machine: Machine | None = None) -> str:
