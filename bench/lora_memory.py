@@ -97,7 +97,7 @@ def block_linears(config: dict[str, Any]) -> dict[str, tuple[int, int]]:
     q = config["num_attention_heads"] * config["head_dim"]
     kv = config["num_key_value_heads"] * config["head_dim"]
     return {
-        "q_proj": (hidden, hidden),
+        "q_proj": (hidden, q),
         "k_proj": (hidden, kv),
         "v_proj": (hidden, kv),
         "o_proj": (q, hidden),

@@ -85,12 +85,15 @@ def eval_command(
     role_targets = parse_role_mapping(role)
     mas_config = parse_mas_options(mas_option)
     role_models: dict[str, str] = {}  # role -> a local model folder served for it alone
+    # role -> (adapter name, folder): a LoRA adapter served beside the default model's adapter
+    role_adapters: dict[str, tuple[str, str]] = {}
     trained_config: dict[str, Any] = {}
     if trained is not None:
         mas_name, model, role_models, mas_config, trained_config = _trained_models(
             trained, trained_step, mas_name, model_options, role_targets, mas_config
         )
         model_options = dataclasses.replace(model_options, model=model)
+        role_adapters = _shared_adapters(model, role_models)
     elif trained_step is not None:
         raise MarsError("--trained-step needs --trained RUN")
     mas_name = mas_name or "single"
@@ -128,6 +131,10 @@ def eval_command(
         | {
             r: {"model": path, "fingerprint": model_fingerprint(path)}
             for r, path in role_models.items()
+        }
+        | {
+            r: {"model": path, "fingerprint": model_fingerprint(path)}
+            for r, (_name, path) in role_adapters.items()
         },
         **trained_config,
         "data": {
@@ -138,6 +145,7 @@ def eval_command(
     identity = eval_identity(config, model_identity(model_options.model, model_options.base_url))
     from contextlib import ExitStack
 
+    from core.model_access import adapter_endpoint
     from core.model_options import open_endpoint
 
     # Refused on entering, before a server starts or a file changes, when the settings differ.
@@ -170,6 +178,7 @@ def eval_command(
                     life.run,
                     gen,
                     extra_sampling=grading.extra_sampling(role_targets),
+                    adapters=dict(role_adapters.values()),
                 )
             )
             role_configs = {
@@ -178,6 +187,8 @@ def eval_command(
                 )
                 for name, (url, model_name) in role_targets.items()
             }
+            for name, (adapter, path) in role_adapters.items():  # on the default's server
+                role_configs[name] = adapter_endpoint(endpoint_config, adapter, path)
             for name, path in role_models.items():  # a local checkpoint per role: its own server
                 role_options = dataclasses.replace(model_options, model=path, base_url=None)
                 role_configs[name] = servers.enter_context(
@@ -268,10 +279,52 @@ async def _evaluate(
     finally:
         for endpoint in (default, *by_role.values()):
             await endpoint.aclose()
-        usage = {"by_role": default.ledger.by_role(), "totals": default.ledger.totals()}
+        usage: dict[str, Any] = {
+            "by_role": default.ledger.by_role(),
+            "totals": default.ledger.totals(),
+            "roles": _usage_of_roles([default, *by_role.values()]),
+        }
         for name, endpoint in by_role.items():
             usage[f"role:{name}"] = endpoint.ledger.totals()
         accumulate_usage_file(run.path / "usage.json", usage)  # adds up over resumed attempts
+
+
+def _usage_of_roles(endpoints: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each agent role's calls and tokens over every endpoint it called, and the model that
+    answered it (several, comma-separated, when a role called more than one)."""
+    from core.usage import add_usage
+
+    figures: dict[str, dict[str, Any]] = {}
+    models: dict[str, set[str]] = {}
+    for endpoint in endpoints:
+        for role, usage in endpoint.ledger.by_role().items():
+            figures[role] = add_usage(figures.get(role, {}), usage)
+            models.setdefault(role, set()).add(endpoint.config.model)
+    return {
+        role: {"model": ", ".join(sorted(models[role])), **figures[role]}
+        for role in sorted(figures)
+    }
+
+
+def _shared_adapters(default: str, role_models: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The roles (taken out of `role_models`) whose checkpoint is a LoRA adapter on the same
+    base as the default model's adapter: role -> (adapter name, folder), all served by the
+    default's one server instead of a server each."""
+    from core.checkpoints import adapter_info
+
+    first = adapter_info(Path(default))
+    if first is None:
+        return {}
+    names = {first.name: default}
+    shared: dict[str, tuple[str, str]] = {}
+    for role, folder in list(role_models.items()):
+        info = adapter_info(Path(folder))
+        if info is None or info.base != first.base or names.get(info.name, folder) != folder:
+            continue  # a whole model, another base or a clashing name: a server of its own
+        names[info.name] = folder
+        shared[role] = (info.name, folder)
+        del role_models[role]
+    return shared
 
 
 # What of a sample's metadata a MAS may see: a puzzle's level (the workflow steps it). A code
@@ -325,6 +378,25 @@ def _recorded_keys(run: Any) -> set[tuple[str, str, int]]:
     return keys
 
 
+def _usage_by_role(run_path: Path) -> dict[str, Any]:
+    """usage.json's per-role figures (added up over the run's attempts), for summary.json."""
+    try:
+        usage = json.loads((run_path / "usage.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    roles = usage.get("roles") if isinstance(usage, dict) else None
+    if not isinstance(roles, dict):
+        return {}
+    return {
+        role: {
+            key: round(value, 3) if key == "latency_s" and isinstance(value, float) else value
+            for key, value in figures.items()
+        }
+        for role, figures in roles.items()
+        if isinstance(figures, dict)
+    }
+
+
 def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
     """Write the summary (each suite's data source from run.json) and the final status, unless
     the run already has it; return a line per suite without a score."""
@@ -350,6 +422,9 @@ def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
     }
     for suite, origin in sources.items():
         summary["suites"][suite]["source"] = origin
+    usage_by_role = _usage_by_role(run.path)
+    if usage_by_role:
+        summary["usage_by_role"] = usage_by_role
     run.write_summary(summary)
     errors = sum(s["errors"] for s in summary["suites"].values())
     unscored = unscored_suites(summary)
