@@ -38,9 +38,24 @@ class SuiteFigures(TypedDict, total=False):
     source: str  # where the samples came from: the hub id, or the local file and its root
 
 
+class RoleUsageFigures(TypedDict, total=False):
+    """One agent role's calls in `mars eval` (usage.json's `roles`, added up over attempts)."""
+
+    model: str  # the model name that answered it (comma-separated when several did)
+    calls: int
+    cached: int
+    errors: int
+    retries: int
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    latency_s: float
+
+
 class EvalSummary(TypedDict, total=False):
     schema_version: int
     suites: dict[str, SuiteFigures]
+    usage_by_role: dict[str, RoleUsageFigures]
     wall_s: float
     client_cpu_s: float
     malformed_lines: int

@@ -12,7 +12,8 @@ process imports it before anything asks verl for its platform. What it adds:
 - a rollout named `mars_cpu` (public `RolloutReplicaRegistry`): one Ray actor per replica holds
   the model with transformers and serves verl's agent loop token-in/token-out (`TokenOutput`),
   batching concurrent requests; the trainer's weights reach it after every step through verl's
-  "naive" weight sync.
+  "naive" weight sync: the whole model, or with LoRA the adapter alone, which the rollout puts
+  on its base with PEFT (rollout_weights.py).
 
 verl has no public hook for three things (and its engine table is read to register only once);
 each hook below names the verl file it depends on, which is why the CPU device needs verl
@@ -41,6 +42,7 @@ GLOO = "cpu:gloo"
 SERVER_PREFIX = "mars_cpu_rollout_"
 MAX_BATCH = 64
 BATCH_WINDOW_S = 0.02  # how long the server waits for more requests before decoding a batch
+ADAPTER_LOG = "mars_cpu rollout: LoRA adapter"
 
 
 def _no_op(*_: Any, **__: Any) -> None:
@@ -372,47 +374,17 @@ class CPURolloutServer:
     ) -> int:
         """Take the trainer's weights: the whole model, or with LoRA (verl's `peft_config`) its
         adapter alone once the base is in place (`base_sync_done`), else the base's weights."""
+        from train_backend.verl.rollout_weights import load_adapter_weights, load_base_weights
+
         if peft_config and base_sync_done:
-            self._load_adapter(weights, peft_config)
+            model = load_adapter_weights(self.policy.model, weights, peft_config)
+            self.policy = dataclasses.replace(self.policy, model=model)
+            # in verl's log: what the tests (and a rehearsal's reader) check the rollout ran
+            print(f"{ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors", flush=True)
         else:
-            self._load_base(weights)
+            load_base_weights(self.policy.model, weights)
         self.global_steps = global_steps
         return len(weights)
-
-    def _load_base(self, weights: dict[str, torch.Tensor]) -> None:
-        # state_dict, not named_parameters: tied weights (lm_head) are listed under both names.
-        # verl names a LoRA target's base weight `...q_proj.base_layer.weight`
-        # (verl/utils/fsdp_utils.py, replace_lora_wrapper); the model may or may not be wrapped.
-        model = self.policy.model
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        params = {
-            name.replace(".base_layer", ""): tensor
-            for name, tensor in base.state_dict().items()
-            if "lora_" not in name
-        }
-        incoming = {name.replace(".base_layer", ""): tensor for name, tensor in weights.items()}
-        unknown = sorted(set(incoming) - set(params))
-        if unknown:
-            raise KeyError(f"rollout model has no parameter(s) {', '.join(unknown[:5])}")
-        with torch.no_grad():
-            for name, tensor in incoming.items():
-                params[name].copy_(tensor)
-
-    def _load_adapter(self, weights: dict[str, torch.Tensor], peft_config: dict[str, Any]) -> None:
-        """The actor's LoRA tensors (PEFT's saved names) onto the same adapter here: the rollout
-        runs base + adapter unmerged, as the actor computes its log-probs."""
-        from peft import PeftConfig, get_peft_model, set_peft_model_state_dict
-
-        if not hasattr(self.policy.model, "peft_config"):
-            config = PeftConfig.from_peft_type(**peft_config)
-            config.inference_mode = True
-            model = get_peft_model(self.policy.model, config)
-            model.eval()
-            self.policy = dataclasses.replace(self.policy, model=model)
-        result = set_peft_model_state_dict(self.policy.model, weights)
-        unexpected = getattr(result, "unexpected_keys", None) or []
-        if unexpected:
-            raise KeyError(f"rollout adapter has no parameter(s) {', '.join(unexpected[:5])}")
 
     def parameter(self, name: str) -> torch.Tensor:
         return self.policy.model.state_dict()[name].detach().clone()

@@ -323,7 +323,10 @@ def lora_disk_row(
     per_save = count * (SAVE_BYTES_PER_PARAMETER + DTYPE_BYTES["float32"])
     where = existing_ancestor(checkpoints)
     free = machine.disk_free(where)
-    found = f"{_gb(free)} free at {where}; a save is {_gb(per_save)} (a {count / 1e6:.1f}M adapter)"
+    found = (
+        f"{_gb(free)} free at {where}; a save is {per_save / 1e6:.1f} MB "
+        f"(a {count / 1e6:.1f}M-parameter adapter)"
+    )
     if free >= MIN_SAVES * per_save:
         return Row("disk", found, OK)
     return Row(
