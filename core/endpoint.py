@@ -1,7 +1,10 @@
 """The one way to talk to a model: every evaluation call (MAS agents, AutoGen, game players, judges)
 goes through `Endpoint.complete`.
 
-An endpoint is an OpenAI-compatible base URL plus a model name. It owns one shared
+An endpoint is an OpenAI-compatible base URL (or several, comma-separated: replicas of one model)
+plus a model name. Requests go to the replica with the fewest in flight; one that fails to
+answer (a dropped connection, a timeout, a 5xx) is set aside for a while and the request is
+retried at once on another; usage and latency are counted per replica. It owns one shared
 `openai.AsyncOpenAI` client (a client per call costs ~30 ms of CPU; built on first use, since
 plain-http URLs never need it and importing `openai` costs most of a second), an asyncio
 semaphore that bounds requests in flight, a hard wall-clock timeout per attempt, and bounded
@@ -18,14 +21,16 @@ import os
 import random
 import sys
 import time
+import urllib.parse
 import zlib
 from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 from pydantic import BaseModel, Field
 
-from core.errors import EndpointError
+from core.errors import EndpointError, MarsError
 from core.http_transport import JSONPoster, LeanHTTPTransport, lean_async_client
 from core.reasoning import split_reasoning
 from core.response_cache import ResponseCache, cache_key
@@ -66,8 +71,36 @@ def request_seed(seed: int, epoch: int, role: str, messages: list[Message]) -> i
     return (seed * 1_000_003 + prompt) % 2**31
 
 
+def replica_urls(base_url: str) -> list[str]:
+    """The URLs in `base_url`: one, or several comma-separated replicas of one model. A URL
+    that is not http(s)://HOST[:PORT][/PATH] is refused in one line."""
+    urls = [url.strip() for url in base_url.split(",")]
+    for url in urls:
+        try:
+            parts = urllib.parse.urlsplit(url)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            parts, port_ok = None, False
+        if (
+            parts is None
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or not port_ok
+            or any(char.isspace() for char in url)
+        ):
+            shown = url or "(empty)"
+            raise MarsError(
+                f"--base-url: {shown!r} is not a URL like http://HOST:PORT/v1 (several replicas: "
+                "comma-separated, no spaces needed)"
+            )
+    repeated = sorted({url for url in urls if urls.count(url) > 1})
+    if repeated:
+        raise MarsError(f"--base-url names {repeated[0]} twice")
+    return urls
+
+
 class EndpointConfig(BaseModel):
-    base_url: str
+    base_url: str  # one URL, or several comma-separated replicas of the same model
     model: str
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = Field(32, ge=1)
@@ -176,7 +209,33 @@ def _lean_poster(base_url: str, api_key: str, transport: LeanHTTPTransport) -> J
     return JSONPoster(url, headers, transport)
 
 
+@dataclass
+class ReplicaUsage:
+    calls: int = 0
+    failures: int = 0  # attempts that failed here (each retried, here or elsewhere)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+@dataclass
+class _Replica:
+    url: str
+    poster: JSONPoster | None
+    sdk_client: openai.AsyncOpenAI | None = None
+    in_flight: int = 0
+    sent: int = 0
+    set_aside_until: float = 0.0  # monotonic time; a replica that just failed waits till then
+    failures_in_a_row: int = 0
+    usage: ReplicaUsage = field(default_factory=ReplicaUsage)
+
+
 class Endpoint:
+    # A replica that failed is not picked again for this long (doubling with each failure in a
+    # row, up to the cap) while another is up.
+    SET_ASIDE_S = 2.0
+    SET_ASIDE_MAX_S = 30.0
+
     def __init__(self, config: EndpointConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
         self.ledger = UsageLedger()
@@ -184,24 +243,55 @@ class Endpoint:
         self._semaphore = asyncio.Semaphore(config.concurrency)
         self._transport = LeanHTTPTransport()
         self._api_key = os.environ.get(config.api_key_env) or "EMPTY"
-        self._sdk_client: openai.AsyncOpenAI | None = None
-        self._poster = _lean_poster(config.base_url, self._api_key, self._transport)
+        self._replicas = [
+            _Replica(url, _lean_poster(url, self._api_key, self._transport))
+            for url in replica_urls(config.base_url)
+        ]
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
 
     @property
     def _client(self) -> openai.AsyncOpenAI:
-        """The SDK client (https URLs, redirects), sharing the lean path's connections."""
-        if self._sdk_client is None:
+        """The first replica's SDK client (https URLs, redirects)."""
+        return self._sdk_client(self._replicas[0])
+
+    def _sdk_client(self, replica: _Replica) -> openai.AsyncOpenAI:
+        """The SDK client of one replica, sharing the lean path's connections."""
+        if replica.sdk_client is None:
             import openai
 
-            self._sdk_client = openai.AsyncOpenAI(
-                base_url=self.config.base_url,
+            replica.sdk_client = openai.AsyncOpenAI(
+                base_url=replica.url,
                 api_key=self._api_key,
                 max_retries=0,
                 timeout=self.config.timeout_s,
                 http_client=lean_async_client(self.config.timeout_s, self._transport),
             )
-        return self._sdk_client
+        return replica.sdk_client
+
+    def replica_usage(self) -> dict[str, dict[str, float]]:
+        """Per replica URL: calls answered, failed attempts, tokens and summed latency."""
+        return {replica.url: asdict(replica.usage) for replica in self._replicas}
+
+    def _pick_replica(self) -> _Replica:
+        """The replica with the fewest requests in flight among those not set aside (the one
+        sent the fewest on a tie); every one set aside: the one whose wait ends first."""
+        if len(self._replicas) == 1:
+            return self._replicas[0]
+        now = time.monotonic()
+        up = [replica for replica in self._replicas if replica.set_aside_until <= now]
+        if not up:
+            return min(self._replicas, key=lambda replica: replica.set_aside_until)
+        return min(up, key=lambda replica: (replica.in_flight, replica.sent))
+
+    def _another_is_up(self, failed: _Replica) -> bool:
+        now = time.monotonic()
+        return any(r is not failed and r.set_aside_until <= now for r in self._replicas)
+
+    def _set_aside(self, replica: _Replica) -> None:
+        replica.usage.failures += 1
+        replica.failures_in_a_row += 1
+        wait = min(self.SET_ASIDE_MAX_S, self.SET_ASIDE_S * 2 ** (replica.failures_in_a_row - 1))
+        replica.set_aside_until = time.monotonic() + wait
 
     @property
     def model_identity(self) -> str:
@@ -257,12 +347,20 @@ class Endpoint:
         retries = 0
         while True:
             started = time.perf_counter()
+            replica: _Replica | None = None
             try:
                 async with self._semaphore:
+                    replica = self._pick_replica()
+                    replica.in_flight += 1
+                    replica.sent += 1
                     started = time.perf_counter()
-                    completion = await _within(
-                        self.config.timeout_s, self._request_once(messages, gen, seed)
-                    )
+                    try:
+                        completion = await _within(
+                            self.config.timeout_s,
+                            self._request_once(replica, messages, gen, seed),
+                        )
+                    finally:
+                        replica.in_flight -= 1
             except _Retryable as exc:
                 failure, status, wait_hint = str(exc), exc.status, exc.wait_s
             except asyncio.TimeoutError:
@@ -274,6 +372,7 @@ class Endpoint:
             else:
                 completion.latency_s = time.perf_counter() - started
                 completion.retries = retries
+                _count(replica, completion)
                 # The slot is free: let the request waiting for it go out before this reply is
                 # graded and recorded (a reply's processing would otherwise delay the next
                 # request, and at 64 in flight those delays pile up wave after wave).
@@ -283,7 +382,12 @@ class Endpoint:
                 raise EndpointError(
                     f"{failure} (gave up after {retries} retries)", retries=retries, status=status
                 )
-            await asyncio.sleep(self._backoff_s(retries, wait_hint))
+            failover = False
+            if replica is not None and len(self._replicas) > 1 and status != 429:
+                self._set_aside(replica)
+                failover = self._another_is_up(replica)
+            if not failover:  # another replica up: retry there at once
+                await asyncio.sleep(self._backoff_s(retries, wait_hint))
             retries += 1
 
     def _backoff_s(self, attempt: int, retry_after: float | None) -> float:
@@ -293,16 +397,22 @@ class Endpoint:
         return self._rng.uniform(0, cap)  # full jitter
 
     async def _request_once(
-        self, messages: list[Message], gen: GenerationConfig, seed: int | None = None
+        self,
+        replica: _Replica,
+        messages: list[Message],
+        gen: GenerationConfig,
+        seed: int | None = None,
     ) -> Completion:
         body = {"model": self.config.model, "messages": messages, **gen.request_fields()}
         if seed is not None:
             body["seed"] = seed
-        if self._poster is not None:
-            return await self._request_lean(self._poster, body)
-        return await self._request_sdk(body)
+        if replica.poster is not None:
+            return await self._request_lean(replica, replica.poster, body)
+        return await self._request_sdk(replica, body)
 
-    async def _request_lean(self, poster: JSONPoster, body: dict[str, Any]) -> Completion:
+    async def _request_lean(
+        self, replica: _Replica, poster: JSONPoster, body: dict[str, Any]
+    ) -> Completion:
         """The SDK path's exchange and outcomes (errors, retries, messages), minus its CPU."""
         try:
             status, headers, content = await poster.post(json.dumps(body).encode())
@@ -311,9 +421,9 @@ class Endpoint:
         except Exception as exc:
             raise _Retryable("APIConnectionError: Connection error.") from exc
         if 300 <= status < 400:  # a redirect: let the SDK's client follow it
-            return await self._request_sdk(body)
+            return await self._request_sdk(replica, body)
         if status >= 400:
-            raise self._status_error(status, headers, content)
+            raise self._status_error(replica.url, status, headers, content)
         content_type = _header(headers, b"content-type") or b"*"
         if not content_type.split(b";")[0].strip().endswith(b"json"):
             # The SDK hands back the text, which is not a chat-completion body.
@@ -325,39 +435,40 @@ class Endpoint:
         return _to_completion(response)
 
     def _status_error(
-        self, status: int, headers: list[tuple[bytes, bytes]], content: bytes
+        self, url: str, status: int, headers: list[tuple[bytes, bytes]], content: bytes
     ) -> Exception:
         """What the SDK path raises for this status (same text as openai's APIStatusError)."""
         if status == 429 or status >= 500:
             wait = _parse_retry_after(_header(headers, b"retry-after")) if status == 429 else None
-            return _Retryable(
-                f"HTTP {status} from {self.config.base_url}", status=status, wait_s=wait
-            )
+            return _Retryable(f"HTTP {status} from {url}", status=status, wait_s=wait)
         message = _status_message(status, content)
         return EndpointError(
-            f"HTTP {status} from {self.config.base_url}: {_short(message)}",
+            f"HTTP {status} from {url}: {_short(message)}",
             retries=0,
             status=status,
         )
 
-    async def _request_sdk(self, body: dict[str, Any]) -> Completion:
+    async def _request_sdk(self, replica: _Replica, body: dict[str, Any]) -> Completion:
         import openai
 
+        url = replica.url
         try:
             # A plain POST through the client: same auth, base URL and errors as
             # `chat.completions.create`, without its request transform and response models, which
             # cost more client CPU per call than the HTTP exchange itself.
-            response = await self._client.post("/chat/completions", body=body, cast_to=object)
+            response = await self._sdk_client(replica).post(
+                "/chat/completions", body=body, cast_to=object
+            )
         except openai.APIStatusError as exc:
             status = exc.status_code
             if status == 429 or status >= 500:
                 raise _Retryable(
-                    f"HTTP {status} from {self.config.base_url}",
+                    f"HTTP {status} from {url}",
                     status=status,
                     wait_s=_retry_after_s(exc) if status == 429 else None,
                 ) from exc
             raise EndpointError(
-                f"HTTP {status} from {self.config.base_url}: {_short(exc.message)}",
+                f"HTTP {status} from {url}: {_short(exc.message)}",
                 retries=0,
                 status=status,
             ) from exc
@@ -368,12 +479,24 @@ class Endpoint:
         return _to_completion(response)
 
     async def aclose(self) -> None:
-        if self._sdk_client is not None:
-            await self._sdk_client.close()
-        else:
+        clients = [r.sdk_client for r in self._replicas if r.sdk_client is not None]
+        for client in clients:
+            await client.close()
+        if not clients:
             await self._transport.aclose()
         if self._cache is not None:
             self._cache.close()
+
+
+def _count(replica: _Replica | None, completion: Completion) -> None:
+    if replica is None:
+        return
+    replica.failures_in_a_row = 0
+    usage = replica.usage
+    usage.calls += 1
+    usage.prompt_tokens += completion.usage.prompt_tokens
+    usage.completion_tokens += completion.usage.completion_tokens
+    usage.latency_s += completion.latency_s
 
 
 def _short(text: str, limit: int = 200) -> str:

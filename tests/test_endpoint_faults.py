@@ -228,7 +228,7 @@ async def test_the_lean_http_path_fails_as_the_openai_client_path(status: int) -
         for lean in (True, False):
             endpoint = _endpoint(server, max_retries=0)
             if not lean:
-                endpoint._poster = None  # every request through the openai client
+                endpoint._replicas[0].poster = None  # every request through the openai client
             with pytest.raises(EndpointError) as info:
                 await endpoint.complete([{"role": "user", "content": "q"}])
             await endpoint.aclose()

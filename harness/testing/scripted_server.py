@@ -55,6 +55,8 @@ class _State:
     seen: list[SeenRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     timeline: TextIO | None = None  # a line "arrived<TAB>replied" (epoch seconds) per completion
+    # At most this many replies in the making at once (a GPU server's batch slots); None: any
+    slots: asyncio.Semaphore | None = None
 
 
 def _completion_body(req: dict[str, Any], reply: Reply, model: str, n: int) -> dict[str, Any]:
@@ -127,7 +129,10 @@ async def _handle(
             with state.lock:
                 state.seen.append(SeenRequest(body=req, reply=reply, at=time.monotonic()))
                 n = len(state.seen)
-            if reply.delay_s:
+            if reply.delay_s and state.slots is not None:
+                async with state.slots:
+                    await asyncio.sleep(reply.delay_s)
+            elif reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             if reply.fault == "hang":
                 await asyncio.sleep(3600)
@@ -213,6 +218,7 @@ class ScriptedServer:
         if self._loop is None or self._server is None:
             return
         loop, server = self._loop, self._server
+        self._server = None  # a second stop() is a no-op
 
         def shutdown() -> None:
             server.close()
@@ -244,10 +250,13 @@ def main() -> None:
     parser.add_argument(
         "--timeline", help="append 'arrived<TAB>replied' (epoch seconds) per completion here"
     )
+    parser.add_argument("--slots", type=int, help="replies in the making at once (default: any)")
     args = parser.parse_args()
 
     async def serve() -> None:
         state = _State(script=fixed_delay_script(args.delay, args.text), model="scripted")
+        if args.slots:
+            state.slots = asyncio.Semaphore(args.slots)
         if args.timeline:
             state.timeline = open(args.timeline, "a", encoding="utf-8")  # noqa: SIM115
         server = await asyncio.start_server(
