@@ -4,8 +4,8 @@ a failed one is set aside and its requests retried on another, usage is counted 
 from __future__ import annotations
 
 import asyncio
-import re
 import itertools
+import re
 from typing import Any
 
 import pytest
