@@ -88,6 +88,7 @@ class SeatFigures(TypedDict, total=False):
 class ArenaSummary(TypedDict, total=False):
     schema_version: int
     game: str
+    variant_of: str  # an obfuscated variant's original game (games/variants/)
     player: str
     opponent: str
     player_id: str
@@ -106,6 +107,7 @@ class ExploitabilitySummary(TypedDict, total=False):
 
     schema_version: int
     game: str
+    variant_of: str  # an obfuscated variant's original game
     player: str
     model: str | None
     exploitability: float | None

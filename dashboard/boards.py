@@ -149,7 +149,7 @@ def grid_html(position: dict[str, Any]) -> str:
     rows: list[list[str]] = position.get("rows") or []
     if not rows or not rows[0]:
         return "<div>empty board</div>"
-    connect_four = position.get("game") == "connect_four"
+    connect_four = _base_game(position) == "connect_four"
     size = 48 if connect_four else 64
     n_cols = len(rows[0])
     move, last = position.get("move_cell"), position.get("last_cell")
@@ -276,7 +276,7 @@ def poker_html(position: dict[str, Any], names: list[str]) -> str:
             )
         )
     middle = ""
-    if position.get("game") == "leduc_poker":
+    if _base_game(position) == "leduc_poker":
         public = position.get("public")
         caption = "public card" if public else "public card (not dealt yet)"
         middle = _box(
@@ -390,3 +390,8 @@ def hanabi_html(position: dict[str, Any], names: list[str]) -> str:
     score = _box("", f"fireworks (score <b>{int(position.get('score') or 0)}</b>) {piles}")
     rest = _box("", f"deck: {int(position.get('deck') or 0)} cards · discards: {discards}")
     return score + tokens + "".join(hands) + rest
+
+
+def _base_game(position: dict[str, Any]) -> str | None:
+    """The game a position's board is drawn as: an obfuscated variant's original."""
+    return position.get("variant_of") or position.get("game")

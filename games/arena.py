@@ -297,8 +297,10 @@ class ArenaTally:
             self.seats[record["seat"]].add(record)
 
     def summary(self) -> dict[str, Any]:
+        variant = {"variant_of": self.spec.variant_of} if self.spec.variant_of else {}
         return {
             "game": self.spec.name,
+            **variant,
             "player": self.player,
             "opponent": self.opponent,
             "normalization": {

@@ -107,7 +107,9 @@ async def play_episode(
             bots.append(agent.choose)  # type: ignore[union-attr]
             models.append(None)
 
-    result = EpisodeResult(spec.name, seed, tuple([p.name for p in players]))
+    result = EpisodeResult(
+        spec.name, seed, tuple([p.name for p in players]), variant_of=spec.variant_of
+    )
     turns = result.turns
     history: list[tuple[int, str]] = []  # (seat, label) of every move, for model prompts
     turn_counts = [0] * len(players)
@@ -179,7 +181,9 @@ def play_bot_episode(
     labels = vocabulary(spec).labels
     rules = spec.rewards
     bonus, max_actions = rules.format_bonus, rules.max_actions
-    result = EpisodeResult(spec.name, seed, tuple([p.name for p in players]))
+    result = EpisodeResult(
+        spec.name, seed, tuple([p.name for p in players]), variant_of=spec.variant_of
+    )
     turns = result.turns
     append = turns.append
     seats = len(players)

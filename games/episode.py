@@ -122,6 +122,7 @@ class EpisodeResult:
     model_turns: Sequence[int] = (0, 0)
     invalid_turns: Sequence[int] = (0, 0)
     completion_tokens: Sequence[int] = (0, 0)
+    variant_of: str | None = None  # the original game when `game` is an obfuscated variant
 
     @property
     def invalid(self) -> bool:
@@ -132,10 +133,12 @@ class EpisodeResult:
 
     def to_record(self, **extra: Any) -> dict[str, Any]:
         """The record of this episode, with `extra` fields (the arena's seat and players) before
-        the turns."""
+        the turns. A variant's record also names its original (`variant_of`)."""
+        variant = {"variant_of": self.variant_of} if self.variant_of else {}
         return {
             "schema_version": RECORD_SCHEMA_VERSION,
             "game": self.game,
+            **variant,
             "seed": self.seed,
             "players": list(self.players),
             "returns": self.returns,

@@ -15,9 +15,10 @@ its move does) plus the final one, drawn by the dashboard (`dashboard/boards.py`
 - `hanabi`: both `hands` (card, hinted color and rank, colors and ranks still possible), the
   `fireworks`, `info_tokens` / `life_tokens` with their maxima, `deck`, `discards`, `score`.
 
-Every position also has `game`, `kind`, `to_move` (the acting seat, None once over), `terminal`
-and `action` (the turn's label, None on the final position or an invalid reply). The spectator
-sees everything, both seats' hidden cards included; a seat's own view is in the record's prompt.
+Every position also has `game` (and `variant_of`, the original game, for an obfuscated variant),
+`kind`, `to_move` (the acting seat, None once over), `terminal` and `action` (the turn's label,
+None on the final position or an invalid reply). The spectator sees everything, both seats'
+hidden cards included; a seat's own view is in the record's prompt.
 """
 
 from __future__ import annotations
@@ -165,8 +166,10 @@ def _position(
     else:
         body = _hanabi_position(spec, state)
     terminal = state.is_terminal()
+    variant = {"variant_of": spec.variant_of} if spec.variant_of else {}
     return {
         "game": spec.name,
+        **variant,
         "to_move": None if terminal else state.current_player(),
         "terminal": terminal,
         **body,

@@ -74,6 +74,13 @@ class GameSpec:
     deal_radices: tuple[int, ...] = ()
     own_bet: BetFn | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # An obfuscated variant (games.variants) names the registered game it renames; None otherwise.
+    variant_of: str | None = None
+
+    @property
+    def base_name(self) -> str:
+        """The registered game underneath: the original's name for a variant, else the name."""
+        return self.variant_of or self.name
 
     @functools.cached_property
     def game(self) -> pyspiel.Game:
@@ -102,8 +109,11 @@ class GameSpec:
         return min(100.0, max(0.0, scaled))
 
     def describe(self) -> dict[str, Any]:
+        # `variant_of` only when set, so an original's description (a run's identity) is as before.
+        variant = {"variant_of": self.variant_of} if self.variant_of else {}
         return {
             "name": self.name,
+            **variant,
             "title": self.title,
             "openspiel": self.openspiel_name,
             "params": dict(self.params),
@@ -130,13 +140,22 @@ def _load_builtin_specs() -> None:
 
 
 def get_game(name: str) -> GameSpec:
+    """A registered game, or an obfuscated variant of one (`kuhn_poker.v1`, games.variants)."""
     _load_builtin_specs()
     key = name.strip().lower().replace("-", "_")
-    if key not in _REGISTRY:
-        raise MarsError(unknown_name("game", name, _REGISTRY))
-    return _REGISTRY[key]
+    spec = _REGISTRY.get(key)
+    if spec is not None:
+        return spec
+    from games.variants import find_variant, variant_names
+
+    spec = find_variant(key, _REGISTRY)
+    if spec is None:
+        known = [*_REGISTRY, *variant_names(_REGISTRY.values())]
+        raise MarsError(unknown_name("game", name, known))
+    return spec
 
 
 def list_games(split: Split | None = None) -> list[GameSpec]:
+    """The registered games (variants are not registered: `games.variants.list_variants`)."""
     _load_builtin_specs()
     return [s for s in _REGISTRY.values() if split is None or s.split == split]

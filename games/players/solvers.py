@@ -107,16 +107,17 @@ def _read_policy(path: Path) -> TabularPolicy | None:
 
 @functools.lru_cache(maxsize=16)
 def cached_policy(spec: GameSpec, method: Method, iterations: int, root: Path) -> TabularPolicy:
-    """The solved policy from the disk cache, solving and storing it on a miss."""
-    path = _policy_path(root, spec.name, method, iterations)
+    """The solved policy from the disk cache, solving and storing it on a miss. A variant
+    (games.variants) is the same game underneath, so it shares its original's file."""
+    path = _policy_path(root, spec.base_name, method, iterations)
     policy = _read_policy(path)
     if policy is not None:
         return policy
     started = time.perf_counter()
-    policy = solve(spec.game, spec.name, method, iterations)
+    policy = solve(spec.game, spec.base_name, method, iterations)
     payload = {
         "schema_version": POLICY_SCHEMA_VERSION,
-        "game": spec.name,
+        "game": spec.base_name,
         "method": method,
         "iterations": iterations,
         "exploitability": policy.exploitability,
@@ -178,6 +179,6 @@ def _nash(argument: str | None, context: PlayerContext) -> Player:
     if argument:
         raise MarsError(f"player 'nash' takes no argument (got 'nash:{argument}')")
     _require_solvable("nash", context.spec)
-    iterations = NASH_ITERATIONS.get(context.spec.name, 1000)
+    iterations = NASH_ITERATIONS.get(context.spec.base_name, 1000)
     policy = cached_policy(context.spec, "cfr+", iterations, cache_dir(context.cache_dir))
     return PolicyPlayer("nash", policy)

@@ -46,7 +46,9 @@ def eval_pairs(specs: Sequence[GameSpec], opponents: dict[str, list[str]]) -> li
     """Build every opponent once (solving CFR policies now); bad names raise MarsError."""
     pairs = []
     for spec in specs:
-        for name in opponents.get(spec.name, list(DEFAULT_OPPONENTS)):
+        # a variant plays its original's opponents unless it names its own
+        chosen = opponents.get(spec.name) or opponents.get(spec.base_name, list(DEFAULT_OPPONENTS))
+        for name in chosen:
             bot = None if needs_model(name) else make_player(name, PlayerContext(spec=spec))
             pairs.append(EvalPair(spec, name, bot))
     return pairs
