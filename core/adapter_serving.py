@@ -70,8 +70,8 @@ def _same_weights(first: str, second: str) -> bool:
 
 def _check_base(folder: str, recorded: str | None, base: str) -> None:
     """Refuse an adapter trained on other weights than `base`."""
-    if recorded is None:
-        return  # a PEFT folder no `mars` trainer wrote: its base is known by name only
+    if recorded is None or not Path(base).is_dir():
+        return  # a PEFT folder no `mars` trainer wrote, or a hub id: nothing to fingerprint
     served = model_fingerprint(base)
     if not _same_weights(served, recorded):
         raise MarsError(

@@ -363,6 +363,8 @@ class ModelServer:
             from core.adapter_serving import adapter_server_command, vllm_lora_args
 
             base_name = self._name_of(lora.base)
+            if base_name in lora.adapters:
+                raise MarsError(f"adapter {base_name} has the base's served name; rename it")
             if self.resolved_backend == "vllm":
                 return vllm_command(
                     model_argument(lora.base),

@@ -162,10 +162,17 @@ class AdapterEngine:
             with warnings.catch_warnings():  # transformers' deprecation notes on what PEFT calls
                 warnings.simplefilter("ignore", FutureWarning)
                 for index, (name, folder) in enumerate(adapters.items()):
-                    if index == 0:
-                        model = PeftModel.from_pretrained(model, folder, adapter_name=name)
-                    else:
-                        model.load_adapter(folder, adapter_name=name)
+                    try:
+                        if index == 0:
+                            model = PeftModel.from_pretrained(model, folder, adapter_name=name)
+                        else:
+                            model.load_adapter(folder, adapter_name=name)
+                    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
+                        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                        raise MarsError(
+                            f"cannot load adapter {name} from {folder} onto {base}: "
+                            f"{reason or type(exc).__name__}"
+                        ) from exc
             model.eval()
         self.peft_model = model if adapters else None
         self.base_name = base_name
