@@ -63,7 +63,7 @@ def _validate(config) -> None:  # config: omegaconf.DictConfig
             # "Disabled critic as algorithm.adv_estimator != gae": intended, no critic here.
             warnings.simplefilter("ignore", UserWarning)
             validate_config(
-                config=config,
+                config=_without_vllm_lora_check(config),
                 use_reference_policy=need_reference_policy(config),
                 use_critic=need_critic(config),
             )
@@ -76,6 +76,23 @@ def _validate(config) -> None:  # config: omegaconf.DictConfig
             raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
     except (AssertionError, ValueError, TypeError, OmegaConfBaseException) as exc:
         raise MarsError(f"verl rejects the configuration: {_one_line(exc)}") from exc
+
+
+def _without_vllm_lora_check(config):  # config: omegaconf.DictConfig
+    """`config`, or where vLLM is not installed (a CPU head node, a dry run here) a copy without
+    the LoRA rank: validate_config checks a LoRA rank against vLLM's allowed ranks by importing
+    vLLM, which fails without it; the preflight's lora row checks the rank instead."""
+    from omegaconf import OmegaConf
+
+    model = config.actor_rollout_ref.model
+    lora = int(model.get("lora_rank") or 0) or int((model.get("lora") or {}).get("rank") or 0)
+    if not lora or importlib.util.find_spec("vllm") is not None:
+        return config
+    copy = OmegaConf.create(OmegaConf.to_container(config))
+    copy.actor_rollout_ref.model.lora_rank = 0
+    if "lora" in copy.actor_rollout_ref.model:
+        copy.actor_rollout_ref.model.lora.rank = 0
+    return copy
 
 
 def check_first_update(config) -> None:  # config: omegaconf.DictConfig

@@ -42,7 +42,6 @@ GLOO = "cpu:gloo"
 SERVER_PREFIX = "mars_cpu_rollout_"
 MAX_BATCH = 64
 BATCH_WINDOW_S = 0.02  # how long the server waits for more requests before decoding a batch
-ADAPTER_LOG = "mars_cpu rollout: LoRA adapter"
 
 
 def _no_op(*_: Any, **__: Any) -> None:
@@ -380,7 +379,10 @@ class CPURolloutServer:
             model = load_adapter_weights(self.policy.model, weights, peft_config)
             self.policy = dataclasses.replace(self.policy, model=model)
             # in verl's log: what the tests (and a rehearsal's reader) check the rollout ran
-            print(f"{ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors", flush=True)
+            print(
+                f"{names.ROLLOUT_ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors",
+                flush=True,
+            )
         else:
             load_base_weights(self.policy.model, weights)
         self.global_steps = global_steps

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.endpoint import GenerationConfig
+from core.errors import MarsError
 from core.runstore import RunDir, RunStatus
 from train_backend.local import checkpoint
 from train_backend.mas.config import WorkflowTrainConfig
@@ -54,6 +55,20 @@ def phase_plan(policies: list[str], steps: int, phase_steps: int) -> list[Phase]
                     targets.pop()
                 targets.append((policy, done[policy]))
     return [Phase(index, policy, target) for index, (policy, target) in enumerate(targets)]
+
+
+def refuse_schedule_across_phases(config: WorkflowTrainConfig, plan: list[Phase]) -> None:
+    """A policy trained in several phases is several verl runs, each knowing only its own steps:
+    a cosine schedule would reach its floor at the end of every phase and the next phase would
+    start its updates there (measured: lr 0 and an unchanged adapter). Refused in one line."""
+    phases = [phase.policy for phase in plan]
+    split = sorted({name for name in phases if phases.count(name) > 1})
+    if split and config.lr_schedule != "constant":
+        raise MarsError(
+            f"policy {split[0]} trains in {phases.count(split[0])} verl phases, and a "
+            f"{config.lr_schedule} learning-rate schedule would restart in each: set "
+            "lr_schedule: constant (as the stronger_mas presets do), or phase_alternate_steps 0"
+        )
 
 
 def published_step(root: Path) -> int:
@@ -100,8 +115,10 @@ def train_phases(
     policies = [
         name for name in dict.fromkeys(role_policy.values()) if name not in config.frozen_policies
     ]
+    plan = phase_plan(policies, config.steps, config.phase_alternate_steps)
+    refuse_schedule_across_phases(config, plan)
     ran = []
-    for phase in phase_plan(policies, config.steps, config.phase_alternate_steps):
+    for phase in plan:
         root = policy_root(run.path, phase.policy, True)
         if published_step(root) >= phase.target:
             continue  # published by an earlier invocation

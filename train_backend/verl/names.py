@@ -64,3 +64,5 @@ REPLAY_FAILED = "mars_replay_failed"
 REPLY = "mars_reply"
 OBSERVATION = "mars_observation"  # the last user message the seat was shown (clipped)
 ROLE = "mars_role"
+# What the CPU rollout prints (into verl's log) when it takes a LoRA adapter from the trainer.
+ROLLOUT_ADAPTER_LOG = "mars_cpu rollout: LoRA adapter"
