@@ -90,8 +90,8 @@ def replica_urls(base_url: str) -> list[str]:
         ):
             shown = url or "(empty)"
             raise MarsError(
-                f"--base-url: {shown!r} is not a URL like http://HOST:PORT/v1 (several replicas: "
-                "comma-separated, no spaces needed)"
+                f"--base-url: {shown!r} is not a URL like http://HOST:PORT/v1 (replicas of one "
+                "model: URL1,URL2)"
             )
     repeated = sorted({url for url in urls if urls.count(url) > 1})
     if repeated:

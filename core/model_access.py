@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from core.endpoint import EndpointConfig, GenerationConfig
+from core.endpoint import EndpointConfig, GenerationConfig, replica_urls
 from core.errors import MarsError
 from core.server_state import server_state
 from core.servers import ModelServer, check_model, model_fingerprint
@@ -77,6 +77,29 @@ def check_api_root(base_url: str) -> None:
             f"{base_url} is not an OpenAI-compatible API root, {base_url}/v1 is: "
             f"pass --base-url {base_url}/v1"
         )
+
+
+def checked_replicas(base_url: str) -> list[str]:
+    """`--base-url`'s URLs (one, or comma-separated replicas of one model), each reachable and an
+    API root; one line for the first that is not."""
+    urls = [url.rstrip("/") for url in replica_urls(base_url)]
+    for url in urls:
+        check_reachable(url)
+        check_api_root(url)
+    return urls
+
+
+def check_replicas_serve(urls: Sequence[str], model: str) -> None:
+    """Every replica must serve `model` (a server that lists its models and not this one is
+    another model, not a replica)."""
+    for url in urls[1:]:
+        names = listed_models(url)
+        if names is not None and model not in names:
+            listed = ", ".join(names) or "none"
+            raise MarsError(
+                f"--base-url: {url} does not serve {model} (it lists {listed}); every "
+                "comma-separated URL must be a replica of the same model"
+            )
 
 
 def served_model_name(base_url: str) -> str:
@@ -163,13 +186,11 @@ def model_endpoint(
     if base_url:
         if adapters:
             raise MarsError("adapters are served by a server started here: leave out --base-url")
-        if not base_url.startswith(("http://", "https://")):
-            raise MarsError(f"--base-url must start with http:// or https:// (got {base_url})")
-        base_url = base_url.rstrip("/")
-        check_reachable(base_url)
-        check_api_root(base_url)
+        urls = checked_replicas(base_url)
+        base_url = urls[0]  # the first replica's state file and model name stand for all
         state = server_state(base_url)
         model = model or served_model_name(base_url)
+        check_replicas_serve(urls, model)
         pinned, identity = None, None
         identities = state.get("identities") if state is not None else None
         if state is not None and state.get("model") == model:
@@ -181,7 +202,7 @@ def model_endpoint(
         elif isinstance(identities, dict) and identities.get(model):
             identity = str(identities[model])  # an adapter (or the base) of a `mars` server
         yield EndpointConfig(
-            base_url=base_url,
+            base_url=",".join(urls),
             model=model,
             model_identity=identity,
             pinned_sampling=pinned,

@@ -52,10 +52,22 @@ class RoleUsageFigures(TypedDict, total=False):
     latency_s: float
 
 
+class ReplicaUsageFigures(TypedDict, total=False):
+    """One server of several replicas behind `--base-url URL1,URL2` (usage.json's `replicas`)."""
+
+    calls: int  # requests it answered
+    failures: int  # attempts that failed there (each retried, there or on another replica)
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # summed over its calls
+    mean_latency_s: float
+
+
 class EvalSummary(TypedDict, total=False):
     schema_version: int
     suites: dict[str, SuiteFigures]
     usage_by_role: dict[str, RoleUsageFigures]
+    usage_by_replica: dict[str, ReplicaUsageFigures]  # only with several --base-url replicas
     wall_s: float
     client_cpu_s: float
     malformed_lines: int

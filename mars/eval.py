@@ -286,6 +286,9 @@ async def _evaluate(
         }
         for name, endpoint in by_role.items():
             usage[f"role:{name}"] = endpoint.ledger.totals()
+        replicas = default.replica_usage()
+        if len(replicas) > 1:  # several servers of one model: what each answered, how fast
+            usage["replicas"] = replicas
         accumulate_usage_file(run.path / "usage.json", usage)  # adds up over resumed attempts
 
 
@@ -397,6 +400,28 @@ def _usage_by_role(run_path: Path) -> dict[str, Any]:
     }
 
 
+def _usage_by_replica(run_path: Path) -> dict[str, Any]:
+    """usage.json's per-replica figures (over the run's attempts) with each mean latency."""
+    try:
+        usage = json.loads((run_path / "usage.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    replicas = usage.get("replicas") if isinstance(usage, dict) else None
+    if not isinstance(replicas, dict):
+        return {}
+    return {
+        url: {
+            **figures,
+            "latency_s": round(float(figures.get("latency_s", 0.0)), 3),
+            "mean_latency_s": round(
+                float(figures.get("latency_s", 0.0)) / max(1, int(figures.get("calls", 0))), 4
+            ),
+        }
+        for url, figures in replicas.items()
+        if isinstance(figures, dict)
+    }
+
+
 def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
     """Write the summary (each suite's data source from run.json) and the final status, unless
     the run already has it; return a line per suite without a score."""
@@ -425,6 +450,14 @@ def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
     usage_by_role = _usage_by_role(run.path)
     if usage_by_role:
         summary["usage_by_role"] = usage_by_role
+    replicas = _usage_by_replica(run.path)
+    if replicas:
+        summary["usage_by_replica"] = replicas
+        for url, figures in replicas.items():
+            print(
+                f"replica {url}: {figures['calls']} calls, {figures['failures']} failed attempts, "
+                f"mean latency {figures['mean_latency_s']:.3f} s"
+            )
     run.write_summary(summary)
     errors = sum(s["errors"] for s in summary["suites"].values())
     unscored = unscored_suites(summary)

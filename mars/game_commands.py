@@ -26,12 +26,10 @@ def check_model_flags(wanted: bool, model_options: ModelOptions) -> ModelOptions
     """Fail before any run directory or server exists. With --base-url and no --model, the
     model name is the one the server serves (asked now: records and ratings are keyed by it)."""
     if wanted and model_options.base_url and not model_options.model:
-        from core.model_access import check_api_root, check_reachable, served_model_name
+        from core.model_access import checked_replicas, served_model_name
 
-        base_url = model_options.base_url.rstrip("/")
-        check_reachable(base_url)
-        check_api_root(base_url)
-        return dataclasses.replace(model_options, model=served_model_name(base_url))
+        urls = checked_replicas(model_options.base_url)
+        return dataclasses.replace(model_options, model=served_model_name(urls[0]))
     return model_options
 
 

@@ -185,7 +185,7 @@ CASES: list[tuple[str, str, str]] = [
      '/v1 is: pass --base-url'),
     ('base URL without a scheme',
      'eval --suite gsm8k --base-url 127.0.0.1:8000/v1 --data-dir {data}',
-     'must start with http://'),
+     'is not a URL like http://HOST:PORT/v1'),
     ('nothing listens at the URL',
      'eval --suite gsm8k --base-url http://127.0.0.1:9/v1 --data-dir {data}',
      'cannot reach http://127.0.0.1:9/v1'),
