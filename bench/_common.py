@@ -39,7 +39,10 @@ def local_gsm8k() -> Path:
 
 
 def scripted_server_command(
-    delay_s: float, text: str | None = None, timeline: Path | None = None
+    delay_s: float,
+    text: str | None = None,
+    timeline: Path | None = None,
+    slots: int | None = None,
 ) -> list[str]:
     """The scripted OpenAI-compatible server's command line; it prints its port first."""
     command = [sys.executable, "-m", SCRIPTED_SERVER, "--delay", str(delay_s)]
@@ -47,6 +50,8 @@ def scripted_server_command(
         command += ["--text", text]
     if timeline is not None:
         command += ["--timeline", str(timeline)]
+    if slots is not None:
+        command += ["--slots", str(slots)]
     return command
 
 

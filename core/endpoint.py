@@ -47,6 +47,10 @@ class GenerationConfig(BaseModel):
     top_p: float = 1.0
     max_tokens: int = 512
     seed: int | None = None
+    # Sent only when set: top_k is not an OpenAI field (vLLM and the adapter server take it;
+    # `transformers serve` refuses it), stop is.
+    top_k: int | None = None
+    stop: list[str] | None = None
 
     def request_fields(self) -> dict[str, Any]:
         # Only standard fields: `transformers serve` answers 422 to anything it does not know.
@@ -57,6 +61,19 @@ class GenerationConfig(BaseModel):
         }
         if self.seed is not None:
             fields["seed"] = self.seed
+        if self.top_k is not None:
+            fields["top_k"] = self.top_k
+        if self.stop:
+            fields["stop"] = list(self.stop)
+        return fields
+
+    def cache_fields(self) -> dict[str, Any]:
+        """What the response cache keys on: the fields, less the optional ones left unset (so
+        keys made before they existed still match)."""
+        fields = self.model_dump()
+        for name in ("top_k", "stop"):
+            if fields[name] is None:
+                del fields[name]
         return fields
 
 
@@ -311,7 +328,7 @@ class Endpoint:
             raise EndpointError(refusal, retries=0)
         key = None
         if self._cache is not None:
-            key = cache_key(self.model_identity, messages, gen.model_dump(), epoch)
+            key = cache_key(self.model_identity, messages, gen.cache_fields(), epoch)
             hit = self._cache.get(key)
             if hit is not None:
                 completion = Completion.model_validate(hit).model_copy(update={"cached": True})

@@ -15,7 +15,7 @@ from core.model_options import ModelOptions, SamplingOptions
 from mars import options
 from mars.main import app
 from mars.model_options import model_options
-from mars.options import parse_role_mapping
+from mars.options import parse_role_mapping, parse_role_sampling
 
 
 def parse_mas_options(values: list[str]) -> dict[str, Any]:
@@ -40,6 +40,7 @@ def eval_command(
         None, "--mas", help="Multi-agent system: single, mad, ... (default: single)"
     ),
     role: list[str] = options.ROLE,
+    role_sampling: list[str] = options.ROLE_SAMPLING,
     mas_option: list[str] = typer.Option(
         [], "--mas-option", help="A MAS setting KEY=VALUE, e.g. rounds=2 (repeatable)."
     ),
@@ -83,6 +84,7 @@ def eval_command(
     if data_dir is not None:
         check_data_dir(data_dir)  # missing or empty: one line, never another root instead
     role_targets = parse_role_mapping(role)
+    role_settings = parse_role_sampling(role_sampling)
     mas_config = parse_mas_options(mas_option)
     role_models: dict[str, str] = {}  # role -> a local model folder served for it alone
     # role -> (adapter name, folder): a LoRA adapter served beside the default model's adapter
@@ -92,6 +94,7 @@ def eval_command(
         mas_name, model, role_models, mas_config, trained_config = _trained_models(
             trained, trained_step, mas_name, model_options, role_targets, mas_config
         )
+        role_settings = _trained_sampling(trained) | role_settings  # the flags win
         model_options = dataclasses.replace(model_options, model=model)
         role_adapters = _shared_adapters(model, role_models)
     elif trained_step is not None:
@@ -119,6 +122,7 @@ def eval_command(
         loaded.append(result)
 
     gen = sampling.generation()
+    gen_by_role = {role: gen.model_copy(update=own) for role, own in role_settings.items()}
     config: dict[str, Any] = {
         "suites": suite_names,
         "mas": mas_name,
@@ -126,6 +130,11 @@ def eval_command(
         "epochs": epochs,
         "concurrency": model_options.concurrency,
         "generation": gen.model_dump(),
+        **(
+            {"generation_by_role": {r: g.model_dump() for r, g in gen_by_role.items()}}
+            if gen_by_role
+            else {}
+        ),
         "mas_config": mas_config,
         "roles": {r: {"base_url": b, "model": m} for r, (b, m) in role_targets.items()}
         | {
@@ -177,7 +186,10 @@ def eval_command(
                     model_options,
                     life.run,
                     gen,
-                    extra_sampling=grading.extra_sampling(role_targets),
+                    extra_sampling=[
+                        *grading.extra_sampling(role_targets),
+                        *gen_by_role.values(),
+                    ],
                     adapters=dict(role_adapters.values()),
                 )
             )
@@ -224,6 +236,7 @@ def eval_command(
                     life.run,
                     quiet,
                     grading,
+                    gen_by_role,
                 )
             )
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
@@ -241,6 +254,7 @@ async def _evaluate(
     run: Any,
     quiet: bool,
     grading: Any,
+    gen_by_role: dict[str, Any],
 ) -> None:
     from core.endpoint import Endpoint
     from core.usage import accumulate_usage_file
@@ -249,7 +263,7 @@ async def _evaluate(
 
     default = Endpoint(endpoint_config)
     by_role = {name: Endpoint(config) for name, config in role_configs.items()}
-    models = Models(default=default, by_role=by_role, gen=gen)
+    models = Models(default=default, by_role=by_role, gen=gen, gen_by_role=gen_by_role)
 
     async def solve(item: WorkItem) -> SolvedSample:
         task = Task(
@@ -364,6 +378,18 @@ def _trained_models(
     others = {role: folder for role, folder in folders.items() if folder != default}
     entry = {"trained": {"run": str(run.resolve()), "step": found.step, "policies": found.policies}}
     return found.workflow, default, others, {**found.workflow_options, **mas_config}, entry
+
+
+def _trained_sampling(run: Path) -> dict[str, dict[str, Any]]:
+    """The run's `eval_role_sampling`, as `--role-sampling` settings (its max_new_tokens is
+    max_tokens); the unset fields stay the command's own."""
+    from train_backend.mas.trained import eval_role_sampling
+
+    renamed = {"max_new_tokens": "max_tokens"}
+    return {
+        role: {renamed.get(key, key): value for key, value in own.items() if value is not None}
+        for role, own in eval_role_sampling(run).items()
+    }
 
 
 def _recorded_keys(run: Any) -> set[tuple[str, str, int]]:

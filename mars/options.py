@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -50,6 +51,15 @@ ROLE = typer.Option(
     help="Map a role to another model: ROLE=MODEL@URL, e.g. judge=Qwen3-4B@http://host:8000/v1 "
     "(repeatable; the older ROLE=URL/v1/NAME works too).",
 )
+ROLE_SAMPLING = typer.Option(
+    [],
+    "--role-sampling",
+    help="A role's own generation settings: ROLE:KEY=VALUE,... with keys temperature, top_p, "
+    "top_k, max_tokens, stop (several stops: a|b), e.g. reasoner:temperature=0.6,max_tokens=512 "
+    "(repeatable; the other roles use --temperature etc.; with --trained the run's "
+    "eval_role_sampling is the default).",
+)
+ROLE_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
 RUN_DIR = typer.Option(
     None, "--run-dir", help="Exactly this run directory; rerunning with the same path resumes."
 )
@@ -99,3 +109,39 @@ def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
             raise MarsError(f"--role {value}: the URL names no host")
         mapping[role] = (base_url, model.strip())
     return mapping
+
+
+def parse_role_sampling(values: list[str]) -> dict[str, dict[str, Any]]:
+    """`--role-sampling` values to {role: {setting: value}}; one line for anything malformed."""
+    from core.names import unknown_name
+
+    settings: dict[str, dict[str, Any]] = {}
+    for value in values:
+        role, sep, pairs = value.partition(":")
+        role = role.strip()
+        if not sep or not role or not pairs.strip():
+            raise MarsError(f"--role-sampling expects ROLE:KEY=VALUE,..., got '{value}'")
+        own = settings.setdefault(role, {})
+        for pair in pairs.split(","):
+            key, eq, raw = (part.strip() for part in pair.partition("="))
+            if not eq or not raw:
+                raise MarsError(f"--role-sampling {value}: expected KEY=VALUE, got '{pair}'")
+            if key not in ROLE_SAMPLING_KEYS:
+                raise MarsError(
+                    f"--role-sampling: {unknown_name('setting', key, ROLE_SAMPLING_KEYS)}"
+                )
+            own[key] = _sampling_value(key, raw, value)
+    return settings
+
+
+def _sampling_value(key: str, raw: str, value: str) -> Any:
+    if key == "stop":
+        return [stop for stop in raw.split("|") if stop]
+    try:
+        number = float(raw) if key in ("temperature", "top_p") else int(raw)
+    except ValueError:
+        raise MarsError(f"--role-sampling {value}: {key} must be a number, got '{raw}'") from None
+    low_ok = number > 0 if key in ("top_p", "max_tokens") else number >= 0
+    if not low_ok or (key == "top_p" and number > 1):
+        raise MarsError(f"--role-sampling {value}: {key} {raw} is out of range")
+    return number

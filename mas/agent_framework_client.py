@@ -112,7 +112,7 @@ class EndpointAgentClient(BaseChatClient):
             else:
                 # The endpoint sends standard fields only, and the role decides the model.
                 raise ValueError(f"{self._agent}: unsupported chat option '{key}'")
-        base = self._conversation.models.gen
+        base = self._conversation.models.gen_for(self._agent)
         return base.model_copy(update=update) if update else base
 
     def _response(self, completion: Completion) -> ChatResponse:

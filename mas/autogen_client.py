@@ -145,7 +145,7 @@ class EndpointChatClient(ChatCompletionClient):
         )
 
     def _generation(self, extra: Mapping[str, Any]) -> GenerationConfig:
-        base = self._conversation.models.gen
+        base = self._conversation.models.gen_for(self._agent)
         if not extra:
             return base
         unknown = set(extra) - _GENERATION_FIELDS

@@ -83,14 +83,19 @@ class Transcript(BaseModel):
 
 @dataclass
 class Models:
-    """Endpoints by role; every role not mapped uses `default`."""
+    """Endpoints by role; every role not mapped uses `default`. Likewise the generation settings:
+    a role's own (`gen_by_role`, e.g. `mars eval --role-sampling`), else `gen`."""
 
     default: Endpoint
     by_role: dict[str, Endpoint] = field(default_factory=dict)
     gen: GenerationConfig = field(default_factory=GenerationConfig)
+    gen_by_role: dict[str, GenerationConfig] = field(default_factory=dict)
 
     def for_role(self, role: str) -> Endpoint:
         return self.by_role.get(role, self.default)
+
+    def gen_for(self, role: str) -> GenerationConfig:
+        return self.gen_by_role.get(role, self.gen)
 
 
 class Conversation:
@@ -114,7 +119,10 @@ class Conversation:
         endpoint = self.models.for_role(model_role or agent)
         started = time.perf_counter()
         completion = await endpoint.complete(
-            messages, role=agent, gen=gen or self.models.gen, epoch=self.task.epoch
+            messages,
+            role=agent,
+            gen=gen or self.models.gen_for(agent),
+            epoch=self.task.epoch,
         )
         self.transcript.messages.append(
             AgentMessage(

@@ -96,3 +96,13 @@ def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
         role_models=steps[chosen],
         policies={role: named.get(role, SHARED_POLICY) for role in ROLES[workflow]},
     )
+
+
+def eval_role_sampling(run: Path) -> dict[str, dict[str, Any]]:
+    """The run's per-role evaluation settings (`eval_role_sampling`), as recorded."""
+    try:
+        recorded = json.loads((run / "run.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    settings = (recorded.get("config") or {}).get("eval_role_sampling") or {}
+    return {role: dict(own) for role, own in settings.items() if isinstance(own, dict)}
