@@ -13,6 +13,15 @@ from typing import Any, TypedDict
 Interval = list[float]  # [low, high]
 
 
+class RoleComputeFigures(TypedDict):
+    """One agent role's tokens and calls per graded attempt of a suite (0 where an attempt did
+    not call it), so the roles add up to the suite's means."""
+
+    tokens: float  # prompt + completion
+    completion_tokens: float
+    llm_calls: float
+
+
 class SuiteFigures(TypedDict, total=False):
     """One suite of `mars eval` (`harness.evaluation.summarize`)."""
 
@@ -27,8 +36,10 @@ class SuiteFigures(TypedDict, total=False):
     first_error: str
     samples: int
     epochs: int
-    mean_tokens: float | None
+    mean_tokens: float | None  # prompt + completion tokens per graded attempt
+    mean_completion_tokens: float | None
     mean_llm_calls: float | None
+    mean_by_role: dict[str, RoleComputeFigures]  # each agent role's share of the means above
     mean_latency_s: float | None
     mean_at_k: float
     maj_at_k: float
@@ -63,9 +74,38 @@ class ReplicaUsageFigures(TypedDict, total=False):
     mean_latency_s: float
 
 
+class MatchedSuiteFigures(TypedDict, total=False):
+    """One suite of a compute-matched baseline (`harness.compute_match`): the MAS run's compute
+    per question, the k chosen for it, and what the baseline spent."""
+
+    mas_tokens_per_question: float  # the MAS run's prompt + completion tokens per attempt
+    mas_completion_tokens_per_question: float
+    mas_calls_per_question: float
+    sample_tokens: float | None  # the single agent's tokens per sample, from its first epoch
+    k: int  # samples per question (the epochs of this suite), majority-voted
+    k_if_completion_matched: int  # the k that matching completion tokens alone would give
+    tokens_per_question: float | None  # the baseline's own, over its k samples
+    completion_tokens_per_question: float | None
+    calls_per_question: float | None
+    ratio: float | None  # tokens_per_question / mas_tokens_per_question
+    completion_ratio: float | None
+
+
+class ComputeMatchFigures(TypedDict, total=False):
+    """What a `mars eval --match-compute RUN` baseline matched (run.json's config holds the
+    same, without the baseline's own figures)."""
+
+    run: str  # the MAS eval run's directory
+    mas: str
+    model: str | None
+    matched_on: str  # "tokens": prompt + completion tokens per question
+    suites: dict[str, MatchedSuiteFigures]
+
+
 class EvalSummary(TypedDict, total=False):
     schema_version: int
     suites: dict[str, SuiteFigures]
+    compute_match: ComputeMatchFigures  # only for `mars eval --match-compute RUN`
     usage_by_role: dict[str, RoleUsageFigures]
     usage_by_replica: dict[str, ReplicaUsageFigures]  # only with several --base-url replicas
     wall_s: float

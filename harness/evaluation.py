@@ -292,9 +292,11 @@ def _suite_summary(
         "samples": len(questions),
         "epochs": epochs,
         "mean_tokens": mean([float(_tokens_of(r)) for r in graded]),
+        "mean_completion_tokens": mean([float(_tokens_of(r, prompt=False)) for r in graded]),
         "mean_llm_calls": mean(
             [float((r.get("metrics") or {}).get("llm_calls", 0)) for r in graded]
         ),
+        "mean_by_role": _means_by_role(graded),
         "mean_latency_s": mean([float(r.get("latency_s", 0)) for r in graded]),
     }
     if errored:
@@ -331,9 +333,30 @@ def _reducers(questions: dict[str, list[Attempt]]) -> dict[str, Any]:
     }
 
 
-def _tokens_of(record: dict[str, Any]) -> int:
-    per_agent = (record.get("metrics") or {}).get("tokens_per_agent") or {}
+def _per_agent(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return (record.get("metrics") or {}).get("tokens_per_agent") or {}
+
+
+def _tokens_of(record: dict[str, Any], *, prompt: bool = True) -> int:
     return sum(
-        int(v.get("prompt_tokens", 0)) + int(v.get("completion_tokens", 0))
-        for v in per_agent.values()
+        int(v.get("prompt_tokens", 0)) * prompt + int(v.get("completion_tokens", 0))
+        for v in _per_agent(record).values()
     )
+
+
+def _means_by_role(graded: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each agent role's tokens, completion tokens and calls per graded attempt (an attempt
+    that did not call the role counts 0), so the roles add up to the suite's means."""
+    sums: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"tokens": 0.0, "completion_tokens": 0.0, "llm_calls": 0.0}
+    )
+    for record in graded:
+        for role, usage in _per_agent(record).items():
+            completion = float(usage.get("completion_tokens", 0))
+            sums[role]["tokens"] += float(usage.get("prompt_tokens", 0)) + completion
+            sums[role]["completion_tokens"] += completion
+            sums[role]["llm_calls"] += float(usage.get("calls", 0))
+    return {
+        role: {key: value / len(graded) for key, value in figures.items()}
+        for role, figures in sorted(sums.items())
+    }

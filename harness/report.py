@@ -8,6 +8,8 @@ Metrics (`--metric`, docs/benchmarks.md "Summary statistics"):
 - `pass@K`: the unbiased estimate from each question's n attempts (`core.stats.pass_at_k`);
   `pass@k` takes K = the fewest graded attempts any question has in the runs compared; percentile
   bootstrap interval over questions. Questions with fewer than K attempts are left out.
+Under `accuracy` a compute-matched baseline (`mars eval --match-compute`) is scored by maj@k
+(harness.compute_report), and each run's tokens and calls per question stand beside its metric.
 
 Two runs are compared question by question: the per-question values of B minus those of A over
 the questions both runs scored, with a paired percentile bootstrap interval (resampling
@@ -20,7 +22,7 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,14 @@ from core.stats import (
     paired_bootstrap_diff,
     pass_at_k,
     wilson_ci,
+)
+from harness.compute_report import (
+    COMPUTE_COLUMNS,
+    COMPUTE_NOTE,
+    compute_cell,
+    compute_markdown,
+    compute_texts,
+    match_decision,
 )
 from harness.unscored import NO_SCORE
 
@@ -195,25 +205,49 @@ def print_cells(
     console: Console | None = None,
     *,
     notes: Sequence[str] = (),
+    compute: dict[str, dict[str, dict[str, Any]]] | None = None,
+    run_metrics: dict[str, str] | None = None,
 ) -> None:
-    """The table of `cells`; `notes` (e.g. each suite's data source) go under it."""
+    """The table of `cells`; `notes` (e.g. each suite's data source) go under it. With
+    `compute` (`mars report`), each run's tokens and calls per question stand beside its
+    metric; `run_metrics` names a run's own metric where it is not `label`."""
     console = console or Console()
     suites = sorted({suite for by_suite in cells.values() for suite in by_suite})
     unit = "questions" if label != "accuracy" else "graded attempts"
     table = Table(title=f"{label} % [95% CI], n = {unit}")
     table.add_column("suite")
+    extra = COMPUTE_COLUMNS if compute is not None else ()
     for run_name in cells:
-        table.add_column(run_name, overflow="fold")
-        for column in RATE_COLUMNS:
+        table.add_column(_run_header(run_name, label, run_metrics), overflow="fold")
+        for column in (*RATE_COLUMNS, *extra):
             table.add_column(column, justify="right")
     for suite in suites:
         row = [suite]
-        for by_suite in cells.values():
+        for run_name, by_suite in cells.items():
             row += _cell_texts(by_suite.get(suite))
+            if compute is not None:
+                row += compute_texts(compute.get(run_name, {}).get(suite))
         table.add_row(*row)
     console.print(table)
-    for line in (RATES_NOTE, *notes):  # a hub source's `[config]` is no markup
+    for line in (RATES_NOTE, *((COMPUTE_NOTE,) if extra else ()), *notes):
+        # a hub source's `[config]` is no markup
         console.print(line, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def paired_what(report: dict[str, Any]) -> str:
+    """`(B - A) in accuracy`, or with a run under its own metric `(B maj@k - A accuracy)`."""
+    first, second = list(report["cells"])
+    own = report.get("run_metrics") or {}
+    label = report["metric"]
+    a, b = own.get(first, label), own.get(second, label)
+    return (
+        f"({second} - {first}) in {label}" if a == b == label else f"({second} {b} - {first} {a})"
+    )
+
+
+def _run_header(name: str, label: str, run_metrics: dict[str, str] | None) -> str:
+    own = (run_metrics or {}).get(name, label)
+    return name if own == label else f"{name} ({own})"
 
 
 @dataclass
@@ -221,6 +255,7 @@ class LoadedRun:
     run: RunDir
     summary: dict[str, Any]
     questions: dict[str, Questions]  # suite -> sample id -> attempts
+    records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_eval_run(path: Path) -> LoadedRun:
@@ -232,17 +267,22 @@ def load_eval_run(path: Path) -> LoadedRun:
     records = run.records()
     # Recomputed from the records (the truth): older summaries lack the clustered interval.
     summary = summarize(records) if records else (run.summary() or {"suites": {}})
-    return LoadedRun(run, summary, question_attempts(records))
+    return LoadedRun(run, summary, question_attempts(records), records)
 
 
 def paired_differences(
-    a: dict[str, Questions], b: dict[str, Questions], metric: Metric, ks: dict[str, int | None]
+    a: dict[str, Questions],
+    b: dict[str, Questions],
+    metric: Metric,
+    ks: dict[str, int | None],
+    metric_b: Metric | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per suite, B minus A of the per-question values over the questions both runs scored."""
+    """Per suite, B minus A of the per-question values over the questions both runs scored
+    (B under `metric_b` when given: a compute-matched baseline's maj@k beside a MAS's accuracy)."""
     out: dict[str, dict[str, Any]] = {}
     for suite in sorted(set(a) & set(b)):
         values_a = question_values(a[suite], metric, ks.get(suite))
-        values_b = question_values(b[suite], metric, ks.get(suite))
+        values_b = question_values(b[suite], metric_b or metric, ks.get(suite))
         shared = sorted(set(values_a) & set(values_b))
         if not shared:
             continue
@@ -251,6 +291,14 @@ def paired_differences(
         )
         out[suite] = {"n": len(shared), "diff": diff, "ci95": [lo, hi]}
     return out
+
+
+def run_metric(loaded: LoadedRun, chosen: Metric) -> Metric:
+    """The metric a run is scored by: `chosen`, except that under accuracy a compute-matched
+    baseline is scored by maj@k (its vote over its k samples)."""
+    if chosen.kind == "accuracy" and match_decision(loaded.run.info().config):
+        return Metric("maj")
+    return chosen
 
 
 def resolve_k(metric: Metric, runs: list[LoadedRun], suite: str) -> int | None:
@@ -340,36 +388,62 @@ def build_report(paths: list[Path], metric: Metric | str = "accuracy") -> dict[s
     names = _unique_names([loaded.run.path for loaded in runs])
     suites = sorted({s for loaded in runs for s in loaded.summary.get("suites", {})})
     ks = {suite: resolve_k(chosen, runs, suite) for suite in suites}
+    named = dict(zip(names, runs, strict=True))
+    metrics = {name: run_metric(loaded, chosen) for name, loaded in named.items()}
     cells = {
         name: {
             suite: metric_cell(
                 loaded.summary.get("suites", {}).get(suite),
                 loaded.questions.get(suite, {}),
-                chosen,
+                metrics[name],
                 ks[suite],
             )
             for suite in suites
             if suite in loaded.summary.get("suites", {})
         }
-        for name, loaded in zip(names, runs, strict=True)
+        for name, loaded in named.items()
     }
     report: dict[str, Any] = {
         "metric": chosen.label,
         "k": ks if chosen.kind == "pass" else None,
-        "runs": {name: loaded.summary for name, loaded in zip(names, runs, strict=True)},
+        "runs": {name: loaded.summary for name, loaded in named.items()},
         "cells": cells,
-        "models": {name: loaded.run.info().model for name, loaded in zip(names, runs, strict=True)},
-        "paths": {name: str(loaded.run.path) for name, loaded in zip(names, runs, strict=True)},
+        "run_metrics": {name: metric.label for name, metric in metrics.items()},
+        "compute": {
+            name: {
+                suite: compute_cell(figures, metrics[name].kind, ks.get(suite, metrics[name].k))
+                for suite, figures in loaded.summary.get("suites", {}).items()
+            }
+            for name, loaded in named.items()
+        },
+        "matches": _matches(named),
+        "models": {name: loaded.run.info().model for name, loaded in named.items()},
+        "paths": {name: str(loaded.run.path) for name, loaded in named.items()},
         "not_reported": skipped,
     }
     if len(runs) == 2:
-        report["paired"] = paired_differences(runs[0].questions, runs[1].questions, chosen, ks)
+        first, second = names
+        report["paired"] = paired_differences(
+            runs[0].questions, runs[1].questions, metrics[first], ks, metrics[second]
+        )
     from harness.benchmarks.judge import agreement  # judge vs rule-based grades, where both
 
     report["grader_agreement"] = {
         name: agreement(loaded.run.records()) for name, loaded in zip(names, runs, strict=True)
     }
     return report
+
+
+def _matches(named: dict[str, LoadedRun]) -> dict[str, dict[str, Any]]:
+    """Each compute-matched baseline's match, its own figures recomputed from its records."""
+    from harness.compute_match import match_summary
+
+    out = {}
+    for name, loaded in named.items():
+        decision = match_decision(loaded.run.info().config)
+        if decision is not None:
+            out[name] = match_summary(decision, loaded.records)
+    return out
 
 
 def _unique_names(paths: list[Path]) -> list[str]:
@@ -390,19 +464,30 @@ def to_markdown(report: dict[str, Any]) -> str:
     cells: dict[str, dict[str, Any]] = report["cells"]
     label = report["metric"]
     suites = sorted({s for by_suite in cells.values() for s in by_suite})
-    lines = [f"{label} %, [95% CI]; {RATES_NOTE}", ""]
-    header = [text for run in cells for text in (run, *RATE_COLUMNS)]
+    compute = report.get("compute")
+    extra = COMPUTE_COLUMNS if compute is not None else ()
+    notes = "; ".join((RATES_NOTE, *((COMPUTE_NOTE,) if extra else ())))
+    lines = [f"{label} %, [95% CI]; {notes}", ""]
+    run_metrics = report.get("run_metrics")
+    header = [
+        text
+        for run in cells
+        for text in (_run_header(run, label, run_metrics), *RATE_COLUMNS, *extra)
+    ]
     lines += ["| suite | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
     for suite in suites:
-        row = [text for by_suite in cells.values() for text in _cell_texts(by_suite.get(suite))]
+        row = []
+        for run, by_suite in cells.items():
+            row += _cell_texts(by_suite.get(suite))
+            if compute is not None:
+                row += compute_texts(compute.get(run, {}).get(suite))
         lines.append(f"| {suite} | " + " | ".join(row) + " |")
     note = _k_note(report)
     if note:
         lines += ["", note]
     paired = report.get("paired")
     if paired:
-        first, second = list(cells)
-        lines += ["", f"Paired difference ({second} - {first}) in {label}, percentage points:"]
+        lines += ["", f"Paired difference {paired_what(report)}, percentage points:"]
         lines += ["", "| suite | n | diff | 95% CI |", "|---|---|---|---|"]
         for suite, row in paired.items():
             lo, hi = row["ci95"]
@@ -410,6 +495,7 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"| {suite} | {row['n']} | {100 * row['diff']:+.1f} | "
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}] |"
             )
+    lines += compute_markdown(report)
     skipped: list[NotReported] = report.get("not_reported") or []
     if skipped:
         lines += ["", "Not reported:", ""]
@@ -439,18 +525,28 @@ def to_csv(report: dict[str, Any]) -> str:
             "errors",
             "extraction_failure_rate",
             "error_rate",
+            "tokens_per_question",
+            "completion_tokens_per_question",
+            "calls_per_question",
+            "matches",
+            "matched_k",
+            "matched_ratio",
         ]
     )
+    run_metrics = report.get("run_metrics") or {}
     for run_name, by_suite in report["cells"].items():
+        match = (report.get("matches") or {}).get(run_name) or {}
         for suite, cell in sorted(by_suite.items()):
             if cell is None:
                 continue
             low, high = cell["ci95"] or (None, None)
+            compute = (report.get("compute") or {}).get(run_name, {}).get(suite) or {}
+            matched = (match.get("suites") or {}).get(suite) or {}
             writer.writerow(
                 [
                     run_name,
                     suite,
-                    report["metric"],
+                    run_metrics.get(run_name, report["metric"]),
                     cell["n"],
                     _number(cell["value"]),
                     _number(low),
@@ -458,6 +554,12 @@ def to_csv(report: dict[str, Any]) -> str:
                     cell.get("errors", 0),
                     _number(cell.get("extraction_failure_rate")),
                     _number(cell.get("error_rate")),
+                    _number(compute.get("tokens")),
+                    _number(compute.get("completion_tokens")),
+                    _number(compute.get("calls")),
+                    match.get("run", "") if matched else "",
+                    matched.get("k", ""),
+                    _number(matched.get("ratio")),
                 ]
             )
     return buffer.getvalue()

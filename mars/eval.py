@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,14 @@ def eval_command(
     judge_temperature: float = options.JUDGE_TEMPERATURE,
     judge_max_tokens: int = options.JUDGE_MAX_TOKENS,
     limit: int = typer.Option(None, "--limit", help="First N samples of each suite."),
-    epochs: int = typer.Option(1, "--epochs", min=1, help="Attempts per sample."),
+    epochs: int = typer.Option(None, "--epochs", min=1, help="Attempts per sample (default 1)."),
+    match_compute: Path = typer.Option(
+        None,
+        "--match-compute",
+        help="A MAS eval run of the same suites and limit: run the single agent with a majority "
+        "vote over k samples per question, k chosen so its tokens per question (prompt + "
+        "completion) match that run's.",
+    ),
     data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files."),
     model_options: ModelOptions = ModelOptions(),
     sampling: SamplingOptions = SamplingOptions(),
@@ -100,6 +108,16 @@ def eval_command(
     elif trained_step is not None:
         raise MarsError("--trained-step needs --trained RUN")
     mas_name = mas_name or "single"
+    target = None
+    if match_compute is not None:
+        from harness.compute_match import load_target
+
+        if mas_name != "single":
+            raise MarsError(f"--match-compute runs the single agent, not --mas {mas_name}")
+        if epochs is not None:
+            raise MarsError("--match-compute chooses the epochs (k) itself: leave out --epochs")
+        target = load_target(match_compute, suites=suite_names, limit=limit)
+    epochs = epochs or 1
     mas_function = get_mas(mas_name)
     asyncio.run(check_options(mas_function, mas_config, name=mas_name))  # one line, no samples
     from harness.graders import GradingPlan
@@ -120,6 +138,10 @@ def eval_command(
         skipped = f"; skipped {result.skipped} malformed rows" if result.skipped else ""
         print(f"{s.name}: {len(result.samples)} samples from {result.origin}{skipped}")
         loaded.append(result)
+    if target is not None:
+        from harness.compute_match import base_config, check_versions
+
+        check_versions(target, {r.suite: r.version for r in loaded})
 
     gen = sampling.generation()
     gen_by_role = {role: gen.model_copy(update=own) for role, own in role_settings.items()}
@@ -150,6 +172,7 @@ def eval_command(
             r.suite: {"source": r.source, "root": r.root, "version": r.version} for r in loaded
         },
         **grading.config(),
+        **({"compute_match": base_config(target)} if target is not None else {}),
     }
     identity = eval_identity(config, model_identity(model_options.model, model_options.base_url))
     from contextlib import ExitStack
@@ -169,13 +192,24 @@ def eval_command(
         ) as life,
         ExitStack() as servers,
     ):
+        decision = _stored_decision(life.run, config) if target is not None else None
+        if decision is not None:  # k was chosen by an earlier attempt: kept
+            config |= {
+                "compute_match": decision,
+                "epochs": max(s["k"] for s in decision["suites"].values()),
+            }
+        suite_epochs = _suite_epochs(suite_names, epochs, target, decision)
         wanted = {
             (s.name, sample.id, epoch)
             for s, result in zip(suites, loaded, strict=True)
-            for epoch in range(epochs)
+            for epoch in range(suite_epochs[s.name])
             for sample in result.samples
         }
-        if life.run.info_path.is_file() and wanted <= _recorded_keys(life.run):
+        if (
+            life.run.info_path.is_file()
+            and (target is None or decision is not None)
+            and wanted <= _recorded_keys(life.run)
+        ):
             # A finished run asked again: its summary, and no model server started for nothing.
             print(f"nothing to run: all {len(wanted)} attempts are recorded in {life.path}")
             previous = life.run.summary() or {}
@@ -209,13 +243,17 @@ def eval_command(
             if "model" not in identity:  # the server named the model: check it too
                 life.check({**identity, "model": endpoint_config.model})
             done = life.resume(record_key)
-            items = [
-                WorkItem(suite=s, sample=sample, epoch=epoch)
-                for s, result in zip(suites, loaded, strict=True)
-                for epoch in range(epochs)
-                for sample in result.samples
-                if (s.name, sample.id, epoch) not in done
-            ]
+
+            def missing(suite_epochs: dict[str, int]) -> list[WorkItem]:
+                return [
+                    WorkItem(suite=s, sample=sample, epoch=epoch)
+                    for s, result in zip(suites, loaded, strict=True)
+                    for epoch in range(suite_epochs[s.name])
+                    for sample in result.samples
+                    if (s.name, sample.id, epoch) not in done
+                ]
+
+            items = missing(suite_epochs)
             if done:
                 print(f"resuming {life.path}: {len(done)} records kept, {len(items)} to run")
             life.start(
@@ -224,6 +262,12 @@ def eval_command(
                 endpoint=endpoint_config.public(),
                 seeds={"seed": sampling.seed},
             )
+            then: Callable[[], list[Any]] | None = None
+            if target is not None:
+                _match_notes(target, endpoint_config.model, gen.temperature)
+                if decision is None:  # the first epoch measures a sample; then k, the rest
+                    then = _then_choose_k(target, life.run, done, missing, suite_names)
+
             started, cpu_started = time.perf_counter(), time.process_time()
             asyncio.run(
                 _evaluate(
@@ -237,6 +281,7 @@ def eval_command(
                     quiet,
                     grading,
                     gen_by_role,
+                    then,
                 )
             )
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
@@ -255,7 +300,10 @@ async def _evaluate(
     quiet: bool,
     grading: Any,
     gen_by_role: dict[str, Any],
+    then: Callable[[], list[Any]] | None = None,
 ) -> None:
+    """Solve and record `items`; then those `then()` returns (the epochs of a compute-matched
+    baseline after its first), on the same endpoints."""
     from core.endpoint import Endpoint
     from core.usage import accumulate_usage_file
     from harness.evaluation import SolvedSample, WorkItem, run_items
@@ -281,15 +329,20 @@ async def _evaluate(
             metrics=transcript.metrics(),
         )
 
-    try:
+    async def solve_all(batch: list[WorkItem]) -> None:
         await run_items(
-            items,
+            batch,
             solve,
             run,
             workers=endpoint_config.concurrency * 2,
             show_progress=not quiet,
             grader=grading.grader(models.for_role),
         )
+
+    try:
+        await solve_all(items)
+        if then is not None:
+            await solve_all(then())
     finally:
         for endpoint in (default, *by_role.values()):
             await endpoint.aclose()
@@ -392,6 +445,60 @@ def _trained_sampling(run: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def _stored_decision(run: Any, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The k an earlier attempt of this compute-matched run chose (None: not chosen yet)."""
+    if not run.info_path.is_file():
+        return None
+    stored = run.info().config.get("compute_match") or {}
+    if stored.get("run") != config["compute_match"]["run"] or not stored.get("suites"):
+        return None
+    return stored
+
+
+def _suite_epochs(
+    suites: list[str], epochs: int, target: Any, decision: dict[str, Any] | None
+) -> dict[str, int]:
+    if target is None:
+        return dict.fromkeys(suites, epochs)
+    from harness.compute_match import epochs_of
+
+    return epochs_of(decision, suites)
+
+
+def _then_choose_k(
+    target: Any,
+    run: Any,
+    done: set[Any],
+    missing: Callable[[dict[str, int]], list[Any]],
+    suites: list[str],
+) -> Callable[[], list[Any]]:
+    """What runs after a compute-matched baseline's first epoch: choose k from its records,
+    write it into run.json, and return the items of the other epochs."""
+
+    def then() -> list[Any]:
+        from harness.compute_match import decide, epochs_of, record_decision
+        from harness.evaluation import record_key
+
+        records = run.records()
+        chosen = decide(target, records)
+        record_decision(run, chosen)
+        done.update(record_key(r) for r in records)  # an errored one is redone on resume
+        return missing(epochs_of(chosen, suites))
+
+    return then
+
+
+def _match_notes(target: Any, model: str, temperature: float | None) -> None:
+    """What makes a matched baseline a weaker comparison, said once, not refused."""
+    if target.model is not None and target.model != model:
+        print(f"note: {target.path} ran the model {target.model}; this baseline runs {model}")
+    if not temperature:
+        print(
+            "note: at temperature 0 a question's k samples may all be the same answer; a "
+            "majority vote needs sampling (e.g. --temperature 0.7)"
+        )
+
+
 def _recorded_keys(run: Any) -> set[tuple[str, str, int]]:
     """The keys of the error-free records already in the run (nothing is rewritten)."""
     from harness.evaluation import record_key
@@ -484,6 +591,13 @@ def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
                 f"replica {url}: {figures['calls']} calls, {figures['failures']} failed attempts, "
                 f"mean latency {figures['mean_latency_s']:.3f} s"
             )
+    decision = info.config.get("compute_match") or {}
+    if decision.get("suites"):
+        from harness.compute_match import match_lines, match_summary
+
+        summary["compute_match"] = match_summary(decision, records)
+        for line in match_lines(summary["compute_match"], summary["suites"]):
+            print(line)
     run.write_summary(summary)
     errors = sum(s["errors"] for s in summary["suites"].values())
     unscored = unscored_suites(summary)

@@ -11,7 +11,8 @@ from mars.main import app
 METRIC_HELP = (
     "accuracy (clustered by question over epochs), maj@k (majority vote over each question's "
     "epochs; maj@K: the first K), pass@k (unbiased; k = the fewest attempts per question; "
-    "pass@K)."
+    "pass@K). Under accuracy a compute-matched baseline (mars eval --match-compute) is scored "
+    "by maj@k."
 )
 
 
@@ -25,15 +26,18 @@ def report_command(
         help="Folder for report.md and report.csv (default: the last reported run's).",
     ),
 ) -> None:
-    """A metric per suite x run with 95% CIs, extraction failures and errors; with two runs,
-    the paired difference over questions too. A directory without records (a run that failed
-    before its first sample) is named in one line and left out."""
+    """A metric per suite x run with 95% CIs, extraction failures, errors, tokens and calls
+    per question (and per role); with two runs, the paired difference over questions too. A
+    compute-matched baseline (mars eval --match-compute) is scored by maj@k under accuracy and
+    listed with the run it matches and the ratio of their tokens. A directory without records
+    (a run that failed before its first sample) is named in one line and left out."""
     from rich.console import Console
     from rich.table import Table
 
     from harness.report import (
         build_report,
         nothing_to_report,
+        paired_what,
         parse_metric,
         print_cells,
         to_csv,
@@ -47,12 +51,17 @@ def report_command(
     for skipped in report["not_reported"]:
         print(f"not reported: {skipped.line}", flush=True)
     console = Console()
-    print_cells(report["cells"], report["metric"], console)
+    print_cells(
+        report["cells"],
+        report["metric"],
+        console,
+        compute=report["compute"],
+        run_metrics=report["run_metrics"],
+    )
     paired = report.get("paired")
     if paired:
-        first, second = list(report["cells"])
         table = Table(
-            title=f"paired difference ({second} - {first}) in {report['metric']}, points "
+            title=f"paired difference {paired_what(report)}, points "
             "[95% bootstrap CI over questions]"
         )
         for column in ("suite", "questions", "diff", "95% CI"):
@@ -66,6 +75,9 @@ def report_command(
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
             )
         console.print(table)
+    from harness.compute_report import print_compute
+
+    print_compute(report, console)
     from harness.benchmarks.judge import print_agreement
 
     print_agreement(report.get("grader_agreement") or {}, console)
