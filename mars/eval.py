@@ -514,34 +514,31 @@ def _recorded_keys(run: Any) -> set[tuple[str, str, int]]:
     return keys
 
 
-def _usage_by_role(run_path: Path) -> dict[str, Any]:
-    """usage.json's per-role figures (added up over the run's attempts), for summary.json."""
+def _usage_section(run_path: Path, key: str) -> dict[str, dict[str, Any]]:
+    """One section of usage.json (added up over the run's attempts): name -> figures."""
     try:
         usage = json.loads((run_path / "usage.json").read_text())
     except (OSError, ValueError):
         return {}
-    roles = usage.get("roles") if isinstance(usage, dict) else None
-    if not isinstance(roles, dict):
+    section = usage.get(key) if isinstance(usage, dict) else None
+    if not isinstance(section, dict):
         return {}
+    return {name: figures for name, figures in section.items() if isinstance(figures, dict)}
+
+
+def _usage_by_role(run_path: Path) -> dict[str, Any]:
+    """usage.json's per-role figures, for summary.json."""
     return {
         role: {
             key: round(value, 3) if key == "latency_s" and isinstance(value, float) else value
             for key, value in figures.items()
         }
-        for role, figures in roles.items()
-        if isinstance(figures, dict)
+        for role, figures in _usage_section(run_path, "roles").items()
     }
 
 
 def _usage_by_replica(run_path: Path) -> dict[str, Any]:
-    """usage.json's per-replica figures (over the run's attempts) with each mean latency."""
-    try:
-        usage = json.loads((run_path / "usage.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    replicas = usage.get("replicas") if isinstance(usage, dict) else None
-    if not isinstance(replicas, dict):
-        return {}
+    """usage.json's per-replica figures with each mean latency, for summary.json."""
     return {
         url: {
             **figures,
@@ -550,8 +547,7 @@ def _usage_by_replica(run_path: Path) -> dict[str, Any]:
                 float(figures.get("latency_s", 0.0)) / max(1, int(figures.get("calls", 0))), 4
             ),
         }
-        for url, figures in replicas.items()
-        if isinstance(figures, dict)
+        for url, figures in _usage_section(run_path, "replicas").items()
     }
 
 
