@@ -59,6 +59,7 @@ SHORT_HELP: dict[str, str] = {
     "loop": "Evaluate each new checkpoint of a training run.",
     "failures": "Classify failed MAS transcripts into MAST modes.",
     "dashboard": "Browse runs in a Streamlit dashboard.",
+    "experiment": "Run a paper's experiment: training, evaluations, report.",
     "demo": "The paper in miniature on CPU (about 12 minutes).",
     "tiny-model": "Build or pre-train the embedded tiny model.",
     "tiny-model build": "Build the tiny model (tokenizer, weights).",
@@ -97,6 +98,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "failures",
     "dashboard",
     "demo",
+    "experiment",
 )
 
 

@@ -18,7 +18,9 @@ METRIC_HELP = (
 
 @app.command("report")
 def report_command(
-    runs: list[Path] = typer.Argument(..., help="Eval run directories."),
+    runs: list[Path] = typer.Argument(
+        ..., help="Eval run directories, or one `mars experiment` folder."
+    ),
     metric: str = typer.Option("accuracy", "--metric", help=METRIC_HELP),
     save: Path = typer.Option(
         None,
@@ -44,6 +46,13 @@ def report_command(
         to_markdown,
     )
 
+    if len(runs) == 1:
+        from mars.experiment import report_hook
+
+        experiment = report_hook(runs[0])  # an experiment folder: its paper-style report
+        if experiment is not None:
+            print(experiment)
+            return
     chosen = parse_metric(metric)
     report = build_report(runs, chosen)
     if not report["cells"]:

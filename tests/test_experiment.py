@@ -1,0 +1,257 @@
+"""`mars experiment`: the file format, the dry run of the shipped experiments, the runner's
+resume, skip, retry and block rules, and a real run of two bot-only parts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.errors import MarsError
+from train_backend.experiments import load_experiment, recipe_names, run_experiment
+from train_backend.experiments.check import check_experiment
+from train_backend.experiments.parts import resolve_parts
+from train_backend.experiments.spec import parse_sets
+
+SHIPPED = ("marshal", "marshal-mini", "stronger-mas", "stronger-mas-mini")
+
+
+def _check(name: str, root: Path, **sets: object) -> list[str]:
+    from mars.experiment import _check_line, _check_train
+
+    experiment = load_experiment(name, dict(sets))
+    return check_experiment(experiment, root, check_line=_check_line, check_train=_check_train)
+
+
+def test_the_four_experiments_are_shipped() -> None:
+    assert set(SHIPPED) <= set(recipe_names())
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_experiment_passes_its_dry_run(name: str, tmp_path: Path) -> None:
+    lines = _check(name, tmp_path / name)
+    assert len(lines) == len(load_experiment(name).parts)
+    assert not (tmp_path / name).exists()  # a dry run writes nothing
+
+
+def test_the_mini_answers_its_questions_with_held_out_games_and_variants(tmp_path: Path) -> None:
+    experiment = load_experiment("marshal-mini")
+    evals = " ".join(str(e) for p in experiment.parts for e in p.evals or [])
+    for item in ("exploit:leduc_poker", "arena:connect_four:random", "kuhn_poker.v1",
+                 "tic_tac_toe.v1", "eval:gsm8k:mad"):  # fmt: skip
+        assert item in evals
+    trained = {p.config["games"][0] for p in experiment.parts if p.run == "train"}
+    assert trained == {"kuhn_poker", "tic_tac_toe"}
+
+
+def test_variables_are_substituted_with_their_types(tmp_path: Path) -> None:
+    experiment = load_experiment("marshal-mini", parse_sets(["kuhn_steps=7"]))
+    parts = {r.part.name: r for r in resolve_parts(experiment, tmp_path, build=False)}
+    assert parts["train-kuhn"].config["steps"] == 7  # an int, not "7"
+    assert parts["failures-mad-trained"].argv[1] == str(
+        tmp_path / "eval-kuhn/step_7-eval-gsm8k-mad"
+    )
+    assert str(tmp_path / "train-kuhn") in parts["eval-kuhn"].argv
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"parts": [{"name": "a", "run": "arena", "args": {"x": "${part:b}"}}]},
+         "not an earlier part"),
+        ({"parts": [{"name": "a", "run": "tran"}]}, "did you mean 'train'"),
+        ({"parts": [{"name": "a", "run": "arena", "args": {"run_dir": "x"}}]}, "drop it"),
+        ({"parts": [{"name": "a", "run": "failures"}]}, "needs `target`"),
+        ({"parts": [{"name": "a", "run": "arena"}], "report": {"ablations": [
+            {"label": "x", "part": "nope"}]}}, "lacks"),
+    ],
+)  # fmt: skip
+def test_a_bad_experiment_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", **change}))
+    with pytest.raises(MarsError, match=message) as info:
+        load_experiment(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_names_are_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(MarsError, match="did you mean 'marshal-mini'"):
+        load_experiment("marshal-mni")
+    with pytest.raises(MarsError, match="unknown variable of marshal-mini 'kuhn_step'"):
+        load_experiment("marshal-mini", {"kuhn_step": 3})
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump({"name": "e", "parts": [
+        {"name": "loop", "run": "loop", "args": {"watch": "x", "once": True},
+         "evals": ["arena:tic_tac_tow:random:3"]}]}))  # fmt: skip
+    with pytest.raises(MarsError, match=r"part loop: .*tic_tac_tow"):
+        _check(str(path), tmp_path / "e")
+    path.write_text(yaml.safe_dump({"name": "e", "parts": [
+        {"name": "a", "run": "arena", "args": {"game": "tic_tac_toe", "bogus": 1}}]}))  # fmt: skip
+    with pytest.raises(MarsError, match=r"part a: .*(?i:no such option)"):
+        _check(str(path), tmp_path / "e")
+
+
+def _tiny_experiment(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "tiny",
+        "parts": [
+            {"name": "arena", "run": "arena", "args": {
+                "game": "tic_tac_toe", "player": "random", "opponent": "random",
+                "episodes": 2, "quiet": True}},
+            {"name": "exploit", "run": "exploitability", "args": {
+                "game": "kuhn_poker", "player": "nash", "bootstrap": 0}},
+        ],
+    }))  # fmt: skip
+    return path
+
+
+def test_a_real_run_then_a_rerun_that_skips_and_resumes(tmp_path: Path) -> None:
+    path = _tiny_experiment(tmp_path)
+    experiment = load_experiment(str(path))
+    root = tmp_path / "exp"
+    outcome = run_experiment(experiment, root, source=path, log=lambda _: None)
+    assert [p.status for p in outcome.parts] == ["completed", "completed"]
+    summary = json.loads((root / "exploit" / "summary.json").read_text())
+    assert summary["exploitability"] < 0.01  # the Nash bot
+    state = json.loads((root / "experiment.json").read_text())
+    assert state["parts"]["arena"]["status"] == "completed"
+
+    from train_backend.experiments.report import report_folder
+
+    report = report_folder(root)  # what `mars report EXP` prints
+    assert (
+        report is not None and "| exploit | `mars exploitability` | exploitability 0.000" in report
+    )
+
+    again = run_experiment(experiment, root, source=path, log=lambda _: None)
+    assert [p.status for p in again.parts] == ["done", "done"]
+
+    run_file = root / "arena" / "run.json"  # an interrupted part: rerun, the command resumes
+    info = json.loads(run_file.read_text())
+    run_file.write_text(json.dumps({**info, "status": "interrupted"}))
+    third = run_experiment(experiment, root, source=path, log=lambda _: None)
+    assert [p.status for p in third.parts] == ["completed", "done"]
+
+
+def test_a_failing_part_is_retried_a_bounded_number_of_times_and_blocks_its_readers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump({"name": "e", "parts": [
+        {"name": "train", "run": "train", "retries": 2, "args": {"trainer": "local"}},
+        {"name": "loop", "run": "loop", "args": {"watch": "${part:train}", "once": True},
+         "evals": ["arena:tic_tac_toe:random:2"]},
+        {"name": "other", "run": "arena", "args": {"game": "tic_tac_toe"}},
+    ]}))  # fmt: skip
+    calls: list[list[str]] = []
+
+    def fake(command: list[str], log: Path, timeout: float | None) -> int:
+        calls.append(command)
+        return 3 if command[3] == "train" else 0
+
+    outcome = run_experiment(
+        load_experiment(str(path)), tmp_path / "exp", source=path, log=lambda _: None, runner=fake
+    )
+    assert [p.status for p in outcome.parts] == ["failed", "blocked", "completed"]
+    assert sum(1 for c in calls if c[3] == "train") == 3  # the first try and two retries
+    assert calls[0][:3] == [sys.executable, "-m", "mars"]
+    assert outcome.failed == ["train", "loop"]
+
+
+def test_bad_input_is_not_retried(tmp_path: Path) -> None:
+    path = _tiny_experiment(tmp_path)
+    calls = []
+
+    def fake(command: list[str], log: Path, timeout: float | None) -> int:
+        calls.append(command)
+        return 2
+
+    outcome = run_experiment(
+        load_experiment(str(path)), tmp_path / "exp", source=path, log=lambda _: None, runner=fake
+    )
+    assert len(calls) == 2 and outcome.failed == ["arena", "exploit"]
+
+
+def _arena_run(path: Path, game: str, wins: list[bool]) -> None:
+    """An arena run's records: the model's seat wins (+1) or loses (-1) episode by episode."""
+    path.mkdir(parents=True)
+    lines = []
+    for seed, won in enumerate(wins):
+        for index, seat in enumerate(("first", "second")):
+            returns = [0.0, 0.0]
+            returns[index], returns[1 - index] = (1.0, -1.0) if won else (-1.0, 1.0)
+            outcomes = ["", ""]
+            outcomes[index], outcomes[1 - index] = ("win", "loss") if won else ("loss", "win")
+            record = {"game": game, "seed": seed, "seat": seat, "returns": returns,
+                      "outcomes": outcomes}  # fmt: skip
+            lines.append(json.dumps(record))
+    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _arena_entry(run_dir: str, game: str, win: float) -> dict:
+    interval = [100 * win - 10, 100 * win + 10]
+    seat = {"n": 20, "win": win, "normalized_return": 100 * win,
+            "normalized_return_ci": interval, "invalid_rate": 0.0}  # fmt: skip
+    return {"kind": "arena", "game": game, "opponent": "cfr:1000", "run_dir": run_dir,
+            "seats": {"first": seat, "second": seat}}  # fmt: skip
+
+
+def _exploit_entry(game: str, value: float) -> dict:
+    return {"kind": "exploit", "game": game, "run_dir": f"x-{game}", "exploitability": value,
+            "ci95": [value - 0.02, value + 0.02], "invalid_rate": 0.0, "samples": 16}  # fmt: skip
+
+
+def test_the_report_pairs_episodes_cites_the_paper_and_sets_variants_side_by_side(
+    tmp_path: Path,
+) -> None:
+    from train_backend.experiments.report import build_report, report_folder
+
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump({"name": "e", "paper": "marshal", "parts": [
+        {"name": "train", "run": "train", "args": {"trainer": "local"}},
+        {"name": "eval", "run": "loop", "args": {"watch": "${part:train}", "once": True},
+         "evals": ["arena:kuhn_poker:cfr:1000:20"]},
+    ], "report": {"ablations": [{"label": "start", "part": "eval", "step": "start"},
+                                {"label": "trained", "part": "eval"}]},
+       "notes": ["tiny model"]}))  # fmt: skip
+    experiment = load_experiment(str(path))
+    root = tmp_path / "exp"
+    loop = root / "eval"
+    _arena_run(loop / "step_0-arena", "kuhn_poker", [False] * 20)
+    _arena_run(loop / "step_5-arena", "kuhn_poker", [True] * 10 + [False] * 10)
+    _arena_run(loop / "step_0-arena-v1", "kuhn_poker.v1", [False] * 20)
+    _arena_run(loop / "step_5-arena-v1", "kuhn_poker.v1", [False] * 20)
+    rows = [
+        {"step": 0, "evals": {
+            "a": _arena_entry("step_0-arena", "kuhn_poker", 0.0),
+            "b": _arena_entry("step_0-arena-v1", "kuhn_poker.v1", 0.0),
+            "x": _exploit_entry("leduc_poker", 2.0)}},
+        {"step": 5, "evals": {
+            "a": _arena_entry("step_5-arena", "kuhn_poker", 0.5),
+            "b": _arena_entry("step_5-arena-v1", "kuhn_poker.v1", 0.0),
+            "x": _exploit_entry("leduc_poker", 1.5)}},
+    ]  # fmt: skip
+    (loop / "learning_curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = build_report(experiment, root)
+    # Kuhn, first seat, paired over 20 episodes: half of them turn from -1 to +1, i.e. +25 on
+    # the normalised scale (Kuhn's returns span [-2, 2]); the paper's 62.3 -> 76.2 beside it
+    line = next(
+        x for x in text.splitlines() if x.startswith("| eval | kuhn_poker | ") and "first" in x
+    )
+    assert (
+        "+25.0 [" in line
+        and "(n=20)" in line
+        and "62.3 → 76.2 (+13.9) (references.md §3.1)" in line
+    )
+    assert "*" in line  # the interval excludes 0
+    held_out = next(x for x in text.splitlines() if "| leduc_poker | yes |" in x)
+    assert "-0.500 [" in held_out and "*" in held_out
+    variants = next(x for x in text.splitlines() if "| arena vs cfr:1000, first seat |" in x)
+    assert "kuhn_poker: 0.0 → 50.0" in variants and "kuhn_poker.v1: 0.0 → 0.0" in variants
+    assert "| start | start |" in text and "| trained | step 5 |" in text
+    assert "- tiny model" in text
+    assert report_folder(root) is None  # no experiment.json yet: not an experiment folder

@@ -1,0 +1,231 @@
+"""An experiment file: the training runs, the evaluations of every checkpoint and the report.
+
+A YAML mapping (docs/experiments.md):
+
+    name: marshal-mini
+    paper: marshal                 # whose reported numbers the report cites (or none)
+    vars: {steps: 30}              # ${steps} anywhere below; `--set steps=40` overrides
+    parts:                         # run in order; each one `mars COMMAND` in EXP/NAME
+      - name: train-kuhn
+        run: train
+        args: {trainer: local, threads: 2}
+        config: {model: "${model:tiny_selfplay}", games: [kuhn_poker], steps: "${steps}"}
+      - name: eval-kuhn
+        run: loop
+        args: {watch: "${part:train-kuhn}", baseline: "${model:tiny_selfplay}", once: true}
+        evals: [exploit:kuhn_poker:64, exploit:leduc_poker:4]
+    report: {...}                  # what the report compares (report.py)
+
+`${part:NAME}` is part NAME's run directory (an earlier part: that makes it a dependency),
+`${model:KEY}` one of the built-in starting models (`MODELS`), `${exp}` the experiment folder.
+A value that is exactly one `${var}` keeps the variable's type.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from core.errors import MarsError
+from core.names import unknown_name
+
+RECIPES = Path(__file__).parent / "recipes"
+# The `mars` commands a part may run, and whether each takes `--run-dir`.
+COMMANDS: dict[str, bool] = {
+    "train": True,
+    "train-mas": True,
+    "loop": True,
+    "arena": True,
+    "exploitability": True,
+    "eval": True,
+    "selfplay": True,
+    "failures": False,  # writes into the eval run it analyses (`target`)
+}
+PAPERS = ("marshal", "stronger_mas")
+# ${model:KEY}: the starting models the CPU miniatures build on first use (train_backend).
+MODELS = ("tiny", "tiny_selfplay", "tiny_mas", "tiny_plan")
+_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.:-]+)\}")
+
+
+class Part(BaseModel):
+    """One `mars` command of the experiment, run in its own run directory EXP/NAME."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    run: str
+    args: dict[str, Any] = Field(default_factory=dict)  # --key value (True: a flag)
+    config: dict[str, Any] | None = None  # train / train-mas: written as the --config file
+    evals: list[Any] | None = None  # loop: written as the --eval file
+    target: str | None = None  # failures: the eval run directory it analyses
+    retries: int = Field(1, ge=0, le=3)  # reruns after a failed attempt (the command resumes)
+    timeout_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _fits_its_command(self) -> Part:
+        if self.run not in COMMANDS:
+            raise ValueError(unknown_name("command", self.run, COMMANDS))
+        if self.config is not None and self.run not in ("train", "train-mas"):
+            raise ValueError(f"part {self.name}: `config` is for train and train-mas parts")
+        if self.evals is not None and self.run != "loop":
+            raise ValueError(f"part {self.name}: `evals` is for loop parts")
+        if (self.target is None) == (self.run == "failures"):
+            raise ValueError(f"part {self.name}: a failures part (and only one) needs `target`")
+        if "run_dir" in self.args or "run-dir" in self.args:
+            raise ValueError(f"part {self.name}: the run directory is EXP/{self.name}; drop it")
+        return self
+
+
+class ArmRow(BaseModel):
+    """A row of the ablation table: a loop part evaluating one training arm."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    part: str
+    step: Literal["start", "last"] = "last"  # start: the loop's step 0 (the untrained arm)
+    paper_arm: str | None = None  # Stronger-MAS's arm this row matches (papers.py)
+
+
+class FailureRow(BaseModel):
+    """MAST failure rates of one MAS before and after training: two failures parts."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    before: str
+    after: str
+
+
+class ReportSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ablations: list[ArmRow] = Field(default_factory=list)
+    failures: list[FailureRow] = Field(default_factory=list)
+    questions: list[str] = Field(default_factory=list)  # what the experiment asks, in words
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    title: str = ""
+    paper: Literal["marshal", "stronger_mas"] | None = None
+    scale: Literal["paper", "mini"] = "mini"
+    description: str = ""
+    vars: dict[str, Any] = Field(default_factory=dict)
+    parts: list[Part] = Field(min_length=1)
+    report: ReportSpec = Field(default_factory=ReportSpec)
+    notes: list[str] = Field(default_factory=list)  # what this scale cannot show
+
+    @model_validator(mode="after")
+    def _parts_named_once_and_in_order(self) -> Experiment:
+        seen: set[str] = set()
+        for part in self.parts:
+            if part.name in seen:
+                raise ValueError(f"two parts are named {part.name!r}")
+            for name in part_references(part):
+                if name not in seen:
+                    raise ValueError(
+                        f"part {part.name} refers to ${{part:{name}}}, which is not an earlier part"
+                    )
+            seen.add(part.name)
+        named = [row.part for row in self.report.ablations]
+        named += [n for row in self.report.failures for n in (row.before, row.after)]
+        for name in named:
+            if name not in seen:
+                raise ValueError(f"the report names part {name!r}, which the experiment lacks")
+        return self
+
+    def part(self, name: str) -> Part:
+        for part in self.parts:
+            if part.name == name:
+                return part
+        raise MarsError(unknown_name("part", name, [p.name for p in self.parts]))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def part_references(part: Part) -> list[str]:
+    """The parts this part reads (its dependencies), in the order named."""
+    fields = [part.args, part.config, part.evals, part.target]
+    names = [
+        m[5:] for s in _strings(fields) for m in _REFERENCE.findall(s) if m.startswith("part:")
+    ]
+    return list(dict.fromkeys(names))
+
+
+def recipe_names() -> list[str]:
+    return sorted(path.stem for path in RECIPES.glob("*.yaml"))
+
+
+def experiment_path(name_or_file: str) -> Path:
+    """A shipped experiment's file (`marshal-mini`) or a YAML file of one's own."""
+    path = Path(name_or_file).expanduser()
+    if path.suffix.lower() in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise MarsError(f"no experiment file {path}")
+        return path
+    shipped = RECIPES / f"{name_or_file}.yaml"
+    if not shipped.is_file():
+        raise MarsError(unknown_name("experiment", name_or_file, recipe_names()))
+    return shipped
+
+
+def load_experiment(name_or_file: str, overrides: dict[str, Any] | None = None) -> Experiment:
+    """The experiment, its `vars` updated by `overrides` (`--set KEY=VALUE`); one line if bad."""
+    path = experiment_path(name_or_file)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise MarsError(f"cannot read the experiment {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise MarsError(f"the experiment {path} must be a YAML mapping")
+    known = dict(data.get("vars") or {})
+    for key in overrides or {}:
+        if key not in known:
+            raise MarsError(unknown_name(f"variable of {path.stem}", key, known))
+    data["vars"] = {**known, **(overrides or {})}
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise MarsError(
+            f"experiment {path.name}: {where + ': ' if where else ''}{message}"
+        ) from exc
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` (the value read as YAML: numbers stay numbers)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise MarsError(f"--set {item!r}: write KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def substitute(value: Any, resolve: Any) -> Any:
+    """`value` with every `${ref}` replaced by `resolve(ref)`; recursive over lists and dicts."""
+    if isinstance(value, dict):
+        return {k: substitute(v, resolve) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, resolve) for v in value]
+    if not isinstance(value, str):
+        return value
+    whole = _REFERENCE.fullmatch(value)
+    if whole:
+        return substitute(resolve(whole.group(1)), resolve)
+    return _REFERENCE.sub(lambda m: str(substitute(resolve(m.group(1)), resolve)), value)
