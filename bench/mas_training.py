@@ -181,8 +181,12 @@ def training_cost(run_dir: Path, usage: Any) -> dict[str, float]:
     mean seconds per step (and its update part) of one training process."""
     summary = json.loads((run_dir / "summary.json").read_text())
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    trainable = sum(summary.get("trainable_parameters", {}).values())
+    held = summary.get("parameters_in_memory", 0)
     return {
-        "trainable_parameters": sum(summary.get("trainable_parameters", {}).values()),
+        "trainable_parameters": trainable,
+        # fp32 weights, and for each trained one its gradient and AdamW's two moments
+        "model_state_mib": round((4 * held + 12 * trainable) / 2**20, 2),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "seconds_per_step": round(sum(m["seconds_per_step"] for m in steps) / len(steps), 3),
         "update_seconds": round(sum(m["update_s"] for m in steps) / len(steps), 3),
@@ -464,12 +468,15 @@ def print_costs(rows: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     if not means:
         return {}
     shared = means.get("mas_shared")
-    print("\n| arm | trainable parameters | peak resident memory (MiB) | s / step | update s |")
-    print("|---|---|---|---|---|")
+    print("\n| arm | trainable parameters | model state (MiB) | peak resident memory (MiB) "
+          "| s / step | update s |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for arm, cost in means.items():
         ratio = f" ({cost['peak_rss_mib'] / shared['peak_rss_mib']:.2f}x)" if shared else ""
-        print(f"| {arm} | {cost['trainable_parameters']:,.0f} | {cost['peak_rss_mib']:.0f}{ratio} "
-              f"| {cost['seconds_per_step']:.2f} | {cost['update_seconds']:.2f} |")  # fmt: skip
+        state = f"{cost['model_state_mib']:.1f}" if "model_state_mib" in cost else "-"
+        print(f"| {arm} | {cost['trainable_parameters']:,.0f} | {state} | "
+              f"{cost['peak_rss_mib']:.0f}{ratio} | {cost['seconds_per_step']:.2f} "
+              f"| {cost['update_seconds']:.2f} |")  # fmt: skip
     out: dict[str, Any] = {"costs": means}
     if shared:
         for arm in ("mas_per_role", "mas_lora"):
@@ -477,6 +484,10 @@ def print_costs(rows: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
                 out[f"{arm}_memory_over_shared"] = round(
                     means[arm]["peak_rss_mib"] / shared["peak_rss_mib"], 3
                 )
+                if shared.get("model_state_mib"):
+                    out[f"{arm}_model_state_over_shared"] = round(
+                        means[arm].get("model_state_mib", 0.0) / shared["model_state_mib"], 3
+                    )
     return out
 
 

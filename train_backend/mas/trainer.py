@@ -325,6 +325,12 @@ class WorkflowTrainer:
                 for name, slot in self.slots.items()
                 if slot.optimizer is not None
             },
+            # every weight held once (adapters share their base): with the trainable ones,
+            # what the model state costs (`bench/mas_training.py`)
+            "parameters_in_memory": parameters_in_memory(
+                [slot.policy.model for slot in self.slots.values()]
+                + [slot.reference for slot in self.slots.values() if slot.reference is not None]
+            ),
             "checkpoints": {
                 name: [str(p) for _, p in checkpoint.list_checkpoints(slot.root)]
                 for name, slot in self.slots.items()
@@ -413,6 +419,17 @@ def cut_at_stop(policy: Policy, ids: list[int], stop: Sequence[str]) -> list[int
         if any(text in policy.decode(ids[:end]) for text in stop):
             return ids[:end]
     return ids
+
+
+def parameters_in_memory(models: Sequence[Any]) -> int:
+    """Distinct weight tensors over `models`, counted once (a shared base, a reference that is
+    the same model with adapters off)."""
+    seen: dict[int, int] = {}
+    for model in models:
+        inner = model.peft_model if isinstance(model, BaseModel) else model
+        for param in inner.parameters():
+            seen[id(param)] = param.numel()
+    return sum(seen.values())
 
 
 def trainable_parameters(optimizer: Any) -> int:
