@@ -36,6 +36,14 @@ KUHN_FORMAT = PretrainSettings(
     seed=0,
 )
 
+# Qwen3-4B's config.json (docs/references.md §12.9), for tests that size it without weights
+QWEN3_4B = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "dtype": "bfloat16",
+    "vocab_size": 151936, "hidden_size": 2560, "num_hidden_layers": 36,
+    "intermediate_size": 9728, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 128, "tie_word_embeddings": True, "max_position_embeddings": 40960,
+}  # fmt: skip
+
 
 def format_model(settings: PretrainSettings, name: str) -> Path:
     """The tiny model format-pre-trained with `settings`, built once per recipe."""

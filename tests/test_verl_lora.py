@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from model_testkit import QWEN3_4B
 
 from core.checkpoints import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
 from core.errors import MarsError
@@ -23,12 +24,6 @@ from train_backend.verl.rollout_weights import load_adapter_weights, load_base_w
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 NO_CUDA = Machine(cuda=lambda: False, disk_free=lambda _: 10**15)
-QWEN3_4B = {
-    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "dtype": "bfloat16",
-    "vocab_size": 151936, "hidden_size": 2560, "num_hidden_layers": 36,
-    "intermediate_size": 9728, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "head_dim": 128, "tie_word_embeddings": True, "max_position_embeddings": 40960,
-}  # fmt: skip
 
 
 def workflow_config(**changes: object) -> WorkflowTrainConfig:

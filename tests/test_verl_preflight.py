@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, mars_env, run_mars
+from model_testkit import QWEN3_4B
 
 from core.errors import MarsError
 from core.runstore import RunDir
@@ -30,12 +31,6 @@ pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 GOOD = {"torch": "2.11.0", "transformers": "5.9.0", "vllm": "0.24.0"}
 # Qwen3-4B's published config.json (the keys read here)
-QWEN3_4B = {
-    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "dtype": "bfloat16",
-    "vocab_size": 151936, "hidden_size": 2560, "num_hidden_layers": 36,
-    "intermediate_size": 9728, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "head_dim": 128, "tie_word_embeddings": True, "max_position_embeddings": 40960,
-}  # fmt: skip
 ROOMY = 10**15  # free bytes: more than any save here
 CUDA = Machine(cuda=lambda: True, disk_free=lambda _: ROOMY)
 NO_CUDA = Machine(cuda=lambda: False, disk_free=lambda _: ROOMY)
