@@ -464,3 +464,47 @@ async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
         assert {o.extra_fields[names.GROUP] for o in outputs} == {"u1"}
         assert groups[session] == {group_key(f"u1_{session}", 0, 0)}
     assert groups[0].isdisjoint(groups[1])
+
+
+async def test_a_workflow_row_without_partners_branches_every_role_in_one_tree():
+    """One policy for every role (no partners): the tool agent's and the reasoner's calls are
+    both branched K ways, each (problem, role, call) one group, in the same run."""
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.workers.rollout.replica import TokenOutput
+
+    from train_backend.verl.workflow_loop import WorkflowAgentLoop
+
+    tokenizer = tokenizer_of_tests()
+    replies = itertools.count()
+
+    class Answers:
+        """A program printing 0, 1 or 2, or an answer of 0, 1 or 2, in turn."""
+
+        async def generate(self, request_id: str, **_: object) -> TokenOutput:
+            n = next(replies) % 3
+            text = f"```python\nprint({n})\n```\n\\boxed{{{n}}}"
+            ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+            return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
+
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 64}},
+            "data": {},
+        }
+    )
+    loop = WorkflowAgentLoop(
+        trainer_config=DictConfigWrap(config), server_manager=Answers(), tokenizer=tokenizer,
+        processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+        hf_model_type="qwen3",
+    )  # fmt: skip
+    row = {"workflow": "reasoner_tool", "problem_id": "p1", "question": "What is 1 + 1?"}
+    row |= {"answer": "2", "source": "test", "branches": 3, "continuation": "random", "seed": 5}
+    row |= {"uid": "u1", "workflow_options": json.dumps({"rounds": 1, "code_seconds": 5.0})}
+    outputs = await loop.run({"temperature": 1.0}, session_id=0, **row)
+    groups: dict[str, int] = {}
+    for output in outputs:
+        group = output.extra_fields[names.TREE_GROUP]
+        groups[group] = groups.get(group, 0) + 1
+    assert groups == {group_key("u1_0", 0, 0): 3, group_key("u1_0", 1, 0): 3}
