@@ -52,6 +52,25 @@ def run_mars(
     )
 
 
+def run_mars_in_process(args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """`mars ARGS` in this process, through the command line's own error handling
+    (`mars.main._run`: one line on stderr and the exit code); its exit code. For refusals, which
+    need no fresh interpreter (a subprocess costs seconds of imports)."""
+    import signal
+
+    from mars.main import _run
+
+    monkeypatch.setattr(sys, "argv", ["mars", *args])
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        _run()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA_DIR, REPO, mars_env, run_mars
+from conftest import DATA_DIR, REPO, mars_env, run_mars, run_mars_in_process
 
 from core.adapter_serving import adapter_set, vllm_lora_args
 from core.checkpoints import CHECKPOINT_FILE, checked_adapter
@@ -261,7 +261,10 @@ def test_an_unknown_model_name_is_refused_naming_the_served_ones(
 
 
 def test_export_merge_writes_a_model_with_the_adapters_logits(
-    adapters: Adapters, tmp_path: Path
+    adapters: Adapters,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import torch
     from transformers import AutoModelForCausalLM
@@ -287,18 +290,20 @@ def test_export_merge_writes_a_model_with_the_adapters_logits(
     assert (out / "tokenizer_config.json").is_file() and (out / "model.safetensors").is_file()
     assert json.loads((out / "merged_from.json").read_text())["name"] == "coder"
 
-    again = run_mars("export", str(adapters.folders["coder"]), "--merge", "-o", str(out))
-    assert again.returncode == 2
-    assert again.stderr.strip().splitlines() == [
-        f"error: -o {out} exists and is not empty: give a new folder"
-    ]
-    no_output = run_mars("export", str(adapters.folders["coder"]), "--merge")
-    assert no_output.stderr.strip().splitlines() == [
-        "error: --merge needs -o DIR: the new folder for the merged model"
-    ]
-    whole = run_mars("export", str(out), "--merge", "-o", str(tmp_path / "x"))
-    assert whole.returncode == 2 and len(whole.stderr.strip().splitlines()) == 1
-    assert "is not a LoRA adapter checkpoint (no adapter_config.json)" in whole.stderr
+    capsys.readouterr()
+    coder_folder = str(adapters.folders["coder"])
+    refusals = [
+        (["export", coder_folder, "--merge", "-o", str(out)], f"error: -o {out} exists and is "
+         "not empty: give a new folder"),
+        (["export", coder_folder, "--merge"], "error: --merge needs -o DIR: the new folder for "
+         "the merged model"),
+        (["export", str(out), "--merge", "-o", str(tmp_path / "x")], "is not a LoRA adapter "
+         "checkpoint (no adapter_config.json)"),
+    ]  # fmt: skip
+    for args, says in refusals:
+        assert run_mars_in_process(args, monkeypatch) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], lines
     assert not (tmp_path / "x").exists()
 
 
@@ -349,7 +354,10 @@ def test_eval_trained_serves_every_roles_adapter_on_one_server(
 
 
 def test_an_adapter_whose_base_changed_is_refused_in_one_line(
-    adapters: Adapters, tmp_path: Path
+    adapters: Adapters,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     base_copy = tmp_path / "base-copy"
     shutil.copytree(adapters.base, base_copy)
@@ -371,9 +379,9 @@ def test_an_adapter_whose_base_changed_is_refused_in_one_line(
     assert "\n" not in str(other.value)
     with pytest.raises(MarsError, match=r"has changed since the adapter was trained"):
         ModelServer(model=str(moved)).start()
-    result = run_mars("serve", str(moved))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines() == [
+    capsys.readouterr()
+    assert run_mars_in_process(["serve", str(moved)], monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"error: adapter {moved}: its base {base_copy} has changed since the adapter was "
         f"trained (fingerprint {model_fingerprint(str(base_copy))}, trained on "
         f"{record['adapter']['base_fingerprint']})"

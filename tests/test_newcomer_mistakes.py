@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA_DIR
+from conftest import DATA_DIR, run_mars_in_process
 
 from core.errors import ExitCode
 from core.runstore import RunDir
@@ -241,20 +239,6 @@ CASES: list[tuple[str, str, str]] = [
 ]  # fmt: skip
 
 
-def _run_mars(args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
-    from mars.main import _run
-
-    monkeypatch.setattr(sys, "argv", ["mars", *args])
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        _run()
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0
-
-
 @pytest.mark.parametrize(("what", "arguments", "says"), CASES, ids=[c[0] for c in CASES])
 def test_a_mistake_gets_one_line_that_says_what_to_do(
     what: str,
@@ -276,7 +260,7 @@ def test_a_mistake_gets_one_line_that_says_what_to_do(
     before = {name: _digest(runs[name]) for name in ("game", "eval")}
     monkeypatch.chdir(tmp_path)
 
-    code = _run_mars(arguments.format(**fixtures).split(), monkeypatch)
+    code = run_mars_in_process(arguments.format(**fixtures).split(), monkeypatch)
 
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -297,7 +281,7 @@ def test_base_url_alone_is_enough_for_the_game_commands_as_the_readme_says(
 ) -> None:
     """The README's promise: with --base-url, no --model; the server's one model is used."""
     run = tmp_path / "arena"
-    code = _run_mars(
+    code = run_mars_in_process(
         ["arena", "--game", "kuhn_poker", "--opponent", "random", "--episodes", "1",
          "--base-url", scripted, "--run-dir", str(run), "--quiet"],
         monkeypatch,
