@@ -1,0 +1,76 @@
+"""`mars experiment marshal-mini` end to end on this machine, timed: the miniature of MARSHAL's
+experiment (training runs, every checkpoint's evaluations, the report), from an empty folder.
+
+Runs the real command in a fresh experiment folder (`--out`, default a temporary one) and reads
+each part's wall time from the experiment's own `experiment.json`. Target: the whole experiment
+in at most 45 minutes on this machine, with its report written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import DryRun, add_dry_run, report, run_dry
+
+EXPERIMENT = "marshal-mini"
+TARGET_MINUTES = 45.0
+
+
+def command(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mars", "experiment", EXPERIMENT, "--run-dir", str(root), *extra]
+
+
+def dry_run(dry: DryRun) -> None:
+    """The experiment's command line (the experiment's own `--dry-run`, every part checked, is
+    tests/test_experiment.py's)."""
+    dry.mars(command(Path(tempfile.gettempdir()) / "experiment-dry-run"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="the experiment folder (default: a new one)")
+    add_dry_run(parser)
+    args = parser.parse_args()
+    if args.dry_run:
+        run_dry(dry_run)
+        return
+    root = args.out or Path(tempfile.mkdtemp(prefix="marshal-mini-")) / EXPERIMENT
+    started = time.perf_counter()
+    done = subprocess.run(command(root), check=False)
+    minutes = (time.perf_counter() - started) / 60
+    state = json.loads((root / "experiment.json").read_text())
+    parts = {
+        name: round(float(part.get("wall_s", 0.0)) / 60, 2)
+        for name, part in (state.get("parts") or {}).items()
+        if isinstance(part, dict)
+    }
+    failed = sorted(
+        name
+        for name, part in (state.get("parts") or {}).items()
+        if isinstance(part, dict) and part.get("status") in ("failed", "blocked")
+    )
+    print(f"{EXPERIMENT}: {minutes:.1f} min, exit {done.returncode}; report: {root / 'report.md'}")
+    for name, part_minutes in parts.items():
+        print(f"  {name}: {part_minutes:.1f} min")
+    report(
+        "marshal_mini_minutes",
+        minutes,
+        TARGET_MINUTES,
+        exit_code=done.returncode,
+        failed_parts=failed,
+        report_written=(root / "report.md").is_file(),
+        part_minutes=parts,
+        folder=str(root),
+    )
+
+
+if __name__ == "__main__":
+    main()
