@@ -21,7 +21,16 @@ import streamlit as st
 
 from dashboard.data import scan_runs
 from dashboard.paths import runs_root
-from dashboard.views import compare, failures, games, inspector, runs, samples, training
+from dashboard.views import (
+    compare,
+    experiments,
+    failures,
+    games,
+    inspector,
+    runs,
+    samples,
+    training,
+)
 
 PAGES = {
     "Runs": runs.render,
@@ -31,6 +40,7 @@ PAGES = {
     "Games": games.render,
     "Training": training.render,
     "Inspector": inspector.render,
+    "Experiments": experiments.render,
 }
 _SLUGS = {name.lower().replace(" ", "-"): name for name in PAGES}
 

@@ -24,6 +24,7 @@ PAGE_SLUGS = {
     "Games": "games",
     "Training": "training",
     "Inspector": "inspector",
+    "Experiments": "experiments",
 }
 
 OpenPage = Callable[..., AppTest]

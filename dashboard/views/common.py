@@ -24,6 +24,7 @@ HINTS = {
     "train_mas": "mars train-mas --workflow reasoner_tool --steps 10",
     "branches": "mars train --games kuhn_poker --estimator at_grpo --steps 10",
     "loop": "mars loop --watch RUNS/<train run> --eval arena:tic_tac_toe:random:20 --once",
+    "experiment": "mars experiment marshal-mini --out RUNS/experiments",
 }
 
 
