@@ -14,6 +14,7 @@ import itertools
 import json
 import random
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,9 @@ from verl_testkit import (
 from verl_testkit import tiny_tokenizer as tokenizer_of_tests
 
 import train_backend.verl.plugin  # noqa: F401  (registers estimators, loop, trainer)
+
+if TYPE_CHECKING:
+    from train_backend.verl.workflow_loop import WorkflowAgentLoop
 from core import branch_log
 from core.errors import MarsError
 from games.engine import EpisodeOptions, play_episode
@@ -420,15 +424,31 @@ async def test_verl_leaves_failed_and_filtered_groups_out_of_the_update(
     )
 
 
-async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
-    """verl plays a dataset row `rollout.n` times under one uid (sessions 0..n-1): each run's
-    branches are grouped within that run, and the prompt group is the uid."""
+def _workflow_loop(server_manager: object, tokenizer: object) -> WorkflowAgentLoop:
+    """verl's workflow agent loop on `server_manager`'s replies, short lengths."""
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
-    from verl.workers.rollout.replica import TokenOutput
 
     from train_backend.verl.workflow_loop import WorkflowAgentLoop
+
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 64}},
+            "data": {},
+        }
+    )
+    return WorkflowAgentLoop(
+        trainer_config=DictConfigWrap(config), server_manager=server_manager,
+        tokenizer=tokenizer, processor=None, dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data), hf_model_type="qwen3",
+    )  # fmt: skip
+
+
+async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
+    """verl plays a dataset row `rollout.n` times under one uid (sessions 0..n-1): each run's
+    branches are grouped within that run, and the prompt group is the uid."""
+    from verl.workers.rollout.replica import TokenOutput
 
     tokenizer = tokenizer_of_tests()
 
@@ -443,17 +463,7 @@ async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
             ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
             return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
 
-    config = OmegaConf.create(
-        {
-            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 64}},
-            "data": {},
-        }
-    )
-    loop = WorkflowAgentLoop(
-        trainer_config=DictConfigWrap(config), server_manager=Answers(), tokenizer=tokenizer,
-        processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
-        hf_model_type="qwen3",
-    )  # fmt: skip
+    loop = _workflow_loop(Answers(), tokenizer)
     row = {"workflow": "single", "problem_id": "p7", "question": "What is 1 + 1?", "answer": "2"}
     row |= {"source": "test", "branches": 2, "continuation": "random", "seed": 3, "uid": "u1"}
     groups = {}
@@ -469,12 +479,7 @@ async def test_the_n_runs_of_a_workflow_row_are_trees_of_their_own():
 async def test_a_workflow_row_without_partners_branches_every_role_in_one_tree():
     """One policy for every role (no partners): the tool agent's and the reasoner's calls are
     both branched K ways, each (problem, role, call) one group, in the same run."""
-    from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-    from verl.utils.dataset.rl_dataset import RLHFDataset
     from verl.workers.rollout.replica import TokenOutput
-
-    from train_backend.verl.workflow_loop import WorkflowAgentLoop
 
     tokenizer = tokenizer_of_tests()
     replies = itertools.count()
@@ -488,17 +493,7 @@ async def test_a_workflow_row_without_partners_branches_every_role_in_one_tree()
             ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
             return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
 
-    config = OmegaConf.create(
-        {
-            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 64}},
-            "data": {},
-        }
-    )
-    loop = WorkflowAgentLoop(
-        trainer_config=DictConfigWrap(config), server_manager=Answers(), tokenizer=tokenizer,
-        processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
-        hf_model_type="qwen3",
-    )  # fmt: skip
+    loop = _workflow_loop(Answers(), tokenizer)
     row = {"workflow": "reasoner_tool", "problem_id": "p1", "question": "What is 1 + 1?"}
     row |= {"answer": "2", "source": "test", "branches": 3, "continuation": "random", "seed": 5}
     row |= {"uid": "u1", "workflow_options": json.dumps({"rounds": 1, "code_seconds": 5.0})}
