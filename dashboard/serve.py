@@ -28,6 +28,7 @@ WARM_MODULES = (
     "dashboard.views.games",
     "dashboard.views.training",
     "dashboard.views.inspector",
+    "dashboard.views.experiments",
 )
 
 
