@@ -49,6 +49,12 @@ def failures_command(
     n_boot: int = typer.Option(2000, "--n-boot", min=100, help="Bootstrap resamples (compare)."),
     as_json: bool = typer.Option(False, "--json", help="Compare: also print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    rules: bool = typer.Option(
+        False,
+        "--rules",
+        help="Judge by rules instead of a model: the 8 modes a transcript's structure shows "
+        "(harness.failures.rules); deterministic, no server.",
+    ),
 ) -> None:
     """Classify failed MAS transcripts into the 14 MAST failure modes with an LLM judge."""
     if runs and runs[0] == Path("compare") and not runs[0].exists():
@@ -70,6 +76,7 @@ def failures_command(
         retry_unparsed=retry_unparsed,
         fresh=fresh,
         quiet=quiet,
+        rules=rules,
     )
 
 
@@ -117,7 +124,12 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         gen=GenerationConfig(temperature=0.0, max_tokens=kw["max_tokens"]),
     )
     judge: ModelOptions = kw["judge"]
-    identity = failures_identity(model_identity(judge.model, judge.base_url), settings)
+    if kw["rules"]:
+        from harness.failures.rules import RULES_JUDGE
+
+        identity = failures_identity(RULES_JUDGE, settings)
+    else:
+        identity = failures_identity(model_identity(judge.model, judge.base_url), settings)
     if kw["fresh"]:
         for stale in (out.path, run.path / FAILURES_RUN_FILE):
             stale.unlink(missing_ok=True)
@@ -131,7 +143,9 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         f"{len(todo)} to judge"
     )
     judge_info: dict[str, Any] = {}
-    if todo:
+    if todo and kw["rules"]:
+        judge_info = _judge_by_rules(todo, done, run.path, identity, out)
+    elif todo:
         with open_endpoint(judge, run, settings.gen) as endpoint_config:
             earlier = {str(v.get("judge_model")) for v in done.values()}
             if earlier and earlier != {endpoint_config.model}:
@@ -163,6 +177,24 @@ def _analyse(run_path: Path, **kw: Any) -> None:
 
         first = failed[0].get("error")
         exit_if_unscored([no_score_line("the failure analysis", len(failed), "transcript", first)])
+
+
+def _judge_by_rules(
+    todo: list[dict], done: dict, run_path: Path, identity: dict[str, Any], out: Any
+) -> dict[str, Any]:
+    from harness.failures import write_failures_identity
+    from harness.failures.rules import RULES_JUDGE, rule_verdict
+
+    earlier = {str(v.get("judge_model")) for v in done.values()}
+    if earlier and earlier != {RULES_JUDGE}:
+        raise MarsError(
+            f"{out.path} was judged by {', '.join(sorted(earlier))}; rerun without --rules, or "
+            "with --fresh to start over"
+        )
+    write_failures_identity(run_path, identity)
+    for record in todo:
+        out.append(rule_verdict(record))
+    return {"model": RULES_JUDGE}
 
 
 async def _judge(

@@ -255,3 +255,71 @@ def test_the_report_pairs_episodes_cites_the_paper_and_sets_variants_side_by_sid
     assert "| start | start |" in text and "| trained | step 5 |" in text
     assert "- tiny model" in text
     assert report_folder(root) is None  # no experiment.json yet: not an experiment folder
+
+
+def _with_usage(record: dict, tokens: int, calls: int) -> dict:
+    usage = {"prompt_tokens": tokens - 10, "completion_tokens": 10}
+    return {**record, "metrics": {"llm_calls": calls, "tokens_per_agent": {"a": usage}}}
+
+
+def test_the_report_sets_each_mas_beside_its_compute_matched_single_agent(tmp_path: Path) -> None:
+    from core.runstore import RunDir
+    from dashboard import synthetic
+    from harness.compute_match import record_decision
+    from train_backend.experiments.report import build_report
+
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump({"name": "e", "parts": [
+        {"name": "mad", "run": "eval", "args": {"suite": "gsm8k", "mas": "mad"}},
+        {"name": "match", "run": "eval", "args": {"suite": "gsm8k",
+                                                  "match_compute": "${part:mad}"}},
+    ]}))  # fmt: skip
+    root = tmp_path / "exp"
+    mad = [_with_usage(synthetic.eval_record(i, correct=i < 3), 900, 6) for i in range(10)]
+    synthetic.write_eval_run(root / "mad", mad, mas="mad")
+    single = [
+        {**_with_usage(synthetic.eval_record(i, correct=i < 5 or e == 0), 300, 1), "epoch": e}
+        for i in range(10)
+        for e in range(3)
+    ]
+    synthetic.write_eval_run(root / "match", single, mas="single")
+    for name in ("mad", "match"):
+        (root / name / "summary.json").write_text("{}")
+    decision = {"run": str(root / "mad"), "mas": "mad", "model": "tiny", "suites": {"gsm8k": {
+        "mas_tokens_per_question": 900.0, "mas_completion_tokens_per_question": 10.0,
+        "mas_calls_per_question": 6.0, "sample_tokens": 300.0, "k": 3,
+        "k_if_completion_matched": 1}}}  # fmt: skip
+    record_decision(RunDir.open(root / "match"), decision)
+
+    text = build_report(load_experiment(str(path)), root)
+    section = text.split("## Compute per question")[1].split("\n## ")[0]
+    assert "**match** against `mad`:" in section
+    # the baseline's 3 samples of 300 tokens a question: 900 tokens/q, ratio 1.00 to MAD's
+    row = next(x for x in section.splitlines() if x.startswith("| match | gsm8k | mad (mad) |"))
+    assert "| 3 | 900 | 900 | 1.00 | 3.0 | 6.0 |" in row
+    assert "30.0" in section and "maj@k" in section  # MAD's accuracy, the baseline's vote
+    assert "## Other evaluations" not in text  # no arena or exploitability part
+
+
+def test_a_start_is_declared_by_its_recipe_and_checked_in_one_line(tmp_path: Path) -> None:
+    experiment = load_experiment("marshal-mini", parse_sets(["start_steps=5"]))
+    assert experiment.start_recipe("games")["steps"] == 5
+    parts = {r.part.name: r for r in resolve_parts(experiment, tmp_path, build=False)}
+    start = parts["train-kuhn"].config["model"]
+    assert start.endswith("-format-marshal-mini-games")  # cached per experiment and start
+    assert start in parts["eval-kuhn"].argv  # the loop's step 0 is the same start
+    path = tmp_path / "s.yaml"
+    for starts, message in [
+        ({"tiny": {}}, "built-in model"),
+        ({"g": {"games": ["kuhn_poker"], "stepz": 3}}, r"starts\.g\.stepz"),
+        ({"g": {"steps": "${nope}"}}, r"\$\{nope\} is not a variable"),
+    ]:
+        path.write_text(yaml.safe_dump({"name": "s", "starts": starts,
+                                        "parts": [{"name": "a", "run": "arena"}]}))  # fmt: skip
+        with pytest.raises(MarsError, match=message) as info:
+            load_experiment(str(path))
+        assert "\n" not in str(info.value)
+    path.write_text(yaml.safe_dump({"name": "s", "starts": {"g": {}}, "parts": [
+        {"name": "a", "run": "arena", "args": {"player": "${model:gg}"}}]}))  # fmt: skip
+    with pytest.raises(MarsError, match="did you mean 'g'"):
+        resolve_parts(load_experiment(str(path)), tmp_path, build=False)

@@ -54,6 +54,19 @@ def model_path(key: str, *, build: bool) -> Path:
     return ensure_plan_start()
 
 
+def start_path(experiment: Experiment, name: str, *, build: bool) -> Path:
+    """A start the experiment declares (`starts:`): the embedded tiny model format-pre-trained
+    on its recipe, cached as `...-format-EXPERIMENT-NAME` (a changed recipe rebuilds it)."""
+    from train_backend.pretrain import default_pretrained_dir, ensure_pretrained_tiny_model
+    from train_backend.pretrain_recipe import PretrainSettings
+
+    cache_name = f"{experiment.name}-{name}"
+    if not build:
+        return default_pretrained_dir(cache_name)
+    settings = PretrainSettings.model_validate(experiment.start_recipe(name))
+    return ensure_pretrained_tiny_model(settings, name=cache_name)
+
+
 def resolver(experiment: Experiment, root: Path, *, build: bool) -> Callable[[str], Any]:
     """What `${ref}` means in this experiment folder (`build`: build starting models now)."""
     built: dict[str, Path] = {}
@@ -66,7 +79,12 @@ def resolver(experiment: Experiment, root: Path, *, build: bool) -> Callable[[st
             return str(root / experiment.part(name).name)
         if kind == "model" and name:
             if name not in built:
-                built[name] = model_path(name, build=build)
+                if name in experiment.starts:
+                    built[name] = start_path(experiment, name, build=build)
+                elif name in MODELS:
+                    built[name] = model_path(name, build=build)
+                else:
+                    raise MarsError(unknown_name("model", name, [*MODELS, *experiment.starts]))
             return str(built[name])
         if ref in experiment.vars:
             return experiment.vars[ref]

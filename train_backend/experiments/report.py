@@ -267,35 +267,54 @@ class Report:
         return _table(header, rows)
 
     def standalone(self) -> list[str]:
-        """Arena, exploitability and eval parts outside a loop: their headline figures."""
+        """Arena and exploitability parts outside a loop: their headline figures (an eval part
+        is a compute-matched baseline, in the compute section)."""
         import json
 
         rows = []
         for part in self.experiment.parts:
             path = self.root / part.name / "summary.json"
-            if part.run not in ("arena", "exploitability", "eval") or not path.is_file():
+            if part.run not in ("arena", "exploitability") or not path.is_file():
                 continue
             summary = json.loads(path.read_text())
             if part.run == "exploitability" and summary.get("exploitability") is not None:
                 figure = "exploitability " + _value(
                     summary["exploitability"], summary.get("ci95"), 3
                 )
-            elif part.run == "arena":
+            else:
                 seats = summary.get("seats", {})
                 figure = "normalised return " + ", ".join(
                     f"{seat} " + _value(s["normalized_return"], s.get("normalized_return_ci"))
                     for seat, s in seats.items()
                     if s.get("normalized_return") is not None
                 )
-            else:
-                suites = summary.get("suites", {})
-                figure = ", ".join(
-                    f"{name} " + _value(s["accuracy"], s.get("ci95"), scale=100)
-                    for name, s in suites.items()
-                    if s.get("accuracy") is not None
-                )
             rows.append([part.name, f"`mars {part.run}`", figure])
         return _table(["part", "command", "figures"], rows)
+
+    def compute(self) -> list[str]:
+        """Each compute-matched single agent (an `eval` part with `match_compute`) beside the
+        MAS run it matches: accuracy, tokens and calls per question, per role, the match."""
+        import json
+
+        from harness.report import build_report as compare_runs
+        from harness.report import to_markdown
+
+        out: list[str] = []
+        for part in self.experiment.parts:
+            run_file = self.root / part.name / "run.json"
+            if part.run != "eval" or not (self.root / part.name / "summary.json").is_file():
+                continue
+            match = json.loads(run_file.read_text()).get("config", {}).get("compute_match") or {}
+            runs = [Path(match["run"])] if match.get("run") else []
+            try:
+                compared = compare_runs([*runs, self.root / part.name])
+            except MarsError as exc:
+                self.limits.append(f"{part.name}: not reported ({exc})")
+                continue
+            against = f" against `{runs[0].name}`" if runs else ""
+            out += [f"**{part.name}**{against}:", ""]
+            out += [*to_markdown(compared).strip().splitlines(), ""]
+        return out
 
     # -- the document ----------------------------------------------------------------------
     def build(self) -> str:
@@ -330,10 +349,13 @@ class Report:
             ("Reasoning suites through MAS (accuracy %)",
              _table(["training run", "suite", "MAS", "n", "start", "trained",
                      "change, pp [95%]", "paper"], self.suites)),
+            ("Compute per question: each MAS and its compute-matched single agent",
+             self.compute()),
             ("MAST failure categories (failed transcripts)", self.failures()),
             ("Ablations and arms (last checkpoint of each)", self.ablations()),
-            ("Other evaluations", self.standalone()),
         ]  # fmt: skip
+        if any(p.run in ("arena", "exploitability") for p in e.parts):
+            sections.append(("Other evaluations", self.standalone()))
         for title, table in sections:
             out += (
                 [f"## {title}", ""] + (table or ["(no finished runs for this section yet)"]) + [""]

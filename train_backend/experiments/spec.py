@@ -17,7 +17,9 @@ A YAML mapping (docs/experiments.md):
     report: {...}                  # what the report compares (report.py)
 
 `${part:NAME}` is part NAME's run directory (an earlier part: that makes it a dependency),
-`${model:KEY}` one of the built-in starting models (`MODELS`), `${exp}` the experiment folder.
+`${model:KEY}` one of the built-in starting models (`MODELS`) or one the file declares under
+`starts:` (a format pre-training of the embedded tiny model, any `PretrainSettings` field, built
+into the MARS cache on first use), `${exp}` the experiment folder.
 A value that is exactly one `${var}` keeps the variable's type.
 """
 
@@ -115,12 +117,16 @@ class Experiment(BaseModel):
     scale: Literal["paper", "mini"] = "mini"
     description: str = ""
     vars: dict[str, Any] = Field(default_factory=dict)
+    # ${model:NAME}: format pre-trainings of the embedded tiny model this experiment starts from
+    starts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     parts: list[Part] = Field(min_length=1)
     report: ReportSpec = Field(default_factory=ReportSpec)
     notes: list[str] = Field(default_factory=list)  # what this scale cannot show
 
     @model_validator(mode="after")
     def _parts_named_once_and_in_order(self) -> Experiment:
+        for name in self.starts:
+            check_start(name, self.start_recipe(name))
         seen: set[str] = set()
         for part in self.parts:
             if part.name in seen:
@@ -138,11 +144,37 @@ class Experiment(BaseModel):
                 raise ValueError(f"the report names part {name!r}, which the experiment lacks")
         return self
 
+    def start_recipe(self, name: str) -> dict[str, Any]:
+        """A `starts:` recipe with its `${var}`s filled in (a start reads variables only)."""
+
+        def resolve(ref: str) -> Any:
+            if ref in self.vars:
+                return self.vars[ref]
+            raise ValueError(f"starts.{name}: ${{{ref}}} is not a variable of this experiment")
+
+        return substitute(self.starts[name], resolve)
+
     def part(self, name: str) -> Part:
         for part in self.parts:
             if part.name == name:
                 return part
         raise MarsError(unknown_name("part", name, [p.name for p in self.parts]))
+
+
+def check_start(name: str, recipe: dict[str, Any]) -> None:
+    """A `starts:` entry: a name of its own and a valid pre-training recipe."""
+    from train_backend.pretrain_recipe import PretrainSettings
+
+    if name in MODELS:
+        raise ValueError(f"starts: {name!r} is a built-in model; give the start another name")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+        raise ValueError(f"starts: {name!r} is not a usable name (letters, digits, _ and -)")
+    try:
+        PretrainSettings.model_validate(recipe)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"starts.{name}.{where}: {first['msg']}") from None
 
 
 def _strings(value: Any) -> list[str]:
