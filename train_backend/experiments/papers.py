@@ -67,6 +67,7 @@ MARSHAL_SUITES: dict[tuple[str, str], PaperFigure] = {
 }
 
 # MAST category key (harness.failures.taxonomy) -> figure; MARSHAL §3.3 (GPQA-Diamond, MAD).
+MARSHAL_FAILURES_ON = ("gpqa_diamond", "mad")
 MARSHAL_FAILURES: dict[str, PaperFigure] = {
     key: PaperFigure(
         before, after, "references.md §3.3", "MARSHAL: Qwen3-4B → generalist, % of transcripts"

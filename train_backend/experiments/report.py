@@ -204,11 +204,12 @@ class Report:
                 )
                 continue
             compared = compare_failures(verdicts[0], verdicts[1])
+            same_as_paper = self.experiment.paper == "marshal" and _suite_and_mas(dirs[1]) == (
+                papers.MARSHAL_FAILURES_ON
+            )
             for key, entry in compared["categories"].items():
                 a, b = (s["categories"][key] for s in summaries)
-                paper = (
-                    papers.MARSHAL_FAILURES.get(key) if self.experiment.paper == "marshal" else None
-                )
+                paper = papers.MARSHAL_FAILURES.get(key) if same_as_paper else None
                 low, high = entry["ci95"]
                 rows.append([
                     row.label, f"{entry['id']} {entry['name']}",
@@ -400,6 +401,18 @@ class Report:
                 ]
             )
         return _table(["training run", "measure", "original, start → trained", "variants"], rows)
+
+
+def _suite_and_mas(eval_dir: Path) -> tuple[str, str] | None:
+    """An eval run's one suite and its MAS (None: several suites, or no readable run.json)."""
+    import json
+
+    try:
+        config = json.loads((eval_dir / "run.json").read_text()).get("config", {})
+    except (OSError, ValueError):
+        return None
+    suites = config.get("suites") or []
+    return (suites[0], config.get("mas", "single")) if len(suites) == 1 else None
 
 
 def _figure(entry: dict[str, Any]) -> str:
