@@ -66,11 +66,17 @@ def echo_reasoner(prompt: str) -> str:
     return f"\\boxed{{{found.group(1) if found else 4}}}"
 
 
-def _tree(tool: Scripted, reasoner: Scripted, branches: int, continuation: str = "greedy"):
+def _tree(
+    tool: Scripted,
+    reasoner: Scripted,
+    branches: int,
+    continuation: str = "greedy",
+    options: dict | None = None,
+):
     roles = {"tool": tool.model, "reasoner": reasoner.model}
     return asyncio.run(
         tree_sample(
-            "reasoner_tool", PROBLEM, 0, roles, FAST, branches=branches,
+            "reasoner_tool", PROBLEM, 0, roles, options or FAST, branches=branches,
             continuation=continuation, rng=np.random.default_rng(0),
         )
     )  # fmt: skip
@@ -97,7 +103,8 @@ def test_branch_returns_follow_the_rewards_and_greedy_continues_with_the_best() 
 def test_a_hostile_branch_is_a_minus_one_with_its_reason_and_the_rollout_goes_on() -> None:
     tool = Scripted("policy", [LOOP])
     reasoner = Scripted("policy", reply=echo_reasoner)
-    branches, main = _tree(tool, reasoner, branches=1)
+    # every program loops: a short limit, since each one is waited out
+    branches, main = _tree(tool, reasoner, branches=1, options={"code_seconds": 0.5})
     rounds = main.transcript.extra["rounds"]
     assert [r["execution"] for r in rounds] == ["timeout", "timeout"]
     assert main.rewards == {
