@@ -401,6 +401,7 @@ class ModelServer:
         if self.resolved_backend == "transformers":
             # Offline and with a writable hub cache, or /v1/models fails on a machine with no hub.
             env.setdefault("HF_HUB_OFFLINE", "1")
+            env.setdefault("HF_HUB_DISABLE_UPDATE_CHECK", "1")  # the CLI's daily PyPI query
             if self._hub_cache is not None:  # a local folder, in its own hub cache
                 env["HF_HUB_CACHE"] = str(self._hub_cache)
             else:
