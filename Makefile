@@ -8,9 +8,6 @@ STAMP  := $(VENV)/.installed-$(DEPS)
 VSTAMP := $(VENV)/.installed-verl-$(DEPS)
 TORCH  := torch==2.13.0
 VERL   := verl==0.9.1
-# --no-compile: pip would byte-compile every module of every package (tens of thousands of files,
-# a minute or more on 2 cores); Python compiles the few a run imports, once, on first import.
-PIP    := $(BIN)/python -m pip install --quiet --no-compile
 
 .PHONY: setup test demo lint bench setup-verl setup-verl-gpu clean
 
@@ -18,10 +15,10 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first: the CPU wheel on this machine's disk; a bare `torch` requirement would pull CUDA.
-	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev]"
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	rm -f $(VENV)/.installed-[0-9]*
 	touch $(STAMP)
 
@@ -54,10 +51,10 @@ setup-verl: $(VSTAMP)
 
 $(VSTAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
-	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,verl]"
-	$(PIP) --no-deps $(VERL)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[dev,verl]"
+	$(BIN)/python -m pip install --quiet --no-deps $(VERL)
 	$(BIN)/python .ci/check_env.py $(subst torch==,,$(TORCH))
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP) $(VSTAMP)
