@@ -8,6 +8,11 @@ STAMP  := $(VENV)/.installed-$(DEPS)
 VSTAMP := $(VENV)/.installed-verl-$(DEPS)
 TORCH  := torch==2.13.0
 VERL   := verl==0.9.1
+# The project's own bytecode, written once: where PYTHONDONTWRITEBYTECODE is set (as on this
+# machine) Python never caches it, and every `mars` process the tests start would compile the
+# project again (1.7 s a command instead of 0.6 s). Python reads what is here, and skips any file
+# whose source has changed since.
+COMPILE := $(BIN)/python -m compileall -q -j 0 core dashboard games harness mas mars train_backend >/dev/null
 
 .PHONY: setup test demo lint bench setup-verl setup-verl-gpu clean
 
@@ -29,9 +34,11 @@ test: setup-verl
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  ($$SUDO apt-get install -y -qq chromium || ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium)) >/dev/null 2>&1 \
 	  || echo "warning: chromium could not be installed; the browser test will be skipped"; }
+	$(COMPILE)
 	$(BIN)/python -m pytest -q -ra --durations=40 -n 2 --no-loadscope-reorder
 
 demo: setup
+	$(COMPILE)
 	$(BIN)/mars demo
 
 lint: setup
