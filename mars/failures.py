@@ -147,12 +147,7 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         judge_info = _judge_by_rules(todo, done, run.path, identity, out)
     elif todo:
         with open_endpoint(judge, run, settings.gen) as endpoint_config:
-            earlier = {str(v.get("judge_model")) for v in done.values()}
-            if earlier and earlier != {endpoint_config.model}:
-                raise MarsError(
-                    f"{out.path} was judged by {', '.join(sorted(earlier))}; rerun with the same "
-                    "--judge-model, or with --fresh to start over"
-                )
+            _check_same_judge(done, endpoint_config.model, out.path, "the same --judge-model")
             settings = dataclasses.replace(settings, model=endpoint_config.model)
             write_failures_identity(run.path, identity)
             judge_info = {"model": endpoint_config.model, "base_url": endpoint_config.base_url}
@@ -179,18 +174,23 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         exit_if_unscored([no_score_line("the failure analysis", len(failed), "transcript", first)])
 
 
+def _check_same_judge(done: dict, judge_model: str, path: Path, rerun_with: str) -> None:
+    """Refuse to add one judge's verdicts to a file another judge began."""
+    earlier = {str(v.get("judge_model")) for v in done.values()}
+    if earlier and earlier != {judge_model}:
+        raise MarsError(
+            f"{path} was judged by {', '.join(sorted(earlier))}; rerun with {rerun_with}, or "
+            "with --fresh to start over"
+        )
+
+
 def _judge_by_rules(
     todo: list[dict], done: dict, run_path: Path, identity: dict[str, Any], out: Any
 ) -> dict[str, Any]:
     from harness.failures import write_failures_identity
     from harness.failures.rules import RULES_JUDGE, rule_verdict
 
-    earlier = {str(v.get("judge_model")) for v in done.values()}
-    if earlier and earlier != {RULES_JUDGE}:
-        raise MarsError(
-            f"{out.path} was judged by {', '.join(sorted(earlier))}; rerun without --rules, or "
-            "with --fresh to start over"
-        )
+    _check_same_judge(done, RULES_JUDGE, out.path, "--rules")
     write_failures_identity(run_path, identity)
     for record in todo:
         out.append(rule_verdict(record))

@@ -295,17 +295,14 @@ class Report:
     def compute(self) -> list[str]:
         """Each compute-matched single agent (an `eval` part with `match_compute`) beside the
         MAS run it matches: accuracy, tokens and calls per question, per role, the match."""
-        import json
-
         from harness.report import build_report as compare_runs
         from harness.report import to_markdown
 
         out: list[str] = []
         for part in self.experiment.parts:
-            run_file = self.root / part.name / "run.json"
             if part.run != "eval" or not (self.root / part.name / "summary.json").is_file():
                 continue
-            match = json.loads(run_file.read_text()).get("config", {}).get("compute_match") or {}
+            match = _run_config(self.root / part.name).get("compute_match") or {}
             runs = [Path(match["run"])] if match.get("run") else []
             try:
                 compared = compare_runs([*runs, self.root / part.name])
@@ -403,14 +400,19 @@ class Report:
         return _table(["training run", "measure", "original, start → trained", "variants"], rows)
 
 
-def _suite_and_mas(eval_dir: Path) -> tuple[str, str] | None:
-    """An eval run's one suite and its MAS (None: several suites, or no readable run.json)."""
-    import json
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    """A run's stored config ({} when its run.json cannot be read)."""
+    from core.runstore import RunDir
 
     try:
-        config = json.loads((eval_dir / "run.json").read_text()).get("config", {})
-    except (OSError, ValueError):
-        return None
+        return RunDir.read_info(run_dir).config
+    except MarsError:
+        return {}
+
+
+def _suite_and_mas(eval_dir: Path) -> tuple[str, str] | None:
+    """An eval run's one suite and its MAS (None: several suites, or no readable run.json)."""
+    config = _run_config(eval_dir)
     suites = config.get("suites") or []
     return (suites[0], config.get("mas", "single")) if len(suites) == 1 else None
 
