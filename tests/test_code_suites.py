@@ -194,8 +194,9 @@ def test_humaneval_grades_canonical_solutions_and_a_broken_one():
 
     first, second, wrong, cheated = asyncio.run(all_four())
     assert first["correct"] and second["correct"] and first["pass_ratio"] == 1.0
-    assert not wrong["correct"] and wrong["failures"] == {"error": 1}
+    assert not wrong["correct"] and wrong["failures"] == {"wrong": 1}  # the check's assert
     assert not cheated["correct"] and cheated["pass_ratio"] == 0.0
+    assert cheated["failures"] == {"no_results": 1}  # it exited before any result
 
 
 def test_eval_grading_runs_code_and_records_the_pass_ratio_not_the_tests():

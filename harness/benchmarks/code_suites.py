@@ -2,10 +2,11 @@
 
 A response is graded by running its last ```python block in the sandbox (`harness.sandbox`),
 never in this process: stdin/stdout suites run it once per hidden test in one sandbox start
-(`run_tests_async`), HumanEval runs the problem's prompt, the code, its test and
-`check(entry_point)` as one program. Correct means every test passes; the grade also carries
-the pass ratio. The hidden tests live in `Sample.metadata` (never written to records); the gold
-is a short summary ("12 tests", or HumanEval's entry point).
+(`run_tests_async`) and compare its output here; HumanEval calls the function on the inputs its
+test uses, in the sandbox, and the test's own check decides here on the returned values
+(`function_grading`). Correct means every test passes; the grade also carries the pass ratio.
+The hidden tests live in `Sample.metadata` (never written to records); the gold is a short
+summary ("12 tests", or HumanEval's entry point).
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ import importlib.metadata
 import json
 import os
 import re
-import secrets
 import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
 from core.errors import MarsError
-from harness.benchmarks import code_data
+from harness.benchmarks import code_data, function_grading
 from harness.benchmarks.registry import MalformedRow, Suite, benchmark, required_text
 from harness.benchmarks.sources import HubSource, LocalSource, Row
 from harness.benchmarks.types import LoadResult, Sample, Verdict
-from harness.sandbox import SandboxLimits, TestCase, run_python_async, run_tests_async
+from harness.sandbox import SandboxLimits, TestCase, run_tests_async
 
 PER_TEST_SECONDS = 6.0  # wall clock per test case (and as many CPU seconds)
 MAX_BATCH_SECONDS = 300.0  # the whole batch of one answer, however many tests
@@ -229,6 +229,7 @@ class HumanEval(CodeSuite):
     hub = HubSource("openai/openai_humaneval", split="test")  # not read: the wheel is the source
     local = LocalSource("humaneval/HumanEval.jsonl", "jsonl")
     data_file: ClassVar[str] = "data/HumanEval.jsonl.gz"
+    _problems: list[function_grading.FunctionProblem] | None = None
 
     def load(self, data_dir: Path | None = None, limit: int | None = None) -> LoadResult:
         if limit is not None and limit < 1:
@@ -281,6 +282,7 @@ class HumanEval(CodeSuite):
                 "kind": "function",
                 "entry_point": entry_point,
                 "test": required_text(row, "test"),
+                "solution": required_text(row, "canonical_solution"),
             },
         )
 
@@ -288,30 +290,33 @@ class HumanEval(CodeSuite):
         return function_prompt(sample.question)
 
     async def run_program(self, program: str, sample: Sample) -> dict[str, Any]:
-        source, token = humaneval_program(sample, program)
         limits = SandboxLimits(
             cpu_seconds=HUMANEVAL_SECONDS,
             wall_seconds=HUMANEVAL_SECONDS,
             memory_bytes=CODE_MEMORY_BYTES,
+            output_bytes=function_grading.RESULT_LINE_BYTES,
         )
-        result = await run_python_async(source, limits, stdin=token + "\n")
-        lines = result.stdout.strip().splitlines()
-        passed = result.ok and bool(lines) and lines[-1].strip() == token
-        failures = Counter() if passed else Counter([result.reason or "wrong"])
+        problem = function_problem(sample)
+        passed, reason = await function_grading.grade_function(
+            problem, self.problems(), program, limits
+        )
+        failures = Counter() if passed else Counter([reason])
         return _grade_fields(program, int(passed), 1, failures)
 
+    def problems(self) -> list[function_grading.FunctionProblem]:
+        """Every problem of the package's data file (recorded together, once)."""
+        if self._problems is None:
+            with gzip.open(self.data_path(), "rt", encoding="utf-8") as lines:
+                rows = [json.loads(line) for line in lines if line.strip()]
+            self._problems = [function_problem(self.sample_from_local_row(row, 0)) for row in rows]
+        return self._problems
 
-def humaneval_program(sample: Sample, completion: str) -> tuple[str, str]:
-    """The prompt, the completion (a whole function overrides the prompt's stub; a bare body
-    continues it), the problem's test and `check(entry_point)`, then a line holding a token
-    read from stdin before the completion runs: a program that exits early (`exit(0)`,
-    `os._exit(0)`) never prints it, so only a run whose checks all returned passes."""
-    token = secrets.token_hex(16)
-    entry_point = sample.metadata["entry_point"]
-    source = (
-        "import sys as _mars_sys\n"
-        "_mars_done = (lambda token: lambda: print(token))(_mars_sys.stdin.readline().strip())\n"
-        f"{sample.question}\n{completion}\n\n{sample.metadata['test']}\n\n"
-        f"check({entry_point})\n_mars_done()\n"
+
+def function_problem(sample: Sample) -> function_grading.FunctionProblem:
+    return function_grading.FunctionProblem(
+        id=sample.id,
+        prompt=sample.question,
+        solution=sample.metadata["solution"],
+        test=sample.metadata["test"],
+        entry_point=sample.metadata["entry_point"],
     )
-    return source, token

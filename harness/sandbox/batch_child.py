@@ -41,6 +41,7 @@ PIPE_BYTES = 1 << 20  # pipe buffer asked for the child's stdin (fewer wake-ups 
 F_SETPIPE_SZ = 1031
 SETUP_FAILED = 125
 SIGKILL = 9  # the number, not the `signal` module: importing it costs each batch milliseconds
+PROC_FD: int | None = None  # the host's /proc, set by boot.py (the new root has none)
 
 
 def frame(kind: bytes, payload: bytes = b"") -> bytes:
@@ -221,16 +222,24 @@ def _read(fd: int) -> bytes | None:
         return None
 
 
+def _proc_fd() -> int:
+    """The host's /proc: boot.py opens it before the new root (which has none) hides it."""
+    global PROC_FD
+    if PROC_FD is None:
+        PROC_FD = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return PROC_FD
+
+
 def _kill_leftovers(child: int) -> tuple[int, object]:
     """Kill the case's group, reap the child, then kill and reap every process left under us
     (orphans of the case come to us: we are their subreaper)."""
     _quietly(os.killpg, child, SIGKILL)
     _quietly(os.kill, child, SIGKILL)
     _, status, usage = os.wait4(child, 0)
-    children_file = f"/proc/self/task/{os.getpid()}/children"
+    children_file = f"self/task/{os.getpid()}/children"
     for _ in range(1000):  # bounded: each round reaps what the last kill left
         try:
-            with open(children_file) as handle:
+            with open(os.open(children_file, os.O_RDONLY, dir_fd=_proc_fd())) as handle:
                 pids = [int(pid) for pid in handle.read().split()]
         except OSError:
             break

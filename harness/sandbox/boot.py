@@ -37,9 +37,16 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_BIND = 0x1000
 MS_REC = 0x4000
+MNT_DETACH = 0x2
+O_PATH = 0o10000000
+# pivot_root has no libc wrapper; its number differs between architectures (chroot elsewhere).
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
 MS_PRIVATE = 1 << 18
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
@@ -136,34 +143,101 @@ def enter_namespaces() -> tuple[str, str]:
     return "guard", "none"
 
 
-def make_mounts_read_only(workdir: str, code: bytes, disk_bytes: int, owner: tuple[int, int]):
-    """Every mount read-only and private to this namespace; a fresh tmpfs as the working folder.
-
-    The recursive `mount_setattr` sets read-only, nosuid and private propagation on all mounts
-    at once (private first matters: nothing mounted here may reach the host's namespace).
-    """
+def read_only_tree(path: str) -> bool:
+    """Read-only, nosuid and private propagation on every mount at and under `path`, at once
+    (private first matters: nothing mounted here may reach the host's namespace)."""
     LIBC.syscall.restype = ctypes.c_long
     attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, MS_PRIVATE, 0)
     result = LIBC.syscall(
         ctypes.c_long(SYS_MOUNT_SETATTR),
         ctypes.c_int(AT_FDCWD),
-        b"/",
+        path.encode(),
         ctypes.c_uint(AT_RECURSIVE),
         ctypes.byref(attr),
         ctypes.c_size_t(ctypes.sizeof(attr)),
     )
-    if result != 0:
+    return result == 0
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = ""):
+    encoded = [None if text is None else text.encode() for text in (source, target, fstype)]
+    options = data.encode() if data else None
+    check(LIBC.mount(*encoded, ctypes.c_ulong(flags), options), f"mount {target}")
+
+
+def mount_working_folder(folder: str, code: bytes, disk_bytes: int, owner: tuple[int, int]):
+    uid, gid = owner
+    options = f"size={disk_bytes},mode=0700,uid={uid},gid={gid}"
+    mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    with open(os.path.join(folder, "main.py"), "wb") as f:
+        f.write(code)
+
+
+def make_mounts_read_only(workdir: str, code: bytes, disk_bytes: int, owner: tuple[int, int]):
+    """Every mount read-only and private to this namespace; a fresh tmpfs as the working folder
+    (the fallback when the hidden root below cannot be built)."""
+    if not read_only_tree("/"):
         # Older kernels: at least stop propagation before mounting anything.
         check(LIBC.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount")
         return "permissions"
-    uid, gid = owner
-    options = f"size={disk_bytes},mode=0700,uid={uid},gid={gid}".encode()
-    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV)
-    check(LIBC.mount(b"tmpfs", workdir.encode(), b"tmpfs", flags, options), "mount tmpfs")
+    mount_working_folder(workdir, code, disk_bytes, owner)
     os.chdir(workdir)  # the old cwd is the folder under the new mount
-    with open(os.path.join(workdir, "main.py"), "wb") as f:
-        f.write(code)
     return "read-only"
+
+
+def add_entry(root: str, path: str, kind: str, argument: str) -> None:
+    """One entry of rootfs.py's plan, made under `root`."""
+    target = root + path
+    if kind == "dir":
+        os.makedirs(target, exist_ok=True)
+    elif kind == "link":
+        os.symlink(argument, target)
+    elif kind == "proc":
+        # A procfs of its own that shows only the run's own processes (hidepid) and nothing
+        # but them (subset=pid); skipped where the kernel refuses it.
+        os.makedirs(target, exist_ok=True)
+        options = b"hidepid=invisible,subset=pid"
+        flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        LIBC.mount(b"proc", target.encode(), b"proc", flags, options)
+    elif kind == "mask":
+        mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
+    elif kind == "bind":
+        if os.path.isdir(argument):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o444))
+        mount(argument, target, None, MS_BIND | MS_REC)
+    else:
+        raise ValueError(f"unknown root entry {kind!r}")
+
+
+def enter_root(root: str) -> None:
+    """`root` becomes / and the old tree is detached (pivot_root), or else chroot."""
+    os.chdir(root)
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is not None and LIBC.syscall(ctypes.c_long(number), b".", b".") == 0:
+        check(LIBC.umount2(b".", ctypes.c_int(MNT_DETACH)), "umount2(old root)")
+    else:
+        os.chroot(".")
+    os.chdir("/")
+
+
+def hide_host(workdir: str, code: bytes, disk_bytes: int, owner, entries) -> str:
+    """A new root holding only rootfs.py's allow-list, read-only, and the working folder."""
+    if not read_only_tree("/"):
+        check(LIBC.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount")
+        return "permissions"
+    root = workdir  # the skeleton's tmpfs covers the host's working folder
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for path, kind, argument in entries:
+        add_entry(root, path, kind, argument)
+    os.makedirs(root + workdir, exist_ok=True)
+    if not read_only_tree(root):
+        raise OSError("the new root could not be made read-only")
+    mount_working_folder(root + workdir, code, disk_bytes, owner)
+    enter_root(root)
+    os.chdir(workdir)
+    return "hidden"
 
 
 def processes_of_user(uid: int) -> int:
@@ -200,22 +274,22 @@ def drop_privileges(uid: int, gid: int) -> None:
         raise OSError("could not drop root privileges")
 
 
-def drop_capabilities() -> None:
+def drop_capabilities(proc_fd: int) -> None:
     """No capability left, checked. Needed where no exec follows: a process that made a user
     namespace holds every capability in it (an exec as a non-root uid would clear them)."""
     header = CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     check(LIBC.capset(ctypes.byref(header), (CapData * 2)()), "capset")
-    with open("/proc/self/status") as status:
+    with open(os.open("self/status", os.O_RDONLY, dir_fd=proc_fd)) as status:
         held = [line for line in status if line.startswith(("CapEff:", "CapPrm:", "CapAmb:"))]
     if any(int(line.split()[1], 16) for line in held):
         raise OSError("capabilities are still held")
 
 
-def become_batch_runner() -> None:
+def become_batch_runner(proc_fd: int) -> None:
     """For a batch of tests run here without an exec (batch_child.py): no capabilities; not
     dumpable, so the program's children (same uid) cannot open our fds through /proc or
     ptrace us; and a subreaper, so what a case leaves running comes back to us to kill."""
-    drop_capabilities()
+    drop_capabilities(proc_fd)
     check(LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
     check(LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
 
@@ -243,8 +317,13 @@ def boot(config: dict):
     with open(os.path.join(workdir, "main.py"), "rb") as f:
         code = f.read()
     network, mounts = enter_namespaces() if config["namespaces"] else ("guard", "none")
+    # The host's /proc, for the batch runner only (its cases keep fds 0-2 and nothing else):
+    # the new root has no /proc.
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if tests else -1
     filesystem = "permissions"
-    if mounts == "namespace":
+    if mounts == "namespace" and config.get("root"):
+        filesystem = hide_host(workdir, code, config["disk_bytes"], owner, config["root"])
+    elif mounts == "namespace":
         filesystem = make_mounts_read_only(workdir, code, config["disk_bytes"], owner)
     set_limits(config["limits"], new_user)
     if new_user:
@@ -255,7 +334,8 @@ def boot(config: dict):
     if os.getppid() != config["parent_pid"]:
         raise OSError("the caller exited before the code started")
     if tests:
-        become_batch_runner()
+        become_batch_runner(proc_fd)
+        batch_runner.PROC_FD = proc_fd
     report = f"ready {network} {filesystem}\n"
     # The line says what is in place; the pipe closes at the exec (close-on-exec), and a failed
     # exec appends a line that says so (see main).

@@ -30,6 +30,7 @@ from pathlib import Path
 from harness.sandbox.limits import Isolation, SandboxLimits, SandboxResult
 from harness.sandbox.pipes import Feed, Output, read_nonblocking, stdin_chunks
 from harness.sandbox.reasons import classify
+from harness.sandbox.rootfs import Entry, RootPlanError, root_entries
 from harness.sandbox.sweep import kill_user_processes
 
 BOOT_SCRIPT = Path(__file__).with_name("boot.py")
@@ -107,6 +108,17 @@ def _minimal_env(workdir: Path) -> dict[str, str]:
     }
 
 
+def _root_plan(plan: _Plan) -> tuple[Entry, ...] | None:
+    """The hidden root's allow-list for this interpreter, or None where it cannot be worked out
+    (then every mount is made read-only instead: `filesystem="read-only"`)."""
+    if not plan.namespaces:
+        return None
+    try:
+        return root_entries(plan.python)
+    except (RootPlanError, OSError, subprocess.SubprocessError, ValueError, EOFError):
+        return None
+
+
 def _boot_config(
     plan: _Plan, workdir: Path, limits: SandboxLimits, report_fd: int, tests: bool
 ) -> str:
@@ -130,6 +142,7 @@ def _boot_config(
         "parent_pid": os.getpid(),
         "mode": "tests" if tests else "program",
         "stderr_tail_bytes": limits.stderr_tail_bytes,
+        "root": _root_plan(plan),
     }
     # marshal (format 4, read by every Python since 3.4) rather than JSON: the json module
     # costs the booting interpreter milliseconds to import, on every run.
