@@ -68,7 +68,7 @@ def bare_stream(tests: list[TestCase]) -> bytes:
                 index,
                 PER_TEST_SECONDS,
                 4,
-                batch_module.case_output_cap(LIMITS, test.expected),
+                batch_module.case_output_cap(LIMITS, tests),
                 stdin_chunks(test.stdin),
             )
         )

@@ -94,10 +94,14 @@ def outputs_match(actual: str, expected: str) -> bool:
     return normalise_output(actual) == normalise_output(expected)
 
 
-def case_output_cap(limits: SandboxLimits, expected: str) -> int:
-    """stdout + stderr one case may write: the output limit, plus room for the expected
-    output twice over (so a long right answer with padding still fits)."""
-    return limits.output_bytes + 2 * len(expected)
+def case_output_cap(limits: SandboxLimits, tests: Sequence[TestCase]) -> int:
+    """stdout + stderr one case may write: the output limit, plus room for the longest expected
+    output of the batch twice over (so a long right answer with padding still fits), rounded up
+    to a power of two. One cap for every case, and a coarse one: the cap is sent into the
+    sandbox, and a cap per case would tell the program the length of the answer it must print
+    (enough to tell "YES" from "NO")."""
+    longest = max((len(test.expected) for test in tests), default=0)
+    return 1 << (limits.output_bytes + 2 * longest - 1).bit_length()
 
 
 def _display(stdin: str | bytes) -> str:
@@ -202,7 +206,7 @@ def _start(
     if per_test_seconds <= 0:
         raise ValueError("per_test_seconds must be positive")
     cpu_limit = max(1, math.ceil(per_test_seconds))
-    caps = [case_output_cap(limits, test.expected) for test in tests]
+    caps = [case_output_cap(limits, tests)] * len(tests)
 
     def stream() -> Iterator[bytes]:
         for index, (test, cap) in enumerate(zip(tests, caps, strict=True)):
