@@ -22,7 +22,7 @@ from pathlib import Path
 
 from core.checkpoints import ADAPTER_CONFIG_FILE, checked_adapter, is_adapter
 from core.errors import MarsError
-from core.servers import model_fingerprint
+from core.servers import model_fingerprint, recorded_weights_match
 
 ADAPTER_SERVER_MODULE = "train_backend.local.adapter_server"
 # The ranks vLLM's `--max-lora-rank` accepts (vllm/config/lora.py, MaxLoRARanks).
@@ -63,17 +63,12 @@ def parse_adapter_options(values: list[str]) -> dict[str, str]:
     return adapters
 
 
-def _same_weights(first: str, second: str) -> bool:
-    """Fingerprints of the same files, whatever their folders are called."""
-    return first.rpartition("@")[2] == second.rpartition("@")[2]
-
-
 def _check_base(folder: str, recorded: str | None, base: str) -> None:
     """Refuse an adapter trained on other weights than `base`."""
     if recorded is None or not Path(base).is_dir():
         return  # a PEFT folder no `mars` trainer wrote, or a hub id: nothing to fingerprint
-    served = model_fingerprint(base)
-    if not _same_weights(served, recorded):
+    if not recorded_weights_match(recorded, base):
+        served = model_fingerprint(base)
         raise MarsError(
             f"adapter {folder} was trained on other weights (fingerprint {recorded}) than the "
             f"base {base} it would be served on ({served})"

@@ -119,7 +119,7 @@ def adapter_info(folder: Path) -> AdapterInfo | None:
 def checked_adapter(folder: Path) -> AdapterInfo:
     """The adapter in `folder`, refused in one line when its base is missing or has changed
     since the adapter was trained on it (an adapter on other weights is another model)."""
-    from core.servers import model_fingerprint
+    from core.servers import model_fingerprint, recorded_weights_match
 
     info = adapter_info(folder)
     if info is None:
@@ -127,7 +127,7 @@ def checked_adapter(folder: Path) -> AdapterInfo:
     base = Path(info.base).expanduser()
     if info.base.startswith(("/", ".", "~")) and not base.is_dir():
         raise MarsError(f"adapter {folder}: its base model {info.base} is not there")
-    if info.base_fingerprint and model_fingerprint(info.base) != info.base_fingerprint:
+    if info.base_fingerprint and not recorded_weights_match(info.base_fingerprint, info.base):
         raise MarsError(
             f"adapter {folder}: its base {info.base} has changed since the adapter was trained "
             f"(fingerprint {model_fingerprint(info.base)}, trained on {info.base_fingerprint})"

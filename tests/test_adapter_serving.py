@@ -388,6 +388,45 @@ def test_an_adapter_whose_base_changed_is_refused_in_one_line(
     ]
 
 
+def test_a_base_changed_in_the_middle_of_its_weights_is_refused(
+    adapters: Adapters,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One byte flipped halfway through the base's model.safetensors, size kept (the identity
+    once read only the first and last MiB): serving and merging refuse the adapter."""
+    base_copy = tmp_path / "base-copy"
+    shutil.copytree(adapters.base, base_copy)
+    moved = tmp_path / "moved"
+    shutil.copytree(adapters.folders["coder"], moved)
+    record = json.loads((moved / CHECKPOINT_FILE).read_text())
+    fingerprint = model_fingerprint(str(base_copy))
+    record["adapter"].update(base=str(base_copy), base_fingerprint=fingerprint)
+    (moved / CHECKPOINT_FILE).write_text(json.dumps(record))
+    assert checked_adapter(moved).base == str(base_copy)
+
+    weights = base_copy / "model.safetensors"
+    size = weights.stat().st_size
+    assert size > 2 << 20  # a middle byte past the first and last MiB
+    with weights.open("r+b") as handle:
+        handle.seek(size // 2)
+        byte = handle.read(1)[0]
+        handle.seek(size // 2)
+        handle.write(bytes([byte ^ 1]))
+    assert weights.stat().st_size == size
+    with pytest.raises(MarsError, match=r"was trained on other weights"):
+        adapter_set(str(base_copy), {"coder": str(adapters.folders["coder"])})
+    capsys.readouterr()
+    out = tmp_path / "merged"
+    assert run_mars_in_process(["export", str(moved), "--merge", "-o", str(out)], monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: adapter {moved}: its base {base_copy} has changed since the adapter was "
+        f"trained (fingerprint {model_fingerprint(str(base_copy))}, trained on {fingerprint})"
+    ]
+    assert not out.exists()
+
+
 def test_vllm_serves_the_adapters_with_multi_lora(
     adapters: Adapters, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -170,8 +170,7 @@ def calling_program(problem: FunctionProblem, completion: str) -> str:
     """The prompt, the completion (a whole function overrides the prompt's stub; a bare body
     continues it), function_child.py and the call of the entry point on stdin's inputs."""
     return (
-        f"{problem.prompt}\n{completion}\n\n{CHILD_SOURCE}\n"
-        f"_mars_call({problem.entry_point!r})\n"
+        f"{problem.prompt}\n{completion}\n\n{CHILD_SOURCE}\n_mars_call({problem.entry_point!r})\n"
     )
 
 

@@ -67,9 +67,7 @@ def _shared_libraries(binaries: list[str]) -> set[str]:
     ldd = shutil.which("ldd")
     if ldd is None:
         raise RootPlanError("ldd is not installed")
-    done = subprocess.run(
-        [ldd, *binaries], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = subprocess.run([ldd, *binaries], capture_output=True, text=True, timeout=60, check=False)
     libraries = {match.group(1) for match in _LDD_PATH.finditer(done.stdout)}
     if not libraries:
         raise RootPlanError("ldd listed no shared library")
