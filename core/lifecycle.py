@@ -6,11 +6,13 @@
         ...                                 # the work, appending records
         life.finish(RunStatus.after(errors))
 
-Entering checks the identity: a run directory recorded with other settings is refused, in one
-line naming each change, before anything in it changes. Ctrl-C (or SIGTERM) after this attempt
-started records `interrupted`, any other error `failed`, unless the work already recorded how it
-ended (a trainer that marks its own run); a directory this command created and left empty (it
-failed before recording anything) is removed. The exit codes are in docs/run-format.md.
+Entering takes the run's writer lock (`WriterLock`: one writer per run directory; a second
+is refused in one line naming the first) and checks the identity: a run directory recorded with
+other settings is refused, in one line naming each change, before anything in it changes.
+Ctrl-C (or SIGTERM) after this attempt started records `interrupted`, any other error `failed`,
+unless the work already recorded how it ended (a trainer that marks its own run); a directory
+this command created and left empty (it failed before recording anything) is removed. The exit
+codes are in docs/run-format.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.runstore import RunDir, RunStatus
+from core.runstore import RunDir, RunStatus, WriterLock
 
 
 class RunLifecycle:
@@ -79,6 +81,15 @@ def run_lifecycle(
     created = run_dir is None or not Path(run_dir).exists()  # only what this command makes
     run = RunDir.resolve(out=out, run_dir=run_dir, kind=kind, slug=slug)
     life = RunLifecycle(run, identity)
+    lock = WriterLock(run.path)
+    try:
+        lock.acquire()
+    except BaseException:
+        if created and _is_empty_dir(run.path):
+            run.path.rmdir()
+        raise
+    if lock.took_over:
+        print(f"note: {run.path} was left locked by {lock.took_over}, no longer running; resuming")
     attempts_before = _attempts(run)
     try:
         run.check_identity(identity, complete=complete)
@@ -93,5 +104,6 @@ def run_lifecycle(
         raise
     finally:
         run.close()
+        lock.release()
         if created and _is_empty_dir(run.path):
             run.path.rmdir()

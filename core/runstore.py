@@ -36,6 +36,7 @@ from core.names import a_run_of
 
 SCHEMA_VERSION = 1
 RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
+WRITER_LOCK = ".writer.lock"
 _TRACKED_PACKAGES = (
     "mars-harness",
     "openai",
@@ -211,6 +212,71 @@ def model_identity(model: str | None, base_url: str | None) -> str | None:
     return model_fingerprint(model or default_model())
 
 
+class WriterLock:
+    """The one writer of a run directory: an exclusive `flock` on `.writer.lock` inside it,
+    held by the running command, with its pid, host and command line written in the file.
+
+    A second writer is refused in one line naming the holder. The kernel drops a lock whose
+    process died, so a lock left by a killed command is simply taken (and said so, since its
+    file still names the dead holder). Released by `release`, which removes the file; a
+    writer that locked a file removed meanwhile notices (the path no longer names the inode it
+    locked) and tries again, so two writers never hold two files of one run.
+    """
+
+    ATTEMPTS = 20
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / WRITER_LOCK
+        self.handle: TextIO | None = None
+        self.took_over: str | None = None  # the dead holder's line, when there was one
+
+    def acquire(self) -> WriterLock:
+        import fcntl
+        import socket
+
+        for _ in range(self.ATTEMPTS):
+            handle = self.path.open("a+", encoding="utf-8")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                raise MarsError(
+                    f"{self.path.parent} is being written by {holder}; wait for it to finish "
+                    "or stop it, or give another --run-dir"
+                ) from None
+            if self._still_ours(handle):
+                break
+            handle.close()  # released and removed between our open and our lock: again
+        else:
+            raise MarsError(f"could not lock {self.path} (it keeps being replaced)")
+        handle.seek(0)
+        previous = handle.read().strip()
+        self.took_over = previous or None
+        handle.seek(0)
+        handle.truncate()
+        command = " ".join(["mars", *sys.argv[1:]])[:200]
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command}) since {_now()}\n")
+        handle.flush()
+        self.handle = handle
+        return self
+
+    def _still_ours(self, handle: TextIO) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        if self.handle is None:
+            return
+        if self._still_ours(self.handle):
+            self.path.unlink(missing_ok=True)
+        self.handle.close()
+        self.handle = None
+
+
 def _slugify(text: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
     return slug[:60] or "run"
@@ -225,6 +291,7 @@ class RunDir:
         self.path = path
         self.kind = kind
         self.malformed_lines = 0
+        self.duplicate_records = 0
         self._appender: TextIO | None = None  # records.jsonl, kept open between appends
 
     @classmethod
@@ -388,6 +455,37 @@ class RunDir:
         read = read_jsonl(self.records_path)
         self.malformed_lines = read.malformed
         return read.rows
+
+    def unique_records(self, key: Callable[[dict[str, Any]], Hashable]) -> list[dict[str, Any]]:
+        """The records with one per key (a good one before an errored one, else the first),
+        in file order; records without a key are kept. Duplicates come only from two writers
+        of a build before the writer lock: they are counted (`duplicate_records`) and warned
+        about on stderr, each key counted once."""
+        kept: dict[Hashable, dict[str, Any]] = {}
+        keyless: list[tuple[int, dict[str, Any]]] = []
+        position: dict[Hashable, int] = {}
+        duplicates = 0
+        for index, record in enumerate(self.records()):
+            try:
+                record_key = key(record)
+            except (KeyError, TypeError, ValueError):
+                keyless.append((index, record))
+                continue
+            if record_key not in kept:
+                kept[record_key], position[record_key] = record, index
+                continue
+            duplicates += 1
+            if kept[record_key].get("error") and not record.get("error"):
+                kept[record_key] = record
+        self.duplicate_records = duplicates
+        if duplicates:
+            print(
+                f"warning: {self.path} holds {duplicates} duplicate record(s) (two writers at "
+                "once, before mars locked run folders); each key is counted once",
+                file=sys.stderr,
+            )
+        ordered = [(position[k], record) for k, record in kept.items()] + keyless
+        return [record for _, record in sorted(ordered, key=lambda pair: pair[0])]
 
     def prepare_resume(self, key: Callable[[dict[str, Any]], Hashable]) -> set[Hashable]:
         """Keep one good record per key (the first), drop errored and broken lines; return the keys.

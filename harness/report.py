@@ -259,12 +259,12 @@ class LoadedRun:
 
 
 def load_eval_run(path: Path) -> LoadedRun:
-    from harness.evaluation import question_attempts, summarize
+    from harness.evaluation import question_attempts, record_key, summarize
 
     run = RunDir.open(path)
     if run.kind != "eval":
         raise MarsError(f"{path} is {a_run_of(run.kind)}; mars report compares eval runs")
-    records = run.records()
+    records = run.unique_records(record_key)
     # Recomputed from the records (the truth): older summaries lack the clustered interval.
     summary = summarize(records) if records else (run.summary() or {"suites": {}})
     return LoadedRun(run, summary, question_attempts(records), records)

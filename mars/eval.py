@@ -556,17 +556,19 @@ def _finish_eval(life: Any, wall: float | None, cpu: float | None) -> list[str]:
     the run already has it; return a line per suite without a score."""
     from core.runstore import RunStatus
     from harness.benchmarks.types import describe_origin
-    from harness.evaluation import summarize
+    from harness.evaluation import record_key, summarize
     from harness.report import print_summary_table
     from harness.unscored import unscored_suites
 
     run = life.run
-    records = run.records()
+    records = run.unique_records(record_key)
     summary = summarize(records, wall_s=wall)
     if cpu is not None:
         summary["client_cpu_s"] = round(cpu, 3)
     if run.malformed_lines:
         summary["malformed_lines"] = run.malformed_lines
+    if run.duplicate_records:
+        summary["duplicate_records"] = run.duplicate_records
     info = run.info()
     data = info.config.get("data") or {}
     sources = {
