@@ -35,3 +35,17 @@ def a_run_of(kind: str) -> str:
 def counted(number: int, noun: str, plural: str | None = None) -> str:
     """ "1 checkpoint", "2 checkpoints", "0 replies" (with `plural` for irregular nouns)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def comma_list(text: str, flag: str) -> list[str]:
+    """`a,b,c` -> ["a", "b", "c"] (spaces and empty items dropped); a name given twice is
+    refused in one line, since it would run its work twice and count it twice."""
+    from core.errors import MarsError
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise MarsError(f"{flag} names {name!r} twice; give each once")
+        seen.add(name)
+    return names

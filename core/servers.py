@@ -295,6 +295,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def check_port_free(host: str, port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise MarsError(f"--port {port} is not a port: give a number from 1 to 65535")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))

@@ -14,7 +14,7 @@ import typer
 
 from core.errors import MarsError
 from core.model_options import ModelOptions, SamplingOptions
-from core.names import counted
+from core.names import comma_list, counted
 from mars import options
 from mars.game_commands import (
     INVALID_HELP,
@@ -341,7 +341,7 @@ def selfplay_command(
     from games.spec import get_game
     from harness.unscored import NO_SCORE, exit_if_unscored, no_score_line
 
-    names = [name.strip() for name in games.split(",") if name.strip()]
+    names = comma_list(games, "--games")
     if not names:
         raise MarsError("--games needs at least one game name")
     specs = [get_game(name) for name in names]

@@ -13,6 +13,7 @@ import typer
 
 from core.errors import MarsError
 from core.model_options import ModelOptions, SamplingOptions
+from core.names import comma_list
 from mars import options
 from mars.main import app
 from mars.model_options import model_options
@@ -85,7 +86,7 @@ def eval_command(
     from harness.unscored import exit_if_unscored
     from mas.base import check_options, check_task_kinds, get_mas
 
-    suite_names = [s.strip() for s in suite.split(",") if s.strip()]
+    suite_names = comma_list(suite, "--suite")
     if not suite_names:
         raise MarsError("--suite needs at least one suite name")
     suites = [get_suite(name) for name in suite_names]

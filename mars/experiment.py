@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from core.names import comma_list
 from mars.main import app
 
 
@@ -58,7 +59,7 @@ def experiment_command(
         return
     experiment = load_experiment(name, parse_sets(sets or []))
     root = (run_dir or out / experiment.name).expanduser().resolve()
-    chosen = [p.strip() for p in only.split(",") if p.strip()] if only else None
+    chosen = comma_list(only, "--only") if only else None
     for part in chosen or []:
         experiment.part(part)  # an unknown name: one line
     if dry_run:

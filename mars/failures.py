@@ -90,23 +90,18 @@ def _open_eval_run(path: Path) -> Any:
 
 
 def _analyse(run_path: Path, **kw: Any) -> None:
-    import asyncio
-    import dataclasses
+    import os
 
     from core.endpoint import GenerationConfig
-    from core.model_options import open_endpoint
     from core.runstore import model_identity
     from harness.failures import (
         FAILURES_FILE,
-        FAILURES_RUN_FILE,
         FAILURES_SUMMARY_FILE,
         FailureJudgeSettings,
         FailuresFile,
         TruncationLimits,
         check_failures_identity,
         failures_identity,
-        is_judged,
-        record_key,
         select_records,
         summarize_failures,
         write_failures_identity,
@@ -117,7 +112,10 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     selected = select_records(records, include_all=kw["include_all"])
     if kw["limit"]:
         selected = selected[: kw["limit"]]
-    out = FailuresFile(run.path / FAILURES_FILE)
+    # --fresh judges into a new file beside the old one, which is replaced only once the new
+    # verdicts are written: a judge that cannot be reached loses nothing already recorded.
+    fresh, kept_path = kw["fresh"], run.path / FAILURES_FILE
+    out = FailuresFile(kept_path.with_name(f".{FAILURES_FILE}.fresh") if fresh else kept_path)
     settings = FailureJudgeSettings(
         model="",  # the name the endpoint sends, set once it is known
         limits=TruncationLimits(transcript_chars=kw["transcript_chars"]),
@@ -130,29 +128,22 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         identity = failures_identity(RULES_JUDGE, settings)
     else:
         identity = failures_identity(model_identity(judge.model, judge.base_url), settings)
-    if kw["fresh"]:
-        for stale in (out.path, run.path / FAILURES_RUN_FILE):
-            stale.unlink(missing_ok=True)
+    if fresh:
+        out.path.unlink(missing_ok=True)  # what an earlier --fresh that failed left
     else:
         check_failures_identity(run.path, identity)  # before any file changes
-    done = out.prepare_resume(lambda v: is_judged(v, retry_unparsed=kw["retry_unparsed"]))
-    todo = [r for r in selected if record_key(r) not in done]
-    print(
-        f"{run.path.name}: {counted(len(selected), 'transcript')} selected "
-        f"({'all' if kw['include_all'] else 'failed only'}), {len(done)} already judged, "
-        f"{len(todo)} to judge"
-    )
-    judge_info: dict[str, Any] = {}
-    if todo and kw["rules"]:
-        judge_info = _judge_by_rules(todo, done, run.path, identity, out)
-    elif todo:
-        with open_endpoint(judge, run, settings.gen) as endpoint_config:
-            _check_same_judge(done, endpoint_config.model, out.path, "the same --judge-model")
-            settings = dataclasses.replace(settings, model=endpoint_config.model)
-            write_failures_identity(run.path, identity)
-            judge_info = {"model": endpoint_config.model, "base_url": endpoint_config.base_url}
-            asyncio.run(_judge(todo, endpoint_config, settings, out, kw["quiet"]))
-    verdicts = out.records()
+    try:
+        judge_info, verdicts = _judge_all(run, selected, out, identity, settings, judge, kw)
+    except BaseException:
+        if fresh:
+            out.path.unlink(missing_ok=True)
+        raise
+    if fresh:
+        out.path.touch()  # nothing to judge: the fresh file is empty
+        os.replace(out.path, kept_path)
+        write_failures_identity(run.path, identity)
+        out = FailuresFile(kept_path)
+        verdicts = out.records()
     summary = summarize_failures(verdicts)
     summary.update(
         run=str(run.path),
@@ -174,6 +165,38 @@ def _analyse(run_path: Path, **kw: Any) -> None:
         exit_if_unscored([no_score_line("the failure analysis", len(failed), "transcript", first)])
 
 
+def _judge_all(
+    run: Any, selected: list[dict], out: Any, identity: dict, settings: Any, judge: Any, kw: dict
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Judge what `out` lacks; (the judge's description, every verdict in `out`)."""
+    import asyncio
+    import dataclasses
+
+    from core.model_options import open_endpoint
+    from harness.failures import is_judged, record_key, write_failures_identity
+
+    done = out.prepare_resume(lambda v: is_judged(v, retry_unparsed=kw["retry_unparsed"]))
+    todo = [r for r in selected if record_key(r) not in done]
+    print(
+        f"{run.path.name}: {counted(len(selected), 'transcript')} selected "
+        f"({'all' if kw['include_all'] else 'failed only'}), {len(done)} already judged, "
+        f"{len(todo)} to judge"
+    )
+    judge_info: dict[str, Any] = {}
+    if todo and kw["rules"]:
+        judge_info = _judge_by_rules(todo, done, run.path, identity, out, not kw["fresh"])
+    elif todo:
+        with open_endpoint(judge, run, settings.gen) as endpoint_config:
+            _check_same_judge(done, endpoint_config.model, out.path, "the same --judge-model")
+            settings = dataclasses.replace(settings, model=endpoint_config.model)
+            if not kw["fresh"]:  # --fresh writes it once its verdicts replace the old
+                write_failures_identity(run.path, identity)
+            judge_info = {"model": endpoint_config.model, "base_url": endpoint_config.base_url}
+            asyncio.run(_judge(todo, endpoint_config, settings, out, kw["quiet"]))
+    verdicts = out.records()
+    return judge_info, verdicts
+
+
 def _check_same_judge(done: dict, judge_model: str, path: Path, rerun_with: str) -> None:
     """Refuse to add one judge's verdicts to a file another judge began."""
     earlier = {str(v.get("judge_model")) for v in done.values()}
@@ -185,13 +208,14 @@ def _check_same_judge(done: dict, judge_model: str, path: Path, rerun_with: str)
 
 
 def _judge_by_rules(
-    todo: list[dict], done: dict, run_path: Path, identity: dict[str, Any], out: Any
+    todo: list[dict], done: dict, run_path: Path, identity: dict[str, Any], out: Any, write: bool
 ) -> dict[str, Any]:
     from harness.failures import write_failures_identity
     from harness.failures.rules import RULES_JUDGE, rule_verdict
 
     _check_same_judge(done, RULES_JUDGE, out.path, "--rules")
-    write_failures_identity(run_path, identity)
+    if write:
+        write_failures_identity(run_path, identity)
     for record in todo:
         out.append(rule_verdict(record))
     return {"model": RULES_JUDGE}

@@ -107,6 +107,8 @@ def parse_role_mapping(values: list[str]) -> dict[str, tuple[str, str]]:
             raise MarsError(f"--role {value}: no server URL; write {role}=MODEL@URL")
         if "://" not in base_url or not base_url.split("://", 1)[1]:
             raise MarsError(f"--role {value}: the URL names no host")
+        if role in mapping:
+            raise MarsError(f"--role gives the role {role!r} twice; give each role once")
         mapping[role] = (base_url, model.strip())
     return mapping
 

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from core.errors import MarsError
+from core.names import comma_list
 from mars.main import app
 
 RUNS_HELP = (
@@ -104,7 +105,7 @@ def ratings_command(
     intervals."""
     from games.ratings import rate
 
-    games = {name.strip() for name in game.split(",") if name.strip()} if game else None
+    games = set(comma_list(game, "--game")) if game else None
     found = arena_runs(runs)
     if not found:
         raise MarsError(f"no arena runs in {', '.join(str(p) for p in runs)}")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from core import tiny_model  # light: torch and transformers load inside its functions
+from core.names import comma_list
 from mars.main import app
 
 tiny_app = typer.Typer(
@@ -89,7 +90,7 @@ def pretrain(
         pretrain_tiny_model,
     )
 
-    names = None if games is None else [name.strip() for name in games.split(",") if name.strip()]
+    names = None if games is None else comma_list(games, "--games")
     settings = load_recipe(recipe, threads=threads) if recipe else PretrainSettings(threads=threads)
     if out is None:
         if model is None and recipe is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from core.errors import MarsError
-from core.names import a_run_of
+from core.names import a_run_of, comma_list
 from mars import options
 from mars.main import app
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def _split_games(games: str | None) -> list[str] | None:
     if games is None:
         return None
-    names = [name.strip() for name in games.split(",") if name.strip()]
+    names = comma_list(games, "--games")
     if not names:
         raise MarsError("--games needs at least one game name")
     return names

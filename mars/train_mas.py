@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from core.errors import MarsError
+from core.names import comma_list
 from mars import options
 from mars.main import app
 
@@ -29,6 +30,8 @@ def parse_role_map(text: str | None, flag: str) -> dict[str, str]:
         role, sep, name = item.partition("=")
         if not sep or not role.strip() or not name.strip():
             raise MarsError(f"{flag}: expected ROLE=NAME[,ROLE=NAME...], got {item!r}")
+        if role.strip() in pairs:
+            raise MarsError(f"{flag} gives the role {role.strip()!r} twice; give each role once")
         pairs[role.strip()] = name.strip()
     return pairs
 
@@ -106,7 +109,7 @@ def train_mas_command(
         "model": model,
         "policies": parse_role_map(policies, "--policies") or None,
         "adapter": adapter,
-        "frozen_policies": [name.strip() for name in frozen.split(",")] if frozen else None,
+        "frozen_policies": comma_list(frozen, "--frozen") if frozen else None,
         "phase_alternate_steps": phase_alternate_steps,
         "train_set": train_set,
         "train_file": str(train_file) if train_file else None,

@@ -367,6 +367,22 @@ def test_a_different_judge_needs_fresh(tmp_path: Path, cli: Any) -> None:
         assert {v["judge_model"] for v in _lines(run / FAILURES_FILE)} == {"other-judge"}
 
 
+def test_fresh_against_an_unreachable_judge_loses_nothing(tmp_path: Path, cli: Any) -> None:
+    from core.errors import MarsError
+
+    run = _eval_run(tmp_path / "eval-fresh", n=9)
+    with ScriptedServer(_judge_script, model="judge") as server:
+        base = [str(run), "--base-url", server.base_url, "--quiet", "--judge-model", "judge"]
+        assert cli(*base).exit_code == 0
+        dead_url = server.base_url  # nothing listens there once the server stops
+    kept = {name: (run / name).read_bytes() for name in (FAILURES_FILE, FAILURES_SUMMARY_FILE)}
+    kept_identity = sorted(p.name for p in run.iterdir())
+    with pytest.raises(MarsError):
+        cli(str(run), "--base-url", dead_url, "--judge-model", "judge", "--fresh", "--quiet")
+    assert {name: (run / name).read_bytes() for name in kept} == kept
+    assert sorted(p.name for p in run.iterdir()) == kept_identity  # no leftover either
+
+
 def test_mars_failures_compare(tmp_path: Path, cli: Any) -> None:
     base = _eval_run(tmp_path / "eval-base", wrong_every=2)  # 10 wrong
     trained = _eval_run(tmp_path / "eval-trained", wrong_every=5)  # 4 wrong
