@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from core.errors import MarsError
 from core.files import read_jsonl, write_json_atomic, write_jsonl_atomic
@@ -277,6 +277,18 @@ class WriterLock:
         self.handle = None
 
 
+def _first_problem(error: ValidationError) -> str:
+    """One line for a run.json pydantic refused: broken JSON, or the first bad field."""
+    problems = error.errors()
+    first = problems[0] if problems else {"msg": str(error), "loc": ()}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    text = first["msg"] if not where else f"{where}: {first['msg']}"
+    if first.get("type") == "json_invalid":
+        text = f"not valid JSON ({first['msg']}); the file was cut short or edited by hand"
+    return text + more
+
+
 def _slugify(text: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
     return slug[:60] or "run"
@@ -332,10 +344,14 @@ class RunDir:
 
     @staticmethod
     def read_info(path: Path) -> RunInfo:
+        file = Path(path) / RUN_FILE
         try:
-            return RunInfo.model_validate_json((Path(path) / RUN_FILE).read_text())
+            return RunInfo.model_validate_json(file.read_text())
+        except ValidationError as exc:
+            raise MarsError(f"cannot read {file}: {_first_problem(exc)}") from None
         except (OSError, ValueError) as exc:
-            raise MarsError(f"cannot read {Path(path) / RUN_FILE}: {exc}") from exc
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise MarsError(f"cannot read {file}: {reason}") from None
 
     @property
     def info_path(self) -> Path:

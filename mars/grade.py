@@ -72,6 +72,11 @@ def _grade_file(path: Path) -> None:
     else:
         with path.open(encoding="utf-8") as handle:
             errors, total = _print_verdicts(handle)
+    if total == 0 or errors == total:
+        raise MarsError(
+            f"no case of {path} could be graded ({total} read): each line needs suite, gold and "
+            "response (docs/benchmarks.md)"
+        )
     typer.echo(f"graded {total} cases, {errors} with errors", err=True)
 
 

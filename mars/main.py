@@ -135,6 +135,17 @@ def _leave(code: object) -> NoReturn:
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
+def _check_environment() -> None:
+    """Environment variables that name a folder must name one (a file there would fail deep
+    inside whichever command touches it first, with a traceback)."""
+    import os
+
+    for variable in ("MARS_CACHE_DIR", "MARS_DATA_DIR"):
+        value = os.environ.get(variable)
+        if value and os.path.exists(value) and not os.path.isdir(value):
+            raise MarsError(f"${variable}={value} is a file, not a folder: point it at a folder")
+
+
 def _run() -> None:
     import click
     import typer
@@ -147,6 +158,7 @@ def _run() -> None:
     # SIGTERM unwinds like Ctrl-C, so servers started for the command are stopped on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        _check_environment()
         # Without standalone mode typer returns the exit code of `typer.Exit` and of Ctrl-C (130).
         code = app(standalone_mode=False)
     except MarsError as exc:

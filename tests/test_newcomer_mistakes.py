@@ -94,7 +94,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     bad_yaml.write_text("steps: [1, 2\n")
     not_a_mapping = root / "list.yaml"
     not_a_mapping.write_text("- 1\n- 2\n")
+    corrupt = root / "corrupt-run"
+    corrupt.mkdir()
+    (corrupt / "run.json").write_text('{"kind": "eval", "config": {')
+    cases = root / "cases.jsonl"
+    cases.write_text('{"suite": "gsm8k"}\n{"gold": "3"}\n')
     return {
+        "corrupt": corrupt,
+        "cases": cases,
         "game": game.path,
         "eval": evaluated.path,
         "empty": empty,
@@ -236,6 +243,38 @@ CASES: list[tuple[str, str, str]] = [
     ('serve a folder that is not a model',
      'serve {empty}',
      'empty'),
+    # Issue 50: lists that would double work, and the last tracebacks.
+    ('a suite given twice',
+     'eval --suite gsm8k,gsm8k --base-url {scripted} --data-dir {data}',
+     "--suite names 'gsm8k' twice"),
+    ('a game given twice to self-play',
+     'selfplay --games kuhn_poker,kuhn_poker',
+     "--games names 'kuhn_poker' twice"),
+    ('a game given twice to training',
+     'train --games kuhn_poker,kuhn_poker --dry-run',
+     "--games names 'kuhn_poker' twice"),
+    ('a role given twice to --policies',
+     'train-mas --policies tool=a,tool=b --dry-run',
+     "--policies gives the role 'tool' twice"),
+    ('a role given twice to --role',
+     'eval --suite gsm8k --role judge=a@http://h/v1 --role judge=b@http://h/v1 '
+     '--base-url {scripted} --data-dir {data}',
+     "--role gives the role 'judge' twice"),
+    ('a frozen policy given twice',
+     'train-mas --policies reasoner=a,tool=b --frozen a,a --dry-run',
+     "--frozen names 'a' twice"),
+    ('an experiment part given twice',
+     'experiment marshal-mini --only a,a --dry-run',
+     "--only names 'a' twice"),
+    ('a port out of range',
+     'serve --port 70000',
+     '--port 70000 is not a port'),
+    ('a run.json cut short',
+     'report {corrupt}',
+     'not valid JSON'),
+    ('a cases file with no gradable case',
+     'grade --file {cases}',
+     'no case of'),
 ]  # fmt: skip
 
 
@@ -269,6 +308,47 @@ def test_a_mistake_gets_one_line_that_says_what_to_do(
     assert len(lines) == 1, f"{what}: {len(lines)} lines: {err}"
     assert says in lines[0], f"{what}: {lines[0]}"
     assert {name: _digest(runs[name]) for name in ("game", "eval")} == before
+
+
+# (what the newcomer did, the variable, its value with {fixture} fields, `mars` arguments, says)
+ENVIRONMENT_CASES: list[tuple[str, str, str, str, str]] = [
+    ('the cache is a file, then serve', 'MARS_CACHE_DIR', '{cases}', 'serve --port 8765',
+     'is a file, not a folder'),
+    ('the cache is a file, then arena', 'MARS_CACHE_DIR', '{cases}',
+     'arena --game kuhn_poker --player random --opponent random --episodes 2', 'not a folder'),
+    ('the data folder is a file', 'MARS_DATA_DIR', '{cases}',
+     'eval --suite gsm8k --base-url {scripted}', 'is a file, not a folder'),
+    ('the data folder does not exist', 'MARS_DATA_DIR', '{tmp}/nowhere',
+     'eval --suite gsm8k --base-url {scripted}', 'nowhere does not exist'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "variable", "value", "arguments", "says"),
+    ENVIRONMENT_CASES,
+    ids=[c[0] for c in ENVIRONMENT_CASES],
+)
+def test_an_environment_variable_pointing_nowhere_gets_one_line(
+    what: str,
+    variable: str,
+    value: str,
+    arguments: str,
+    says: str,
+    runs: dict[str, Path],
+    scripted: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fixtures = {**runs, "scripted": scripted, "tmp": tmp_path}
+    monkeypatch.setenv(variable, value.format(**fixtures))
+    monkeypatch.chdir(tmp_path)
+    code = run_mars_in_process(arguments.format(**fixtures).split(), monkeypatch)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code not in (0, None) and "Traceback" not in err, f"{what}: {code} {err}"
+    assert len(lines) == 1 and says in lines[0], f"{what}: {err}"
+    assert not any(tmp_path.glob("runs/*")), f"{what}: left a run folder"
 
 
 def test_every_mistake_case_is_distinct_and_there_are_forty() -> None:

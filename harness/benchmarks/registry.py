@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -65,8 +66,14 @@ class Suite(ABC):
         """Samples in file order (the first `limit` of them), from the hub or local files."""
         if limit is not None and limit < 1:
             raise MarsError(f"--limit must be a positive number of samples, got {limit}")
+        set_to = os.environ.get(DATA_DIR_ENV)
+        env_hint = (
+            f"${DATA_DIR_ENV}={set_to} does not exist: point it at the test sets"
+            if set_to and not Path(set_to).is_dir()
+            else f"set ${DATA_DIR_ENV}"
+        )
         hint = (
-            f"Pass {DATA_DIR_LABEL}, set ${DATA_DIR_ENV}, or run `mars data fetch {self.name}` "
+            f"Pass {DATA_DIR_LABEL}, {env_hint}, or run `mars data fetch {self.name}` "
             "where the hub is reachable (docs/benchmarks.md)."
         )
         raw = fetch_rows(self.name, self.hub, self.local, data_dir, hint=hint)
