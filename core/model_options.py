@@ -64,6 +64,15 @@ class ModelOptions:
         None, "--cache", "sqlite response cache: a rerun with it is deterministic and free."
     )
 
+    def __post_init__(self) -> None:
+        # Checked as the flags are read, before any run folder or server exists.
+        if self.cache is not None and Path(self.cache).is_dir():
+            from core.errors import MarsError
+
+            raise MarsError(
+                f"--cache {self.cache} is a folder; give a file, e.g. {self.cache}/responses.sqlite"
+            )
+
 
 @dataclass(frozen=True)
 class SamplingOptions:

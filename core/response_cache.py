@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from core.errors import MarsError
+
 
 def cache_key(
     model_identity: str, messages: list[dict[str, str]], gen: dict[str, Any], epoch: int
@@ -28,10 +30,13 @@ def cache_key(
 class ResponseCache:
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as exc:
+            raise MarsError(f"cannot open the response cache {path}: {exc}") from None
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, completion TEXT NOT NULL)"

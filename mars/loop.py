@@ -68,6 +68,22 @@ def _describe(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def _refuse_runs_without_checkpoints(watch: Path) -> None:
+    """A run folder of a kind that never writes checkpoints (an eval, an arena) would be watched
+    for nothing: "0 checkpoints evaluated" and exit 0."""
+    from core.names import a_run_of
+    from core.runstore import RUN_FILE, RunDir
+
+    if not (watch / RUN_FILE).is_file():
+        return
+    kind = RunDir.read_info(watch).kind
+    if kind in ("eval", "arena", "selfplay", "exploitability", "loop"):
+        raise MarsError(
+            f"--watch {watch} holds {a_run_of(kind)}, which writes no checkpoints; watch a "
+            "training run (mars train, mars train-mas) or a folder of step_N/ checkpoints"
+        )
+
+
 @app.command("loop")
 def loop_command(
     watch: Path = typer.Option(
@@ -115,6 +131,7 @@ def loop_command(
     watch = watch.expanduser().resolve()
     if once and not watch.is_dir():
         raise MarsError(f"--watch {watch} is not a folder")
+    _refuse_runs_without_checkpoints(watch)
     if baseline is not None:
         baseline = baseline.expanduser().resolve()
         if not (baseline / "config.json").is_file():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from core.errors import MarsError
 from mars.main import app
 
 METRIC_HELP = (
@@ -46,6 +47,13 @@ def report_command(
         to_markdown,
     )
 
+    seen: set[Path] = set()
+    for run in runs:
+        if run.resolve() in seen:
+            raise MarsError(f"{run} is given twice; give each run once")
+        seen.add(run.resolve())
+    if save is not None and save.exists() and not save.is_dir():
+        raise MarsError(f"--save {save} is a file; give a folder for report.md and report.csv")
     if len(runs) == 1:
         from mars.experiment import report_hook
 

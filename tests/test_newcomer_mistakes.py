@@ -275,6 +275,18 @@ CASES: list[tuple[str, str, str]] = [
     ('a cases file with no gradable case',
      'grade --file {cases}',
      'no case of'),
+    ('the same run reported twice',
+     'report {eval} {eval}',
+     'is given twice'),
+    ('a report saved over a file',
+     'report {eval} --save {eval}/run.json',
+     'is a file; give a folder'),
+    ('a response cache at a folder',
+     'eval --suite gsm8k --cache {tmp} --base-url {scripted} --data-dir {data}',
+     'is a folder; give a file'),
+    ('a loop watching an eval run',
+     'loop --watch {eval} --eval arena:kuhn_poker:random:2 --once',
+     'writes no checkpoints'),
 ]  # fmt: skip
 
 
