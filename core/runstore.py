@@ -262,6 +262,25 @@ class WriterLock:
         self.handle = handle
         return self
 
+    @classmethod
+    def holder(cls, folder: Path) -> str | None:
+        """Who is writing `folder` now (the lock file's line), or None when no one is; takes
+        nothing and creates nothing."""
+        import fcntl
+
+        path = Path(folder) / WRITER_LOCK
+        try:
+            handle = path.open("r", encoding="utf-8")
+        except OSError:
+            return None
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return handle.read().strip() or "another process"
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return None
+
     def _still_ours(self, handle: TextIO) -> bool:
         try:
             return os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino

@@ -33,6 +33,11 @@ def experiment_command(
         None, "--set", help="KEY=VALUE: a variable of the experiment file (repeatable)."
     ),
     only: str = typer.Option(None, "--only", help="PART,...: run these parts only."),
+    fresh: str = typer.Option(
+        None,
+        "--fresh",
+        help="PART,...: redo these parts from scratch (their folders are renamed aside, kept).",
+    ),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
@@ -60,7 +65,8 @@ def experiment_command(
     experiment = load_experiment(name, parse_sets(sets or []))
     root = (run_dir or out / experiment.name).expanduser().resolve()
     chosen = comma_list(only, "--only") if only else None
-    for part in chosen or []:
+    redo = comma_list(fresh, "--fresh") if fresh else []
+    for part in [*(chosen or []), *redo]:
         experiment.part(part)  # an unknown name: one line
     if dry_run:
         lines = check_experiment(experiment, root, check_line=_check_line, check_train=_check_train)
@@ -69,7 +75,12 @@ def experiment_command(
         return
     if not report_only:
         outcome = run_experiment(
-            experiment, root, source=experiment_path(name), only=chosen, log=typer.echo
+            experiment,
+            root,
+            source=experiment_path(name),
+            only=chosen,
+            fresh=redo,
+            log=typer.echo,
         )
         typer.echo(f"experiment {experiment.name}: {outcome.wall_s / 60:.1f} min")
     path = write_report(experiment, root)

@@ -157,12 +157,14 @@ def _analyse(run_path: Path, **kw: Any) -> None:
     write_json_atomic(summary_path, summary)
     _print_summary(summary)
     print(f"wrote {out.path} and {summary_path}")
-    failed = [v for v in verdicts if v.get("error")]
-    if verdicts and len(failed) == len(verdicts):  # no verdict at all: no rates
+    if verdicts and not summary["n_judged"]:  # no parsed verdict at all: no rates (exit 4)
         from harness.unscored import exit_if_unscored, no_score_line
 
-        first = failed[0].get("error")
-        exit_if_unscored([no_score_line("the failure analysis", len(failed), "transcript", first)])
+        failed = [v for v in verdicts if v.get("error")]
+        first = failed[0].get("error") if failed else "no judge reply could be parsed"
+        exit_if_unscored(
+            [no_score_line("the failure analysis", len(verdicts), "transcript", first)]
+        )
 
 
 def _judge_all(

@@ -323,3 +323,128 @@ def test_a_start_is_declared_by_its_recipe_and_checked_in_one_line(tmp_path: Pat
         {"name": "a", "run": "arena", "args": {"player": "${model:gg}"}}]}))  # fmt: skip
     with pytest.raises(MarsError, match="did you mean 'g'"):
         resolve_parts(load_experiment(str(path)), tmp_path, build=False)
+
+
+def test_a_finished_part_with_changed_arguments_is_refused_until_fresh(tmp_path: Path) -> None:
+    path = _tiny_experiment(tmp_path)
+    root = tmp_path / "exp"
+    run_experiment(load_experiment(str(path)), root, source=path, log=lambda _: None)
+    text = path.read_text().replace("episodes: 2", "episodes: 4")
+    path.write_text(text)
+    changed = load_experiment(str(path))
+    before = (root / "arena" / "records.jsonl").read_text()
+    with pytest.raises(MarsError, match=r"part arena finished with other settings .*--fresh arena"):
+        run_experiment(changed, root, source=path, log=lambda _: None)
+    assert (root / "arena" / "records.jsonl").read_text() == before  # nothing touched
+    redone = run_experiment(changed, root, source=path, fresh=["arena"], log=lambda _: None)
+    assert [p.status for p in redone.parts] == ["completed", "done"]
+    kept = list(root.glob("arena.replaced-*"))
+    assert len(kept) == 1 and (kept[0] / "records.jsonl").read_text() == before  # set aside
+    records = (root / "arena" / "records.jsonl").read_text().splitlines()
+    assert len(records) == 2 * len(before.splitlines())  # 4 episodes now, 2 before
+    again = run_experiment(changed, root, source=path, log=lambda _: None)
+    assert [p.status for p in again.parts] == ["done", "done"]
+
+
+def test_one_runner_per_experiment_and_no_part_beside_a_live_one(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    from core.runstore import WRITER_LOCK, WriterLock
+
+    path = _tiny_experiment(tmp_path)
+    root = tmp_path / "exp"
+    root.mkdir()
+    held = WriterLock(root).acquire()
+    with pytest.raises(MarsError, match="is being written by pid"):
+        run_experiment(load_experiment(str(path)), root, source=path, log=lambda _: None)
+    held.release()
+    # A part folder still written by a live command (its runner was killed before parts died
+    # with their runners): the rerun refuses in one line naming it.
+    (root / "arena").mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from core.runstore import WriterLock; "
+         "held = WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+         str(root / "arena")],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(MarsError, match=rf"part arena is still running .*pid {holder.pid}"):
+            run_experiment(load_experiment(str(path)), root, source=path, log=lambda _: None)
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    assert (root / "arena" / WRITER_LOCK).exists()  # left by the killed holder: not live
+    outcome = run_experiment(load_experiment(str(path)), root, source=path, log=lambda _: None)
+    assert [p.status for p in outcome.parts] == ["completed", "completed"]
+
+
+def test_a_part_dies_with_its_runner(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from train_backend.experiments.runner import run_logged
+
+    marker = tmp_path / "child.pid"
+    runner_code = (
+        "import sys; from pathlib import Path; "
+        "from train_backend.experiments.runner import run_logged; "
+        "run_logged([sys.executable, '-c', "
+        '\'import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); '
+        "time.sleep(120)', sys.argv[1]], Path(sys.argv[2]), None)"
+    )
+    assert callable(run_logged)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", runner_code, str(marker), str(tmp_path / "log.txt")],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    runner.send_signal(signal.SIGKILL)  # the runner dies hard
+    runner.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as stat:  # a zombie waiting for init counts as dead
+            if stat.read().split(") ")[1].startswith("Z"):
+                break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the part outlived its runner")
+
+
+def test_the_report_flags_figures_made_of_invalid_replies(tmp_path: Path) -> None:
+    from train_backend.experiments.report import build_report
+
+    path = _tiny_experiment(tmp_path)
+    root = tmp_path / "exp"
+    (root / "arena").mkdir(parents=True)
+    seat = {"normalized_return": 10.0, "normalized_return_ci": [0, 20], "invalid_rate": 1.0}
+    (root / "arena" / "summary.json").write_text(json.dumps({"seats": {"first": seat}}))
+    text = build_report(load_experiment(str(path)), root)
+    cannot = text.split("## What this run cannot show", 1)[1]
+    assert "arena (`mars arena`): 100% (first seat) of the model's replies were invalid" in cannot
+
+
+def test_the_example_file_in_the_docs_parses_and_passes_its_dry_run(tmp_path: Path) -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "experiments.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in docs.split("```yaml\n")[1:]]
+    assert blocks, "docs/experiments.md shows no ```yaml example"
+    for number, block in enumerate(blocks):
+        path = tmp_path / f"example{number}.yaml"
+        path.write_text(block)
+        yaml.safe_load(block)  # valid YAML
+        experiment = load_experiment(str(path))
+        assert experiment.parts
+        assert len(_check(str(path), tmp_path / f"e{number}")) == len(experiment.parts)

@@ -426,3 +426,12 @@ def test_user_errors_are_one_line_mars_errors(tmp_path: Path, cli: Any) -> None:
     run = _eval_run(tmp_path / "eval-unjudged", n=4)
     with pytest.raises(MarsError, match="has no verdicts"):
         cli("compare", str(run), str(run))
+
+
+def test_a_judge_none_of_whose_replies_parse_exits_4(tmp_path: Path, cli: Any) -> None:
+    run = _eval_run(tmp_path / "eval-unparsed", n=8)
+    with ScriptedServer(lambda _request: Reply(text="I would rather not say."), model="j") as server:
+        result = cli(str(run), "--base-url", server.base_url, "--judge-model", "j", "--quiet")
+    assert result.exit_code == 4  # ExitCode.NO_SCORE, as docs/experiments.md says
+    summary = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
+    assert summary["n_judged"] == 0 and summary["parse_failures"] == 2

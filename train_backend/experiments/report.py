@@ -26,6 +26,7 @@ from train_backend.experiments.runner import read_state
 from train_backend.experiments.spec import Experiment
 
 REPORT_FILE = "report.md"
+INVALID_FLAG = 0.5  # a share of invalid replies above which a figure is flagged
 
 
 def _ci(low: float | None, high: float | None, digits: int = 1, scale: float = 1.0) -> str:
@@ -133,12 +134,10 @@ class Report:
                 ] = f"{stats['normalized_return']:.1f} → {trained['normalized_return']:.1f}" + (
                     f" ({norm.text()})" if norm else ""
                 )
-            if (trained.get("invalid_rate") or 0) > 0.5:
-                self.limits.append(
-                    f"{name}: {game} against {opponent} ({seat} seat): "
-                    f"{100 * trained['invalid_rate']:.0f}% of the trained model's replies were "
-                    "invalid, so the result measures the reply format more than the play."
-                )
+            self._flag_invalid(
+                f"{name}: {game} against {opponent} ({seat} seat)",
+                {"start": stats.get("invalid_rate"), "trained": trained.get("invalid_rate")},
+            )
 
     def _exploit(self, where: tuple, before: dict, after: dict) -> None:
         name, step, _, _ = where
@@ -156,6 +155,10 @@ class Report:
             f" → {100 * (after.get('invalid_rate') or 0):.0f}%",
             str(after.get("samples", "")),
         ])  # fmt: skip
+        self._flag_invalid(
+            f"{name}: exploitability on {game}",
+            {"start": before.get("invalid_rate"), "trained": after.get("invalid_rate")},
+        )
         base = variant_of or game
         self.variants.setdefault((name, base, "exploitability"), {})[game] = (
             f"{before['exploitability']:.3f} → {after['exploitability']:.3f}"
@@ -290,7 +293,24 @@ class Report:
                     if s.get("normalized_return") is not None
                 )
             rows.append([part.name, f"`mars {part.run}`", figure])
+            rates = {"": summary.get("invalid_rate")}
+            for seat, figures in summary.get("seats", {}).items():
+                rates[f"{seat} seat"] = figures.get("invalid_rate")
+            self._flag_invalid(f"{part.name} (`mars {part.run}`)", rates)
         return _table(["part", "command", "figures"], rows)
+
+    def _flag_invalid(self, what: str, rates: dict[str, float | None]) -> None:
+        """Under "what this run cannot show": a figure made mostly of invalid replies."""
+        high = {label: rate for label, rate in rates.items() if (rate or 0) > INVALID_FLAG}
+        if not high:
+            return
+        shares = ", ".join(
+            f"{100 * rate:.0f}%" + (f" ({label})" if label else "") for label, rate in high.items()
+        )
+        self.limits.append(
+            f"{what}: {shares} of the model's replies were invalid, so the figure measures the "
+            "reply format more than the play."
+        )
 
     def compute(self) -> list[str]:
         """Each compute-matched single agent (an `eval` part with `match_compute`) beside the

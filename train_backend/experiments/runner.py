@@ -1,7 +1,10 @@
 """Run an experiment's parts in order, each as its `mars` command in a subprocess; resume.
 
-A finished part is skipped; an unfinished one is rerun with the same command line, which the
-command resumes itself (recorded work kept). A part that fails is retried `retries` times; if
+A finished part is skipped (refused, in one line, if its command line or files changed since:
+`--fresh PART` redoes it); an unfinished one is rerun with the same command line, which the
+command resumes itself (recorded work kept). One runner per experiment folder (a writer lock);
+a part dies with its runner (a parent-death signal), and a part left running by a runner killed
+before that is refused while it lives. A part that fails is retried `retries` times; if
 it still fails, the parts that read it are skipped as blocked and the others go on.
 """
 
@@ -16,12 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.errors import ExitCode
+from core.errors import ExitCode, MarsError
 from core.files import write_json_atomic
+from core.runstore import WriterLock
 from train_backend.experiments.parts import LOGS, PartState, Resolved, part_state, resolve_parts
 from train_backend.experiments.spec import Experiment, part_references
 
 STATE_FILE = "experiment.json"
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -32,6 +37,7 @@ class PartOutcome:
     attempts: int = 0
     exit_code: int | None = None
     log: str | None = None
+    inputs: list[str] | None = None  # the command line and files it ran with (`_inputs`)
 
 
 @dataclass
@@ -50,28 +56,49 @@ def run_experiment(
     *,
     source: Path,
     only: list[str] | None = None,
+    fresh: list[str] | None = None,
     log: Callable[[str], None] = print,
     runner: Callable[[list[str], Path, float | None], int] | None = None,
 ) -> Outcome:
-    """Every part (or those of `only`) in order; the state in EXP/experiment.json."""
+    """Every part (or those of `only`) in order; the state in EXP/experiment.json. The parts of
+    `fresh` are redone: their folders are set aside (renamed, not deleted) first."""
     run = runner or run_logged
     root.mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(root).acquire()  # one runner per experiment folder
+    try:
+        return _run_parts(experiment, root, source, only or [], fresh or [], run, log)
+    finally:
+        lock.release()
+
+
+def _run_parts(
+    experiment: Experiment,
+    root: Path,
+    source: Path,
+    only: list[str],
+    fresh: list[str],
+    run: Callable[[list[str], Path, float | None], int],
+    log: Callable[[str], None],
+) -> Outcome:
     resolved = resolve_parts(experiment, root, build=True)
+    chosen = [item for item in resolved if not only or item.part.name in only]
+    _refuse_live_or_changed_parts(chosen, root, fresh)
+    for item in chosen:
+        if item.part.name in fresh:
+            _set_aside(item, log)
     outcome = Outcome()
     broken: set[str] = set()
     start = time.monotonic()
-    for item in resolved:
+    for item in chosen:
         name = item.part.name
-        if only and name not in only:
-            continue
         blockers = [n for n in part_references(item.part) if n in broken]
         if blockers:
             broken.add(name)
             outcome.parts.append(PartOutcome(name, "blocked"))
             log(f"[{name}] blocked: {', '.join(blockers)} failed")
             continue
-        if part_state(item) is PartState.DONE:
-            outcome.parts.append(PartOutcome(name, "done"))
+        if part_state(item) is PartState.DONE and name not in fresh:
+            outcome.parts.append(PartOutcome(name, "done", inputs=_inputs(item, root)))
             log(f"[{name}] done already: skipped")
             continue
         result = _run_part(item, root, run, log)
@@ -102,13 +129,64 @@ def _run_part(
         if code in (0, ExitCode.NO_SCORE):
             status = "completed" if code == 0 else "unscored"
             log(f"[{name}] {status} in {wall:.0f} s")
-            return PartOutcome(name, status, wall, attempt, code, str(log_path))
+            inputs = _inputs(item, root)
+            return PartOutcome(name, status, wall, attempt, code, str(log_path), inputs)
         if code in (ExitCode.BAD_INPUT, ExitCode.INTERRUPTED):
             break  # another attempt would fail the same way, or the user stopped it
         log(f"[{name}] exited with {code} (log: {log_path})")
     log(f"[{name}] failed with exit code {code}; see {log_path}")
     wall = round(time.monotonic() - started, 1)
     return PartOutcome(name, "failed", wall, attempt, code, str(log_path))
+
+
+def _inputs(item: Resolved, root: Path) -> list[str]:
+    """What decides a part's result: its command line (the experiment folder written `${exp}`,
+    so a moved folder is the same) and the content of each file it reads."""
+    here = str(root)
+    argv = [arg.replace(here, "${exp}") for arg in item.argv if arg != "--fresh"]
+    files = [
+        f"{str(path).replace(here, '${exp}')}: {json.dumps(data, sort_keys=True)}"
+        for path, data in sorted(item.files.items())
+    ]
+    return argv + files
+
+
+def _refuse_live_or_changed_parts(items: list[Resolved], root: Path, fresh: list[str]) -> None:
+    """Before any part runs: one line for a part whose folder a live command still writes (a
+    runner killed before it), or a finished part whose command or files changed since."""
+    recorded = read_state(root).get("parts", {})
+    for item in items:
+        name = item.part.name
+        holder = WriterLock.holder(item.run_dir)
+        if holder is not None:
+            raise MarsError(
+                f"part {name} is still running in {item.run_dir} ({holder}), started by an "
+                "earlier `mars experiment`; wait for it or stop it, then rerun"
+            )
+        before = (recorded.get(name) or {}).get("inputs")
+        if name in fresh or before is None or part_state(item) is not PartState.DONE:
+            continue
+        now = _inputs(item, root)
+        if now != before:
+            gone = [arg for arg in before if arg not in now][:3]
+            new = [arg for arg in now if arg not in before][:3]
+            raise MarsError(
+                f"part {name} finished with other settings ({' '.join(gone)} -> "
+                f"{' '.join(new)}); restore them, or redo it with --fresh {name}"
+            )
+
+
+def _set_aside(item: Resolved, log: Callable[[str], None]) -> None:
+    """A part to redo: its folder renamed (kept until the user removes it), or for a failures
+    part, its command told to start over (it replaces its files only once it is done)."""
+    if item.part.run == "failures":
+        item.argv.append("--fresh")
+        return
+    if item.run_dir.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = item.run_dir.with_name(f"{item.run_dir.name}.replaced-{stamp}")
+        item.run_dir.rename(aside)
+        log(f"[{item.part.name}] --fresh: the earlier run is kept in {aside}")
 
 
 def run_logged(command: list[str], log_path: Path, timeout_s: float | None) -> int:
@@ -118,7 +196,12 @@ def run_logged(command: list[str], log_path: Path, timeout_s: float | None) -> i
         out.write(f"\n$ {' '.join(command)}\n")
         out.flush()
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ,
+            preexec_fn=_die_with_parent,
         )
         try:
             return process.wait(timeout=timeout_s)
@@ -134,6 +217,17 @@ def run_logged(command: list[str], log_path: Path, timeout_s: float | None) -> i
             process.terminate()
             process.wait()
             raise
+
+
+def _die_with_parent() -> None:
+    """In the part's process before it starts: SIGTERM when the runner dies, however it dies
+    (SIGKILL included), so a part never outlives its runner; SIGTERM lets the command stop its
+    servers and record `interrupted`, and a rerun resumes it."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _save_state(
