@@ -430,7 +430,8 @@ def test_user_errors_are_one_line_mars_errors(tmp_path: Path, cli: Any) -> None:
 
 def test_a_judge_none_of_whose_replies_parse_exits_4(tmp_path: Path, cli: Any) -> None:
     run = _eval_run(tmp_path / "eval-unparsed", n=8)
-    with ScriptedServer(lambda _request: Reply(text="I would rather not say."), model="j") as server:
+    refusal = Reply(text="I would rather not say.")
+    with ScriptedServer(lambda _request: refusal, model="j") as server:
         result = cli(str(run), "--base-url", server.base_url, "--judge-model", "j", "--quiet")
     assert result.exit_code == 4  # ExitCode.NO_SCORE, as docs/experiments.md says
     summary = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
