@@ -147,3 +147,29 @@ def test_the_loop_refuses_what_a_mas_run_cannot_be_evaluated_with(
     )  # fmt: skip
     assert result.returncode != 0
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_run_with_a_frozen_partner_maps_its_roles_to_the_model_it_played_with(
+    tmp_path: Path,
+) -> None:
+    run, partner = tmp_path / "run", tmp_path / "thinker-start"
+    partner.mkdir()
+    config = {
+        "workflow": "reasoner_tool",
+        "policies": {"tool": "coder", "reasoner": "thinker"},
+        "frozen_policies": ["thinker"],
+        "policy_models": {"thinker": str(partner)},
+    }
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"kind": "train", "config": config}))
+    for step in (1, 2):
+        folder = run / "policies" / "coder" / "checkpoints" / f"step_{step}"
+        folder.mkdir(parents=True)
+        (folder / "checkpoint.json").write_text(json.dumps({"step": step}))
+    trained = trained_mas(run)
+    assert trained.step == 2
+    assert trained.role_models == {
+        "tool": run / "policies" / "coder" / "checkpoints" / "step_2",
+        "reasoner": partner,  # the frozen partner answers from the model it played with
+    }
+    assert trained_mas(run, 1).role_models["reasoner"] == partner

@@ -51,20 +51,35 @@ def _workflow_of(recorded: Any) -> str | None:
 
 
 def saved_steps(run: Path, config: dict[str, Any]) -> dict[int, dict[str, Path]]:
-    """Step -> role -> checkpoint folder, for the steps at which every policy saved."""
+    """Step -> role -> checkpoint folder, for the steps at which every trained policy saved. A
+    frozen policy (`frozen_policies`) never saves: its roles answer from the model it played
+    with at every step (`policy_models[name]`, else the run's `model`)."""
     roles = ROLES[config["workflow"]]
     named = dict(config.get("policies") or {})
     policies = {role: named.get(role, SHARED_POLICY) for role in roles}
     multi = len(set(policies.values())) > 1
+    frozen = set(config.get("frozen_policies") or []) & set(policies.values())
     saved = {
         name: dict(checkpoint.list_checkpoints(policy_root(run, name, multi)))
-        for name in set(policies.values())
+        for name in set(policies.values()) - frozen
     }
+    if not saved:
+        return {}
+    played_with = {name: Path(_frozen_model(config, name)) for name in frozen}
     common = set.intersection(*(set(steps) for steps in saved.values()))
     return {
-        step: {role: saved[name][step] for role, name in policies.items()}
+        step: {
+            role: played_with[name] if name in frozen else saved[name][step]
+            for role, name in policies.items()
+        }
         for step in sorted(common)
     }
+
+
+def _frozen_model(config: dict[str, Any], name: str) -> str:
+    from train_backend.local.policy import resolve_model_path
+
+    return resolve_model_path((config.get("policy_models") or {}).get(name) or config.get("model"))
 
 
 def trained_mas(run: Path, step: int | None = None) -> TrainedMas:
