@@ -110,6 +110,11 @@ def served_model_name(base_url: str) -> str:
     names = listed_models(base_url)
     if names is not None and len(names) == 1:
         return names[0]
+    if names is None:
+        raise MarsError(
+            f"{base_url}/models does not answer as an OpenAI-compatible API (no JSON list of "
+            "models): give the API root of a model server, e.g. http://HOST:PORT/v1"
+        )
     if not names:
         raise MarsError(
             f"{base_url}/models lists no model; pass --model NAME (the name the server expects)"

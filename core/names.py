@@ -23,7 +23,8 @@ def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
     names = sorted(set(known))
     guesses = closest(name, names)
     hint = f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
-    return f"unknown {kind} {name!r}{hint}; known: {', '.join(names)}"
+    listed = ", ".join(names) if names else f"none (no {kind} is defined)"
+    return f"unknown {kind} {name!r}{hint}; known: {listed}"
 
 
 def a_run_of(kind: str) -> str:

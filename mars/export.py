@@ -3,6 +3,7 @@ with `--merge`, a LoRA adapter checkpoint merged into its base as one Hugging Fa
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import typer
@@ -47,7 +48,7 @@ def export_command(
     for path in written:
         print(f"wrote {path}")
     folder = written[0].parent
-    print(f"open with: inspect view --log-dir {folder}")
+    print(f"open with: inspect view --log-dir {shlex.quote(str(folder))}")
 
 
 def _merge(adapter: Path, format: str | None, output: Path | None) -> None:

@@ -282,7 +282,12 @@ def _compare(path_a: Path, path_b: Path, n_boot: int, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.failures import FAILURES_FILE, compare_failures, load_failures
+    from harness.failures import (
+        FAILURES_FILE,
+        compare_failures,
+        load_failures,
+        summarize_failures,
+    )
 
     verdicts = []
     for path in (path_a, path_b):
@@ -291,6 +296,12 @@ def _compare(path_a: Path, path_b: Path, n_boot: int, as_json: bool) -> None:
         if not loaded:
             raise MarsError(
                 f"{run.path / FAILURES_FILE} has no verdicts: run `mars failures {path}`"
+            )
+        if not summarize_failures(loaded)["n_judged"]:
+            raise MarsError(
+                f"{run.path / FAILURES_FILE} has no parsed verdict (every judge reply failed or "
+                f"did not parse): no failure rates to compare; rerun `mars failures {path}` "
+                "with another judge (--fresh), or with --rules"
             )
         verdicts.append(loaded)
     result = compare_failures(verdicts[0], verdicts[1], n_boot=n_boot)

@@ -436,3 +436,18 @@ def test_a_judge_none_of_whose_replies_parse_exits_4(tmp_path: Path, cli: Any) -
     assert result.exit_code == 4  # ExitCode.NO_SCORE, as docs/experiments.md says
     summary = json.loads((run / FAILURES_SUMMARY_FILE).read_text())
     assert summary["n_judged"] == 0 and summary["parse_failures"] == 2
+
+
+def test_compare_refuses_a_run_without_a_parsed_verdict(tmp_path: Path, cli: Any) -> None:
+    from core.errors import MarsError
+
+    judged, unparsed = _eval_run(tmp_path / "eval-a", n=8), _eval_run(tmp_path / "eval-b", n=8)
+    refusal = Reply(text="I would rather not say.")
+    with (
+        ScriptedServer(_judge_script, model="j") as good,
+        ScriptedServer(lambda _request: refusal, model="j") as bad,
+    ):
+        for run, server in ((judged, good), (unparsed, bad)):
+            cli(str(run), "--base-url", server.base_url, "--judge-model", "j", "--quiet")
+    with pytest.raises(MarsError, match="has no parsed verdict"):
+        cli("compare", str(judged), str(unparsed))

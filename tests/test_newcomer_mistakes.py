@@ -62,6 +62,30 @@ def v1_server() -> Iterator[str]:
     server.shutdown()
 
 
+class _HtmlHandler(BaseHTTPRequestHandler):
+    """A web page where a model server was expected (a dashboard, a proxy's login page)."""
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        data = b"<html><body>Welcome</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture(scope="module")
+def html_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
 @pytest.fixture(scope="module")
 def scripted() -> Iterator[str]:
     with ScriptedServer(lambda _req: Reply(text="The answer is \\boxed{3}.")) as server:
@@ -97,10 +121,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     corrupt = root / "corrupt-run"
     corrupt.mkdir()
     (corrupt / "run.json").write_text('{"kind": "eval", "config": {')
+    no_vars = root / "no-vars.yaml"
+    no_vars.write_text("name: x\nparts:\n  - {name: a, run: arena, args: {game: '${gamez}'}}\n")
     cases = root / "cases.jsonl"
     cases.write_text('{"suite": "gsm8k"}\n{"gold": "3"}\n')
     return {
         "corrupt": corrupt,
+        "no_vars": no_vars,
         "cases": cases,
         "game": game.path,
         "eval": evaluated.path,
@@ -287,6 +314,12 @@ CASES: list[tuple[str, str, str]] = [
     ('a loop watching an eval run',
      'loop --watch {eval} --eval arena:kuhn_poker:random:2 --once',
      'writes no checkpoints'),
+    ('a web page given as the base URL',
+     'arena --game kuhn_poker --opponent random --base-url {html}',
+     'does not answer as an OpenAI-compatible API'),
+    ('an experiment variable that no file defines',
+     'experiment {no_vars} --dry-run',
+     "unknown experiment variable 'gamez'; known: none"),
 ]  # fmt: skip
 
 
@@ -297,6 +330,7 @@ def test_a_mistake_gets_one_line_that_says_what_to_do(
     says: str,
     runs: dict[str, Path],
     v1_server: str,
+    html_server: str,
     scripted: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -305,7 +339,8 @@ def test_a_mistake_gets_one_line_that_says_what_to_do(
     gama = tmp_path / "gama.yaml"
     gama.write_text("estimator_options: {gama: 0.9}\n")
     fixtures = {
-        **runs, "v1": v1_server, "scripted": scripted, "tmp": tmp_path, "gama_yaml": gama,
+        **runs, "v1": v1_server, "html": html_server, "scripted": scripted, "tmp": tmp_path,
+        "gama_yaml": gama,
         "data": DATA_DIR,
     }  # fmt: skip
     before = {name: _digest(runs[name]) for name in ("game", "eval")}
