@@ -9,7 +9,7 @@ strict (the MARSHAL code's rule, docs/parity.md): the whole reply is an optional
 `<think>...</think>` block, then `<answer>ACTION</answer>`, with only whitespace around them (a
 reasoning parser leaves a blank line where it cut the think block out). ACTION, stripped of
 surrounding whitespace and cut at the code's action separator `||`, must equal a legal label
-exactly, case and brackets included.
+exactly, case and brackets included. This reading is linear in the reply's length too.
 
 In both modes anything else (no tag, an empty tag, a label that is not legal now) is an invalid
 move.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.reasoning import THINK_CLOSE, THINK_OPEN
 from games.actions import normalize_label
 from games.rules import CHOICES, ParseMode
 
@@ -29,7 +30,7 @@ MAX_ANSWER_CHARS = 200
 PARSE_MODES: tuple[str, ...] = CHOICES["parse_mode"]
 # The code keeps only the first of several actions joined by its `action_sep`.
 STRICT_ACTION_SEPARATOR = "||"
-_STRICT_REPLY = re.compile(r"\s*(?:<think>.*?</think>\s*)?<answer>(.*?)</answer>\s*", re.DOTALL)
+_SPACES = re.compile(r"\s*")
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,34 @@ def parse_move(reply: str, legal_labels: list[str], mode: ParseMode = "lenient")
     return ParsedMove(None, f"{shown!r} is not one of the legal actions")
 
 
+def strict_answer(reply: str) -> str | None:
+    r"""The ACTION of a reply that is, as a whole,
+    `\s*(?:<think>.*?</think>\s*)?<answer>(.*?)</answer>\s*` (DOTALL), or None. Read in one pass:
+    that pattern would try each `</think>` in turn and each time scan on to the reply's end,
+    which is quadratic in the reply's length."""
+    text = reply.rstrip()
+    if not text.endswith(CLOSE_TAG):
+        return None
+    start, end = len(reply) - len(reply.lstrip()), len(text) - len(CLOSE_TAG)
+    if reply.startswith(THINK_OPEN, start):
+        close = reply.find(THINK_CLOSE, start + len(THINK_OPEN))
+        while close >= 0:
+            start = _SPACES.match(reply, close + len(THINK_CLOSE)).end()
+            if reply.startswith(OPEN_TAG, start):
+                break
+            close = reply.find(THINK_CLOSE, close + 1)
+    if not reply.startswith(OPEN_TAG, start) or start + len(OPEN_TAG) > end:
+        return None
+    return reply[start + len(OPEN_TAG) : end]
+
+
 def parse_move_strict(reply: str, legal_labels: list[str]) -> ParsedMove:
-    match = _STRICT_REPLY.fullmatch(reply or "")
-    if match is None:
+    action = strict_answer(reply or "")
+    if action is None:
         return ParsedMove(
             None, "the reply is not an optional <think> block then <answer>ACTION</answer>"
         )
-    answer = match.group(1).split(STRICT_ACTION_SEPARATOR)[0].strip()
+    answer = action.split(STRICT_ACTION_SEPARATOR)[0].strip()
     if not answer:
         return ParsedMove(None, "the answer tag is empty")
     if answer in legal_labels:

@@ -16,6 +16,13 @@ from harness.benchmarks.extraction import last_boxed, strip_text_wrappers
 from harness.benchmarks.grading import parse_number
 from mas.base import Task
 
+# Where a reply is parsed inline and its result pays a reward (the training rewards, plan_tool's
+# lists), only its last MAX_REPLY_CHARS characters are read: every parser of replies is linear,
+# and the cap bounds its time by construction. An answer stands at its reply's end, and this
+# holds any real one many times over (a 9 x 9 Sudoku's fills as Python prints them are about
+# 1,000 characters, a move list of 900 moves about 4,500); the sandbox keeps at most 64 KiB of a
+# program's output.
+MAX_REPLY_CHARS = 65_536
 _SPACES = re.compile(r"\s+")
 _LEADING_LETTER = re.compile(r"\s*[(\[]?([A-Za-z])(?:[)\].:]|\s|$)")
 
@@ -34,6 +41,11 @@ def extract_answer(task: Task, text: str) -> str | None:
     if suite is not None:
         return suite.extract(text, choices=None)
     return last_boxed(text) or None
+
+
+def reply_tail(text: str) -> str:
+    """The part of a reply that is parsed inline: its last MAX_REPLY_CHARS characters."""
+    return text[-MAX_REPLY_CHARS:]
 
 
 def answer_key(answer: str, kind: str = "math") -> str:

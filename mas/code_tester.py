@@ -40,17 +40,43 @@ TESTER_SYSTEM = (
     "by a fenced block with the exact stdin, then a line **Test Output:** followed by a fenced "
     "block with the exact expected stdout."
 )
-_TEST_PAIR = re.compile(
-    r"\*\*Test Input:?\*\*:?\s*```[^\n]*\n(.*?)```\s*\*\*Test Output:?\*\*:?\s*```[^\n]*\n(.*?)```",
-    re.DOTALL,
-)
+# A pair is what this pattern (DOTALL) finds, the input running to the first fence that a Test
+# Output header follows:
+#   \*\*Test Input:?\*\*:?\s*```[^\n]*\n(.*?)```\s*\*\*Test Output:?\*\*:?\s*```[^\n]*\n(.*?)```
+# The pattern itself is quadratic on a reply of inputs without outputs (each input would scan on
+# to its end), so `parse_tests` reads the same pairs from the headers' positions, found once.
+_INPUT_HEADER = re.compile(r"\*\*Test Input:?\*\*:?\s*```")
+_OUTPUT_HEADER = re.compile(r"(?<=```)\s*\*\*Test Output:?\*\*:?\s*```")
 MISMATCHES_SHOWN = 3
 _SHOWN = 300  # characters of an input or output shown in a mismatch
 
 
 def parse_tests(reply: str) -> list[TestCase]:
-    """Every (input, output) pair of a tester's reply, in order."""
-    return [TestCase(stdin=given, expected=wanted) for given, wanted in _TEST_PAIR.findall(reply)]
+    """Every (input, output) pair of a tester's reply, in order (in time linear in its length)."""
+    # (the fence that ends an input, the end of the Test Output header that follows it)
+    outputs = [(header.start() - 3, header.end()) for header in _OUTPUT_HEADER.finditer(reply)]
+    tests: list[TestCase] = []
+    newline = -1  # the last newline found: the positions asked about only grow
+    next_output = 0
+    position = 0
+    while (header := _INPUT_HEADER.search(reply, position)) is not None:
+        if newline < header.end():
+            newline = reply.find("\n", header.end())
+        given = newline + 1  # the input starts on the line after its fence
+        while next_output < len(outputs) and outputs[next_output][0] < given:
+            next_output += 1
+        if newline < 0 or next_output == len(outputs):
+            break  # no later input can have an output either
+        fence, output_header = outputs[next_output]
+        if newline < output_header:
+            newline = reply.find("\n", output_header)
+        wanted = newline + 1
+        close = reply.find("```", wanted) if newline >= 0 else -1
+        if close < 0:
+            break
+        tests.append(TestCase(stdin=reply[given:fence], expected=reply[wanted:close]))
+        position = close + 3
+    return tests
 
 
 def mismatch_text(result: TestsResult | None) -> str:

@@ -22,7 +22,7 @@ from mas.answers import extract_answer
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.options import int_option, seconds_option
 from mas.prompts import answer_format
-from mas.reasoner_tool import TOOL_SYSTEM, printed_answer, run_reply_program
+from mas.reasoner_tool import TOOL_SYSTEM, printed_answer, run_reply_program, shown_output
 
 SOLUTION_SHOWN = 2000  # characters of each solution the judge reads (the reference's cut)
 
@@ -76,7 +76,8 @@ async def ensemble_judge(task: Task, models: Models, config: dict[str, Any]) -> 
             ],
             round=0,
         )
-        code, execution, output = await run_reply_program(reply.text, run_code, limits)
+        code, execution, stdout = await run_reply_program(reply.text, run_code, limits)
+        output = shown_output(stdout)
         answer = printed_answer(output) if execution == "ok" else None
         programs.append({"code": code, "execution": execution, "output": output, "answer": answer})
     judge = await conversation.call(

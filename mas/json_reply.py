@@ -2,7 +2,9 @@
 
 Models wrap JSON in code fences, put prose around it, use single quotes, Python literals or
 trailing commas. `parse_json_object` finds the object anyway, and returns None (never raises)
-when there is none. Nothing is evaluated: the text is only re-tokenised into strict JSON.
+when there is none. Nothing is evaluated: the text is only re-tokenised into strict JSON. The
+work is linear in the length of what is read, a reply's last `mas.answers.MAX_REPLY_CHARS`
+characters (tests/test_parsers_linear.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ import json
 import re
 from typing import Any
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.DOTALL)
+from mas.answers import reply_tail
+
+# The fence's head is read at once (a lookahead does not backtrack): backtracking into its blanks
+# after a fence that is never closed would scan to the reply's end once per blank.
+_FENCE = re.compile(
+    r"```(?=(?P<head>[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?))(?P=head)(?P<body>.*?)```",
+    re.DOTALL,
+)
 _PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _BAREWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # After a closing single quote only these may follow; an apostrophe inside a word ("side's") is
@@ -32,10 +41,13 @@ _LATEX_NRT = frozenset(_LATEX_NRT_WORDS.split())
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:
-    """The last JSON object in `text` (fenced blocks first), repaired if needed, or None."""
+    """The last JSON object in `text` (fenced blocks first), repaired if needed, or None. Only
+    the text's last MAX_REPLY_CHARS characters are read (a verdict stands at the end; a reply
+    of many brace pairs that are not JSON would cost a failed decoding each)."""
     if not text:
         return None
-    for block in reversed(_FENCE.findall(text)):
+    text = reply_tail(text)
+    for block in reversed([match.group("body") for match in _FENCE.finditer(text)]):
         found = _last_object(block)
         if found is not None:
             return found

@@ -4,9 +4,11 @@ Each round (up to `max_turns`, default 4), tool agent first: the tool agent writ
 program that prints a move list; the program runs in the sandbox (`harness.sandbox`: its own
 process, limits, no network) with the current state's text on its stdin (the reference's
 program must copy the grid into its code: a departure, docs/puzzles.md), and the list it
-printed is tried on a copy of the puzzle's state;
-the plan agent sees the task, the current state, the program, what it printed and how the tried
-list went, and answers a move list on a line `#### [...]`, which is applied to the real state.
+printed, read from all its output, is tried on a copy of the puzzle's state;
+the plan agent sees the task, the current state, the program, the end of what it printed
+(`OUTPUT_SHOWN` characters) and how the tried list went, and answers a move list on a line
+`#### [...]`, which is applied to the real state. A reply or an output is read from its last
+`mas.answers.MAX_REPLY_CHARS` characters, which bounds the parse's time.
 The episode ends when the puzzle is solved or its step limit is hit (`done`), or after
 `max_turns` rounds. `plan_single` is the same environment with the plan agent alone: the
 single-agent baseline with the same turns.
@@ -38,9 +40,10 @@ from harness.puzzles import (
     rules_text,
 )
 from harness.sandbox import SandboxLimits, run_python_async
+from mas.answers import reply_tail
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.options import int_option, seconds_option, str_option
-from mas.reasoner_tool import run_reply_program
+from mas.reasoner_tool import run_reply_program, shown_output
 
 REWARD_SETTINGS = ("default", "reference")
 
@@ -134,15 +137,17 @@ async def _run_tool(
         ],
         round=round_number,
     )
-    code, execution, output = await run_reply_program(
+    code, execution, stdout = await run_reply_program(
         tool.text, run_code, limits, stdin=state.observation()
     )
-    actions = parse_actions(env, output) if execution == "ok" else None
+    # The list is read from all the program printed (the sandbox bounds it; a 9 x 9 Sudoku's
+    # fills alone are longer than what the plan agent is shown of it, the output's end).
+    actions = parse_actions(env, reply_tail(stdout)) if execution == "ok" else None
     tried = state.copy().apply(actions) if actions is not None else None
     return {
         "code": code,
         "execution": execution,
-        "output": output,
+        "output": shown_output(stdout),
         "tool_actions": format_actions(env, actions) if actions is not None else None,
         "tool_outcome": outcome_fields(tried),
         "tried_line": tried_line_for(env, actions, tried),
@@ -193,7 +198,7 @@ async def play_puzzle(
             [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
             round=round_number,
         )
-        actions = parse_actions(env, plan.text)
+        actions = parse_actions(env, reply_tail(plan.text))
         outcome = state.apply(actions) if actions is not None else None
         record.update(
             plan_actions=format_actions(env, actions) if actions is not None else None,

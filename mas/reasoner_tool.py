@@ -45,16 +45,22 @@ def code_of(reply: str) -> str | None:
 OUTPUT_SHOWN = 500  # characters of a program's output an agent is shown (its end)
 
 
+def shown_output(stdout: str) -> str:
+    """The end of a program's output that an agent is shown: its last OUTPUT_SHOWN characters."""
+    return stdout[-OUTPUT_SHOWN:]
+
+
 async def run_reply_program(
     reply: str, run_code: Any, limits: SandboxLimits, **stdin: str
 ) -> tuple[str | None, str, str]:
-    """(the reply's program, how its run ended: `ok`, `no_code` or the sandbox's reason, the end
-    of what it printed); `run_code` is the sandbox runner (or a trainer's cached one)."""
+    """(the reply's program, how its run ended: `ok`, `no_code` or the sandbox's reason, all it
+    printed, stripped: the sandbox bounds it, `SandboxLimits.output_bytes`); `run_code` is the
+    sandbox runner (or a trainer's cached one). What an agent is shown of it: `shown_output`."""
     code = code_of(reply)
     if code is None:
         return None, NO_CODE, ""
     result = await run_code(code, limits, **stdin)
-    return code, "ok" if result.ok else str(result.reason), result.stdout.strip()[-OUTPUT_SHOWN:]
+    return code, "ok" if result.ok else str(result.reason), result.stdout.strip()
 
 
 def printed_answer(stdout: str) -> str | None:
@@ -99,7 +105,8 @@ async def reasoner_tool(task: Task, models: Models, config: dict[str, Any]) -> T
             ],
             round=round_number,
         )
-        code, execution, output = await run_reply_program(tool.text, run_code, limits)
+        code, execution, stdout = await run_reply_program(tool.text, run_code, limits)
+        output = shown_output(stdout)
         tool_answer = printed_answer(output) if execution == "ok" else None
         reasoner = await conversation.call(
             "reasoner",

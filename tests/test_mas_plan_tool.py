@@ -185,3 +185,67 @@ def test_a_single_agent_on_a_puzzle_is_scored_by_playing_its_one_list() -> None:
     assert single_rewards(right, LEVEL.ref, TASK) == {("solver", 0): pytest.approx(solved_reward)}
     assert single_rewards(none, LEVEL.ref, TASK) == {("solver", 0): -2.0}
     assert succeeded(right, LEVEL.ref, TASK) and not succeeded(wrong, LEVEL.ref, TASK)
+
+
+def _tool_round(task: Task, program: str, plan_reply: str) -> tuple[Any, list[str]]:
+    """One round of plan_tool with the tool agent's `program` run in the sandbox; the plan
+    agent's prompts."""
+    plan_prompts: list[str] = []
+
+    def script(request: dict[str, Any]) -> Reply:
+        if request["model"] == "coder":
+            return Reply(text=f"```python\n{program}```")
+        plan_prompts.append(request["messages"][-1]["content"])
+        return Reply(text=plan_reply)
+
+    transcript, _ = _run("plan_tool", script, {"max_turns": 1, "code_seconds": 10}, task)
+    return transcript, plan_prompts
+
+
+def test_a_9x9_sudoku_fill_list_printed_by_python_is_read_whole() -> None:
+    # The program reads the grid on stdin and prints the fills of its blanks as Python prints a
+    # list of tuples: longer than the end of the output the plan agent is shown.
+    from mas.reasoner_tool import OUTPUT_SHOWN
+
+    level = make_level("sudoku", "eval", 0, size=9)
+    solution = [list(row) for row in level.solution]
+    program = (
+        "import ast, sys\n"
+        "text = sys.stdin.read()\n"
+        "grid = ast.literal_eval(text[text.index('[['):text.index(']]') + 2])\n"
+        f"solution = {solution!r}\n"
+        "blanks = [(r, c) for r in range(9) for c in range(9) if grid[r][c] == 0]\n"
+        "print('Actions:', [(r, c, solution[r][c]) for r, c in blanks])\n"
+    )
+    clues = level.layout.clues
+    fills = [[r, c, solution[r][c]] for r in range(9) for c in range(9) if clues[r][c] == 0]
+    printed = "Actions: " + str([tuple(fill) for fill in fills])
+    assert len(printed) > OUTPUT_SHOWN
+    task = Task(prompt="", kind="puzzle", metadata={"environment": level.ref})
+    transcript, prompts = _tool_round(task, program, "#### [[0, 0, 0]]")
+    record = transcript.extra["rounds"][0]
+    assert record["execution"] == "ok" and record["output"] == printed[-OUTPUT_SHOWN:]
+    assert record["tool_actions"] == format_actions("sudoku", fills)
+    assert record["tool_outcome"]["solved"]
+    rewards = plan_tool_rewards(transcript, level.ref, task)
+    own = new_state(level).apply(fills).reward
+    assert rewards[("tool", 0)] == pytest.approx(own + rewards[("plan", 0)]) and own > 0
+    shown = prompts[0].split("Printed (ok):\n", 1)[1]
+    assert shown.startswith(printed[-OUTPUT_SHOWN:]) and printed[:40] not in prompts[0]
+
+
+def test_a_30x30_plan_path_list_of_900_moves_printed_by_python_is_read_whole() -> None:
+    level = make_level("plan_path", "eval", 0, size=30)
+    first = level.solution[0]
+    back = {"U": "D", "D": "U", "L": "R", "R": "L"}[first]
+    moves = [first, back] * ((900 - len(level.solution)) // 2) + list(level.solution)
+    assert len(moves) >= 899
+    program = f"print('Actions:', {moves!r})\n"  # ['R', 'L', ...]: about 4,500 characters
+    task = Task(prompt="", kind="puzzle", metadata={"environment": level.ref})
+    transcript, _ = _tool_round(task, program, "no list")
+    record = transcript.extra["rounds"][0]
+    assert record["tool_actions"] == format_actions("plan_path", moves)
+    assert record["tool_outcome"]["solved"] and record["tool_outcome"]["applied"] == len(moves)
+    assert plan_tool_rewards(transcript, level.ref, task)[("tool", 0)] == pytest.approx(
+        new_state(level).apply(moves).reward
+    )

@@ -8,15 +8,25 @@ Multiple choice, strictly: the last boxed letter; failing that, the last stateme
 of the options on offer. Nothing is guessed from loose mentions of a letter in the reasoning, and
 a hedge is no answer: when the deciding box or statement offers two options ("C or D", "either B
 or C", "B/C", "\\boxed{C} or \\boxed{D}"), extraction fails rather than taking the first.
+
+Each reading is linear in the response's length, whatever the response (it runs inline, in
+grading and in the training rewards; tests/test_parsers_linear.py): no pattern here lets two
+repeated character classes that share characters meet, and `strip_text_wrappers` makes a bounded
+number of passes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 _BOX_COMMANDS = re.compile(r"\\(?:boxed|fbox)\b")
+_BOX_NAMES = ("\\boxed", "\\fbox")
+_BRACES = re.compile(r"[{}]")
+_SPACES = re.compile(r" *")
+_BARE_ARGUMENT = re.compile(r"[^\s$]+")
 _ANSWER_STATEMENT = re.compile(
-    r"(?i:answer)\**\s*(?:(?i:is)\b|:|=)[:*\s]*(?P<value>[^\n]*)|^\s*####\s*(?P<hashes>[^\n]*)",
+    r"(?i:answer)\**\s*(?:(?i:is)\b|:|=)[:*\s]*(?P<value>[^\n]*)|^[^\S\n]*####\s*(?P<hashes>[^\n]*)",
     re.MULTILINE,
 )
 _CHOICE_STATEMENT = re.compile(
@@ -32,12 +42,13 @@ _ALTERNATIVE = r"\s*(?:\b(?i:or)\b|/|\|)\s*" + _OPTION + r"(?![A-Za-z0-9])"
 _BOX_ALTERNATIVE = r"\s*(?:\b(?i:or|and)\b|/|\||,|&)\s*" + _OPTION + r"(?![A-Za-z0-9])"
 _HEDGED_AFTER_LETTER = re.compile(r"[)\]]?" + _ALTERNATIVE)
 _HEDGED_BOX = re.compile(
-    r"\s*(?:(?i:either)\s+)?" + _OPTION + r"(?:" + _BOX_ALTERNATIVE + r")+\s*\.?\s*"
+    r"\s*(?:(?i:either)\s+)?" + _OPTION + r"(?:" + _BOX_ALTERNATIVE + r")+\s*(?:\.\s*)?"
 )
 _BOX_THEN_OR = re.compile(r"\\(?:boxed|fbox)\s*\{[^{}]*\}\s*(?:\b(?i:or)\b|/)\s*$")
 _EITHER_BEFORE = re.compile(r"\b(?i:either)\s+[(\[]?$")
 _LETTER_WITH_TEXT = re.compile(r"[(\[]?(?P<letter>[A-Z])(?:[)\]]|[).:]\s.*)?", re.DOTALL)
 _TEXT_WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm|mbox)\s*\{([^{}]*)\}")
+WRAPPER_DEPTH = 8
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 
@@ -49,35 +60,44 @@ def last_boxed(text: str) -> str | None:
 
 def _last_box(text: str) -> tuple[int, str] | None:
     """Where the last complete box's command starts, and its content."""
-    commands = list(_BOX_COMMANDS.finditer(text))
-    if not commands:
-        return None
-    closing = _matching_braces(text)
-    for command in reversed(commands):
-        position = command.end()
-        while position < len(text) and text[position] == " ":
-            position += 1
+    closing: dict[int, int] | None = None
+    for start, end in _box_commands_from_end(text):
+        position = _SPACES.match(text, end).end()
         if position >= len(text):
             continue
         if text[position] == "{":
+            closing = _matching_braces(text) if closing is None else closing
             if position in closing:
-                return command.start(), text[position + 1 : closing[position]].strip()
+                return start, text[position + 1 : closing[position]].strip()
             continue
         # "\boxed 5": the argument runs to the next space or dollar sign.
-        bare = re.match(r"[^\s$]+", text[position:])
+        bare = _BARE_ARGUMENT.match(text, position)
         if bare:
-            return command.start(), bare.group(0)
+            return start, bare.group(0)
     return None
+
+
+def _box_commands_from_end(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every box command, the last first; each name is searched for backwards
+    from where its previous search stopped, so the whole walk reads the text once per name."""
+    found = {name: text.rfind(name, 0, len(text)) for name in _BOX_NAMES}
+    while (start := max(found.values())) >= 0:
+        name = next(name for name, at in found.items() if at == start)
+        found[name] = text.rfind(name, 0, start)
+        command = _BOX_COMMANDS.match(text, start)
+        if command is not None:
+            yield command.start(), command.end()
 
 
 def _matching_braces(text: str) -> dict[int, int]:
     """Opening-brace position -> closing-brace position, in one pass (escaped braces ignored)."""
     pairs: dict[int, int] = {}
     open_positions: list[int] = []
-    for index, char in enumerate(text):
-        if char not in "{}" or (index > 0 and text[index - 1] == "\\"):
+    for brace in _BRACES.finditer(text):
+        index = brace.start()
+        if index > 0 and text[index - 1] == "\\":
             continue
-        if char == "{":
+        if brace.group() == "{":
             open_positions.append(index)
         elif open_positions:
             pairs[open_positions.pop()] = index
@@ -111,11 +131,14 @@ def extract_math_answer(response: str) -> str | None:
 
 
 def strip_text_wrappers(value: str) -> str:
-    r"""`\text{C}` -> `C`, repeatedly, for nested wrappers."""
-    previous = None
-    while previous != value:
-        previous = value
-        value = _TEXT_WRAPPERS.sub(r"\1", value)
+    r"""`\text{C}` -> `C`, repeatedly, for nested wrappers: up to `WRAPPER_DEPTH` levels of them
+    (each level is one pass over the text, so a reply of wrappers nested thousands deep would
+    cost a pass per level; no answer nests that deep, and a deeper nest is left as it is)."""
+    for _ in range(WRAPPER_DEPTH):
+        stripped = _TEXT_WRAPPERS.sub(r"\1", value)
+        if stripped == value:
+            break
+        value = stripped
     return value
 
 

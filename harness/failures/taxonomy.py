@@ -152,14 +152,16 @@ MODES_BY_ID: dict[str, FailureMode] = {mode.id: mode for mode in FAILURE_MODES}
 CATEGORY_KEYS: tuple[str, ...] = tuple(c.key for c in CATEGORIES)
 CATEGORIES_BY_KEY: dict[str, Category] = {c.key: c for c in CATEGORIES}
 
-_ID_PATTERN = re.compile(r"^\s*(?:FM|F)?\s*[-_ ]?\s*([123])\s*[.\-_]\s*(\d)\s*$", re.IGNORECASE)
+# Read on the stripped text: a space is one of `\s`, so `[-_ ]` between two `\s*` would let a
+# failed match try every split of a run of spaces (cubic in its length).
+_ID_PATTERN = re.compile(r"(?:FM|F)?\s*(?:[-_]\s*)?([123])\s*[.\-_]\s*(\d)", re.IGNORECASE)
 
 
 def normalize_mode_id(raw: object) -> str | None:
     """Spellings such as "fm 2.3", "FM2.3" or "2.3" -> "FM-2.3"; anything else -> None."""
     if not isinstance(raw, str):
         return None
-    match = _ID_PATTERN.match(raw)
+    match = _ID_PATTERN.fullmatch(raw.strip())
     if match is None:
         lowered = raw.strip().lower()
         for mode in FAILURE_MODES:

@@ -28,7 +28,18 @@ class Verdict:
         return self.parse_error is None
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+# The fence's head is read at once (a lookahead does not backtrack): backtracking into `\s*`
+# after a fence that is never closed would scan to the reply's end once per blank character.
+_FENCE = re.compile(r"```(?=(?P<head>(?:json|JSON)?\s*))(?P=head)(?P<body>.*?)```", re.DOTALL)
+_OBJECT_START = re.compile(r"\{(?=\s*[\"}])")  # a JSON object opens with a key or closes at once
+_BRACKET = re.compile(r"[\[\]{}]")
+# Every '{' is tried as the start of an object, so the work can grow with the square of the text
+# read: the judge answers in at most 1,024 tokens (judge.py), and a longer reply is read from its
+# end; a '{' that more than MAX_DEPTH brackets follow before it closes (counted in strings too)
+# is passed over (no verdict nests so deep, and decoding such a nest from each of its braces
+# would run to the recursion limit every time).
+MAX_VERDICT_CHARS = 16_384
+MAX_DEPTH = 64
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _LIST_KEYS = ("failure_modes", "failuremodes", "modes", "failures", "labels", "mast")
 _ID_KEYS = ("id", "mode", "code", "failure_mode", "label", "name")
@@ -38,16 +49,33 @@ _EVIDENCE_KEYS = ("evidence", "quote", "quotes", "reason", "explanation")
 def _json_objects(text: str) -> Iterable[dict[str, Any]]:
     """Every JSON object that starts at a '{' in `text` (fenced blocks first), leniently."""
     decoder = json.JSONDecoder()
-    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    sources = [m.group("body") for m in _FENCE.finditer(text)] + [text]
     for source in sources:
         for variant in (source, _TRAILING_COMMA.sub(r"\1", source)):
-            for start in (m.start() for m in re.finditer(r"\{", variant)):
+            for start in _object_starts(variant):
                 try:
                     value, _ = decoder.raw_decode(variant, start)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deep
                     continue
                 if isinstance(value, dict):
                     yield value
+
+
+def _object_starts(text: str) -> list[int]:
+    """Where an object may start: a '{' that a key or its '}' follows, not nested too deep."""
+    deep: set[int] = set()
+    open_brackets: list[int] = []
+    marked = 0  # open_brackets[:marked] are in `deep`
+    for bracket in _BRACKET.finditer(text):
+        if bracket.group() in "[{":
+            open_brackets.append(bracket.start())
+            if len(open_brackets) > MAX_DEPTH:
+                deep.update(open_brackets[marked : len(open_brackets) - MAX_DEPTH])
+                marked = len(open_brackets) - MAX_DEPTH
+        elif open_brackets:
+            open_brackets.pop()
+            marked = min(marked, len(open_brackets))
+    return [m.start() for m in _OBJECT_START.finditer(text) if m.start() not in deep]
 
 
 def _lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
@@ -122,9 +150,10 @@ def _verdict_from(obj: dict[str, Any]) -> Verdict | None:
 
 
 def parse_failure_verdict(text: str) -> Verdict:
-    """The judge's reply as a verdict; a reply with no usable JSON is a parse failure."""
+    """The judge's reply as a verdict; a reply with no usable JSON is a parse failure. Only its
+    last MAX_VERDICT_CHARS characters are read."""
     found_object = False
-    for obj in _json_objects(text or ""):
+    for obj in _json_objects((text or "")[-MAX_VERDICT_CHARS:]):
         found_object = True
         verdict = _verdict_from(obj)
         if verdict is not None:

@@ -67,7 +67,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,7 +108,22 @@ if TYPE_CHECKING:
     from core.endpoint import Completion
     from train_backend.local.policy import Message
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_OPEN, _CLOSE = "<answer>", "</answer>"
+
+
+def _last_answer_tag(text: str) -> tuple[int, int] | None:
+    """Where the last `<answer>...</answer>` of a reply starts and ends (the last match of
+    `<answer>(.*?)</answer>`, DOTALL), or None: found with `str.find`, in time linear in the
+    reply's length, where that pattern is quadratic on a reply of many unclosed tags."""
+    found = None
+    position = 0
+    while (start := text.find(_OPEN, position)) >= 0:
+        close = text.find(_CLOSE, start + len(_OPEN))
+        if close < 0:
+            break
+        found = (start, close + len(_CLOSE))
+        position = found[1]
+    return found
 
 
 class TreeRollout:
@@ -165,9 +179,8 @@ class TreeRollout:
             raw = f"<answer>{label}</answer>"
         else:
             raw = self.policy.decode(list(template.completion_ids))
-            answers = list(_ANSWER.finditer(raw))
-            last = answers[-1]
-            raw = raw[: last.start()] + f"<answer>{label}</answer>" + raw[last.end() :]
+            start, end = _last_answer_tag(raw) or (len(raw), len(raw))  # the template has one
+            raw = raw[:start] + f"<answer>{label}</answer>" + raw[end:]
         ids = [*self.policy.tokenizer(raw, add_special_tokens=False)["input_ids"], stop]
         text, reasoning = split_reasoning(raw)
         return Reply(text, reasoning, tuple(ids), True, forced=True)
@@ -179,7 +192,7 @@ class TreeRollout:
         actions = [parse_move(r.text, legal, mode).label for r in replies]
         self.invalid_samples += actions.count(None)
         template = next(
-            (r for r, a in zip(replies, actions, strict=True) if a and _ANSWER.search(r.text)),
+            (r for r, a in zip(replies, actions, strict=True) if a and _last_answer_tag(r.text)),
             None,
         )
         replies = list(replies)
@@ -208,7 +221,11 @@ class TreeRollout:
         actions = [parse_move(r.text, legal, mode).label for r in replies]
         self.invalid_samples += actions.count(None)
         found = next(
-            (i for i, a in enumerate(actions) if a is not None and _ANSWER.search(replies[i].text)),
+            (
+                i
+                for i, a in enumerate(actions)
+                if a is not None and _last_answer_tag(replies[i].text)
+            ),
             None,
         )
         if found is None:

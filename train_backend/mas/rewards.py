@@ -17,6 +17,11 @@ answer, the moderator and the judge for the debate's final answer (`mad_rewards`
 
 The puzzle workflows (`plan_tool`, `plan_single`; a puzzle task through `single`), `code_tester`
 and `ensemble_judge`: docs/puzzles.md and docs/mas_training.md give each table and its source.
+
+A reward that reads a reply inline (a final answer, a move list) reads only its last
+`mas.answers.MAX_REPLY_CHARS` characters (`reply_tail`), and an answer longer than that is not
+correct: every parser of replies is linear (tests/test_parsers_linear.py), and the cap bounds a
+reward's time by construction, whatever a policy writes.
 """
 
 from __future__ import annotations
@@ -27,14 +32,22 @@ from typing import Any
 
 from core.errors import MarsError
 from harness.puzzles import ListOutcome, level_from_ref, new_state, parse_actions
-from mas.answers import answer_key, extract_answer
+from mas.answers import MAX_REPLY_CHARS, answer_key, extract_answer, reply_tail
 from mas.base import Task, Transcript, task_kinds
 
 RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
 
 
 def correct(answer: str | None, reference: str, task: Task) -> bool:
-    return answer is not None and answer_key(answer, task.kind) == answer_key(reference, task.kind)
+    """Whether an answer is the reference's (one longer than any reply is read is not)."""
+    if answer is None or len(answer) > MAX_REPLY_CHARS:
+        return False
+    return answer_key(answer, task.kind) == answer_key(reference, task.kind)
+
+
+def final_answer_of(task: Task, reply: str) -> str | None:
+    """The answer the task's grader reads in a reply, read from its end (`reply_tail`)."""
+    return extract_answer(task, reply_tail(reply))
 
 
 def reasoner_tool_rewards(
@@ -60,7 +73,7 @@ def single_rewards(
     puzzle, its one list is scored as the plan agent's (`puzzle_list_reward`)."""
     if task.kind == "puzzle":
         return {("solver", 0): puzzle_list_reward(transcript.final_answer, task)}
-    answer = extract_answer(task, transcript.final_answer)
+    answer = final_answer_of(task, transcript.final_answer)
     return {("solver", 0): 2.0 * float(correct(answer, reference, task))}
 
 
@@ -72,7 +85,7 @@ NO_LIST_PENALTY = -2.0  # a reply with no parsable move list (the reference's pl
 def played_reply(reply: str, task: Task) -> ListOutcome | None:
     """The reply's move list played on a fresh state of the task's puzzle (None: no list)."""
     state = new_state(level_from_ref(task.metadata["environment"]))
-    actions = parse_actions(state.level.env, reply)
+    actions = parse_actions(state.level.env, reply_tail(reply))
     return None if actions is None else state.apply(actions)
 
 
@@ -193,7 +206,7 @@ def ensemble_judge_rewards(
             rewards[("tool", index)] = -1.0
         else:
             rewards[("tool", index)] = float(correct(program["answer"], reference, task))
-    final = extract_answer(task, transcript.final_answer)
+    final = final_answer_of(task, transcript.final_answer)
     rewards[("judge", 0)] = float(correct(final, reference, task))
     return rewards
 
@@ -213,7 +226,7 @@ def mad_rewards(transcript: Transcript, reference: str, task: Task) -> dict[tupl
             "mad training rewards read the built-in protocol's transcript, not maslab's"
         )
     calls = Counter(message.agent for message in transcript.messages)
-    final_right = correct(extract_answer(task, transcript.final_answer), reference, task)
+    final_right = correct(final_answer_of(task, transcript.final_answer), reference, task)
     rewards: dict[tuple[str, int], float] = {}
     for agent, count in calls.items():
         rewards.update({(agent, index): 0.0 for index in range(count)})
@@ -274,7 +287,7 @@ def succeeded(transcript: Transcript, reference: str, task: Task) -> bool:
         return outcome is not None and outcome.solved
     if task.kind == "code":
         return code_success(transcript)
-    return correct(extract_answer(task, transcript.final_answer), reference, task)
+    return correct(final_answer_of(task, transcript.final_answer), reference, task)
 
 
 def reward_function(workflow: str) -> RewardFn:
