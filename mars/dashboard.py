@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from core.errors import MarsError
 from mars.main import app
 
 ADDRESS = "127.0.0.1"
+STOP_GRACE_S = 1.5
 
 
 def app_path() -> Path:
@@ -87,14 +89,27 @@ def dashboard_command(
         print(f"note: {root} does not exist yet; the pages will say which command fills it")
     env = {**os.environ, "MARS_RUNS_ROOT": str(root)}
     print(f"mars dashboard: http://{ADDRESS}:{port}  (runs root {root}; Ctrl-C to stop)")
-    process = subprocess.Popen(streamlit_command(root, port), env=env)
+    # Its own process group, so that stopping it stops whatever it started too.
+    process = subprocess.Popen(streamlit_command(root, port), env=env, start_new_session=True)
 
     def stop_child(*_: object) -> None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        # Streamlit answers SIGTERM with "Stopping..." and then waits on its own threads for
+        # ten seconds or more; it keeps nothing that needs flushing, so it gets STOP_GRACE_S.
+        # Reaped with waitpid, not Popen.wait: this runs in a signal handler that may have
+        # interrupted Popen.wait, which holds the lock another Popen.wait would wait for.
+        for signal_number in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, signal_number)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline:
+                try:
+                    if os.waitpid(process.pid, os.WNOHANG)[0]:
+                        return
+                except ChildProcessError:
+                    return
+                time.sleep(0.05)
 
     # A SIGTERM to `mars dashboard` must not leave the streamlit server running.
     previous = signal.signal(signal.SIGTERM, lambda *_: (stop_child(), sys.exit(143)))

@@ -1,0 +1,51 @@
+"""`mars dashboard` as a process: a SIGTERM stops it and its Streamlit server at once, and a
+table of runs converts to Arrow (what Streamlit does with every table) without a traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from conftest import REPO
+
+
+def test_sigterm_stops_the_dashboard_and_its_server_within_seconds(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mars", "dashboard", "--runs", str(tmp_path), "--port", "0"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    url = process.stdout.readline().split()[2]  # "mars dashboard: http://127.0.0.1:PORT ..."
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        raise AssertionError("the dashboard never answered")
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=10)
+    assert time.monotonic() - started < 5  # Streamlit alone takes 10 s or more
+    leftover = subprocess.run(["pgrep", "-f", f"--runs {tmp_path}"], capture_output=True)
+    assert leftover.stdout.strip() == b""
+
+
+def test_the_exploitability_runs_table_converts_to_arrow() -> None:
+    import pyarrow as pa
+
+    from dashboard.data.exploitability import exploitability_runs_table
+
+    table = exploitability_runs_table(
+        {"exact": {"game": "kuhn_poker", "exact": True}, "sampled": {"samples": 64}, "none": None}
+    )
+    assert list(table["samples"][:2]) == ["exact", "64"] and table["samples"].isna()[2]
+    pa.Table.from_pandas(table)  # a mixed str/int column raised ArrowTypeError here
