@@ -284,6 +284,8 @@ def refuse_other_training(run_path: Path | None, *, workflow: bool) -> None:
     which, instead of a diff of every setting the two kinds do not share."""
     from core.runstore import RUN_FILE, RunDir
 
+    if run_path is not None and Path(run_path).exists() and not Path(run_path).is_dir():
+        raise MarsError(f"--run-dir {run_path} exists and is not a directory")
     if run_path is None or not (Path(run_path) / RUN_FILE).is_file():
         return
     info = RunDir.read_info(Path(run_path))
