@@ -53,13 +53,18 @@ class _V1OnlyHandler(BaseHTTPRequestHandler):
         self._send(400, {"detail": f"Server is pinned to {self.pinned!r}; requested {requested!r}"})
 
 
-@pytest.fixture(scope="module")
-def v1_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _V1OnlyHandler)
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` on a loopback port for the module's tests: its http://127.0.0.1:PORT."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def v1_server() -> Iterator[str]:
+    yield from _serve(_V1OnlyHandler)
 
 
 class _HtmlHandler(BaseHTTPRequestHandler):
@@ -79,11 +84,8 @@ class _HtmlHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def html_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    for root in _serve(_HtmlHandler):
+        yield f"{root}/v1"
 
 
 @pytest.fixture(scope="module")
