@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,14 @@ def ensure_tiny_model() -> Path:
         if not marker.is_file() and target.exists():
             # A folder without the marker is not ours to replace silently.
             raise MarsError(f"{target} exists but is not a built tiny model; remove it and retry")
+        # The one long silent step of a first command (about 35 s on two cores): said to a
+        # person at a terminal, on stderr (stdout may be a command's data).
+        if sys.stderr.isatty():
+            print(
+                f"building the embedded tiny model in {target} (once; about half a minute)...",
+                file=sys.stderr,
+                flush=True,
+            )
         # FileExistsError: a process without the lock (an older mars) finished first.
         with contextlib.suppress(FileExistsError):
             build_tiny_model(target, overwrite=marker.is_file(), pretrain_steps=PRETRAIN_STEPS)

@@ -122,6 +122,7 @@ def pretrain(
         eval_positions=eval_positions,
         settings=settings,
         on_step=progress,
+        on_phase=None if quiet else (lambda what: typer.echo(f"{what}...")),
     )
     _print_pretrain_report(report)
 

@@ -157,8 +157,10 @@ def pretrain_tiny_model(
     eval_positions: int | None = None,
     settings: PretrainSettings | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `base_dir` (default: the embedded tiny model) into `out_dir`; return the report.
+    `on_step(step, loss)` after each update, `on_phase(what)` as each phase starts.
 
     `games`, `examples`, `steps`, `seed` and `eval_positions` override `settings` when given.
 
@@ -196,6 +198,7 @@ def pretrain_tiny_model(
 
     import torch
 
+    say = on_phase or (lambda _what: None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
         model, tokenizer = _load(base_dir)
@@ -207,16 +210,21 @@ def pretrain_tiny_model(
         seen = {prompt_key(e) for e in train}
 
         eval_started = time.perf_counter()
+        if held_out:
+            say(f"legal-move rate before training, on {len(held_out)} held-out positions")
         before = reply_rates(model, tokenizer, held_out, seen_prompts=seen) if held_out else {}
         eval_s = time.perf_counter() - eval_started
         train_started = time.perf_counter()
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         # Training on `threads` threads (1: the same bytes on any machine); evaluation is greedy
         # and keeps torch's default threads.
+        say(f"training on {len(rows)} replies for {settings.steps} steps")
         with _torch_threads(settings.threads):
             losses = train_on_replies(model, rows, settings, pad_id, on_step)
         train_s = time.perf_counter() - train_started
         eval_started = time.perf_counter()
+        if held_out:
+            say("legal-move rate after training, on the same positions")
         after = reply_rates(model, tokenizer, held_out, seen_prompts=seen) if held_out else {}
         eval_s += time.perf_counter() - eval_started
 

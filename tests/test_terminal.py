@@ -1,5 +1,6 @@
-"""`mars dashboard` as a process: a SIGTERM stops it and its Streamlit server at once, and a
-table of runs converts to Arrow (what Streamlit does with every table) without a traceback."""
+"""What a person sees of a process: `mars dashboard` stops at once on SIGTERM, with its
+Streamlit server; a table of runs converts to Arrow (what Streamlit does with every table)
+without a traceback; a report of several runs stays readable in an 80-column terminal."""
 
 from __future__ import annotations
 
@@ -49,3 +50,21 @@ def test_the_exploitability_runs_table_converts_to_arrow() -> None:
     )
     assert list(table["samples"][:2]) == ["exact", "64"] and table["samples"].isna()[2]
     pa.Table.from_pandas(table)  # a mixed str/int column raised ArrowTypeError here
+
+
+def test_a_report_of_three_runs_stays_readable_at_80_columns() -> None:
+    from rich.console import Console
+
+    from harness.report import print_cells
+
+    cell = {"value": 1 / 3, "ci95": [0.061, 0.792], "n": 3, "extraction_failure_rate": 0.0,
+            "error_rate": 0.0}  # fmt: skip
+    cells = {name: {"gsm8k": cell, "aqua": cell} for name in ("single", "mad", "autogen-team")}
+    for width, layout in ((80, "a row per run"), (220, "runs side by side")):
+        console = Console(width=width, record=True)
+        print_cells(cells, "accuracy", console)
+        text = console.export_text()
+        table = text.split("extraction failed:")[0]
+        assert all(len(line) <= width for line in table.splitlines()), layout
+        assert "…" not in table, layout  # nothing cut short
+        assert table.count("33.3") == 6, layout  # every run's every suite
