@@ -160,6 +160,25 @@ def _retries_of(record: dict[str, Any]) -> int:
     return sum(int(m.get("retries", 0)) for m in messages)
 
 
+SLOW_FIRST_S = 20.0  # a first question slower than this gets the time the rest will take
+
+
+def _announce_pace(
+    progress: _SuiteProgress, record: dict[str, Any], seconds: float, total: int, in_flight: int
+) -> None:
+    """A slow run says early what it will take (a MAS of many calls on a CPU-served tiny model
+    takes minutes a question): the first question's time and calls, and the rest at that pace."""
+    if seconds < SLOW_FIRST_S or total < 2:
+        return
+    calls = (record.get("metrics") or {}).get("llm_calls")
+    made = f" ({calls} model calls)" if calls else ""
+    rest = seconds * (total - 1) / in_flight
+    progress.progress.console.print(
+        f"note: the first question took {seconds:.0f} s{made}; at this pace the other "
+        f"{total - 1} take about {rest / 60:.0f} min ({in_flight} at a time)"
+    )
+
+
 async def run_items(
     items: Sequence[WorkItem],
     solver: Solver,
@@ -179,6 +198,8 @@ async def run_items(
         totals[item.suite.name] += 1
     progress = _SuiteProgress(dict(totals), console)
     written = 0
+    began = time.perf_counter()
+    in_flight = max(1, min(workers, len(items) or 1))
 
     async def worker() -> None:
         nonlocal written
@@ -207,6 +228,10 @@ async def run_items(
             written += 1
             if show_progress:
                 progress.update(record)
+                if written == 1:
+                    _announce_pace(
+                        progress, record, time.perf_counter() - began, len(items), in_flight
+                    )
 
     if show_progress:
         progress.progress.start()

@@ -68,3 +68,36 @@ def test_a_report_of_three_runs_stays_readable_at_80_columns() -> None:
         assert all(len(line) <= width for line in table.splitlines()), layout
         assert "…" not in table, layout  # nothing cut short
         assert table.count("33.3") == 6, layout  # every run's every suite
+
+
+def test_a_slow_first_question_announces_the_time_the_rest_will_take(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from core.runstore import RunDir
+    from harness import evaluation
+    from harness.benchmarks import Sample, get_suite
+    from harness.evaluation import SolvedSample, WorkItem, run_items
+
+    monkeypatch.setattr(evaluation, "SLOW_FIRST_S", 0.2)
+    suite = get_suite("gsm8k")
+    items = [
+        WorkItem(suite=suite, sample=Sample(id=str(i), question="q", gold="3"), epoch=0)
+        for i in range(5)
+    ]
+
+    async def slow(item: WorkItem) -> SolvedSample:
+        await asyncio.sleep(0.3)
+        return SolvedSample(final_answer="\\boxed{3}")
+
+    out = io.StringIO()
+    console = Console(file=out, width=100)
+    run = RunDir.resolve(out=None, run_dir=tmp_path / "run", kind="eval", slug="t")
+    asyncio.run(run_items(items, slow, run, workers=1, console=console))
+    notes = [line for line in out.getvalue().splitlines() if line.startswith("note:")]
+    assert len(notes) == 1, out.getvalue()
+    assert "the first question took 0 s" in notes[0] and "the other 4 take about" in notes[0]
