@@ -19,13 +19,19 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     except OSError as exc:
         raise MarsError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MarsError(f"{what} {path} is not valid YAML{where}: {problem}") from exc
+        raise MarsError(yaml_error_line(exc, what, path)) from exc
     if not isinstance(loaded, dict):
         raise MarsError(f"{what} {path} must be a mapping of settings")
     return loaded
+
+
+def yaml_error_line(exc: yaml.YAMLError, what: str, path: Path) -> str:
+    """A YAML parser's error as one line: where, and what it expected (its own text spans
+    several lines and quotes the document)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{what} {path} is not valid YAML{where}: {problem}"
 
 
 def settings_error(exc: ValidationError, kind: str) -> MarsError:

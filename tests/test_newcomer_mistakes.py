@@ -374,6 +374,12 @@ CASES: list[tuple[str, str, str]] = [
     ('an empty game list',
      'selfplay --games ,',
      'needs at least one game name'),
+    ('an experiment file that is not YAML',
+     'experiment {bad_yaml} --dry-run',
+     'bad.yaml is not valid YAML (line 2'),
+    ('an eval spec file that is not YAML',
+     'loop --watch {game} --eval {bad_yaml} --once',
+     'bad.yaml is not valid YAML (line 2'),
     ('a MAS option without a value',
      'eval --suite gsm8k --mas debate --mas-option rounds --base-url {scripted} '
      '--data-dir {data}',

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.errors import MarsError
 from core.names import unknown_name
+from core.settings_files import yaml_error_line
 
 RECIPES = Path(__file__).parent / "recipes"
 # The `mars` commands a part may run, and whether each takes `--run-dir`.
@@ -218,8 +219,10 @@ def load_experiment(name_or_file: str, overrides: dict[str, Any] | None = None) 
     path = experiment_path(name_or_file)
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise MarsError(f"cannot read the experiment {path}: {exc}") from exc
+    except OSError as exc:
+        raise MarsError(f"cannot read the experiment {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise MarsError(yaml_error_line(exc, "the experiment", path)) from exc
     if not isinstance(data, dict):
         raise MarsError(f"the experiment {path} must be a YAML mapping")
     known = dict(data.get("vars") or {})

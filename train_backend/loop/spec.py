@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from core.errors import MarsError
+from core.settings_files import yaml_error_line
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 
@@ -181,7 +182,7 @@ def parse_spec(text: str, **overrides: Any) -> LoopSpec:
         except OSError as exc:
             raise MarsError(f"cannot read the eval spec {path}: {exc.strerror}") from exc
         except yaml.YAMLError as exc:
-            raise MarsError(f"eval spec {path} is not valid YAML/JSON: {exc}") from exc
+            raise MarsError(yaml_error_line(exc, "eval spec", path)) from exc
         if isinstance(data, list):
             data = {"evals": data}
         if not isinstance(data, dict):
