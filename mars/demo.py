@@ -99,7 +99,7 @@ DEMO_TRAIN = {
 }
 # The demo runs alone: the update's batches use two cores about 1.6x faster than one.
 TRAIN_THREADS = max(1, min(4, os.cpu_count() or 1))
-KUHN_SAMPLES = 160  # replies per information state: the interval of a near-uniform start is +-0.04
+KUHN_SAMPLES = 96  # replies per information state: the interval of a near-uniform start is +-0.05
 
 
 @app.command("demo")

@@ -380,6 +380,9 @@ CASES: list[tuple[str, str, str]] = [
     ('an eval spec file that is not YAML',
      'loop --watch {game} --eval {bad_yaml} --once',
      'bad.yaml is not valid YAML (line 2'),
+    ('the same loop evaluation given twice',
+     'loop --watch {game} --eval arena:kuhn_poker:random:2,arena:kuhn_poker:random:2 --once',
+     "two evaluations share the name 'arena-kuhn_poker-random'"),
     ('a MAS option without a value',
      'eval --suite gsm8k --mas debate --mas-option rounds --base-url {scripted} '
      '--data-dir {data}',

@@ -199,7 +199,8 @@ def parse_spec(text: str, **overrides: Any) -> LoopSpec:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise MarsError(f"bad eval spec at {where}: {first['msg']}") from exc
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise MarsError(f"bad eval spec{f' at {where}' if where else ''}: {message}") from exc
 
 
 def check_spec(spec: LoopSpec) -> None:
