@@ -40,4 +40,5 @@ def settings_error(exc: ValidationError, kind: str) -> MarsError:
     where = ".".join(str(part) for part in first["loc"])
     if first["type"] == "extra_forbidden":
         return MarsError(f"unknown {kind} setting {where!r}")
-    return MarsError(f"bad {kind} setting {where}: {first['msg']}")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return MarsError(f"bad {kind} setting{f' {where}' if where else ''}: {message}")

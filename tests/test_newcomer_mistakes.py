@@ -383,6 +383,9 @@ CASES: list[tuple[str, str, str]] = [
     ('the same loop evaluation given twice',
      'loop --watch {game} --eval arena:kuhn_poker:random:2,arena:kuhn_poker:random:2 --once',
      "two evaluations share the name 'arena-kuhn_poker-random'"),
+    ('every policy frozen',
+     'train-mas --policies reasoner=a,tool=b --frozen a,b --dry-run',
+     'bad training setting: frozen_policies freezes every policy'),
     ('a MAS option without a value',
      'eval --suite gsm8k --mas debate --mas-option rounds --base-url {scripted} '
      '--data-dir {data}',
