@@ -132,6 +132,8 @@ def parse_role_sampling(values: list[str]) -> dict[str, dict[str, Any]]:
                 raise MarsError(
                     f"--role-sampling: {unknown_name('setting', key, ROLE_SAMPLING_KEYS)}"
                 )
+            if key in own:
+                raise MarsError(f"--role-sampling gives {role}'s {key} twice; give it once")
             own[key] = _sampling_value(key, raw, value)
     return settings
 

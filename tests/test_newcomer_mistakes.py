@@ -383,6 +383,10 @@ CASES: list[tuple[str, str, str]] = [
     ('the same loop evaluation given twice',
      'loop --watch {game} --eval arena:kuhn_poker:random:2,arena:kuhn_poker:random:2 --once',
      "two evaluations share the name 'arena-kuhn_poker-random'"),
+    ('a role sampling setting given twice',
+     'eval --suite gsm8k --role-sampling judge:temperature=0.5 '
+     '--role-sampling judge:temperature=0.7 --base-url {scripted} --data-dir {data}',
+     "--role-sampling gives judge's temperature twice"),
     ('every policy frozen',
      'train-mas --policies reasoner=a,tool=b --frozen a,b --dry-run',
      'bad training setting: frozen_policies freezes every policy'),

@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,10 @@ def suite_names(values: list[str] | None, default: list[str]) -> list[str]:
     names = [n.strip() for value in values or [] for n in value.split(",") if n.strip()]
     for name in names:
         get_suite(name)  # one line, "did you mean" included, for an unknown name
-    return [n.lower() for n in names] or default
+    unique = list(dict.fromkeys(n.lower() for n in names))
+    if len(unique) < len(names):  # listing or fetching a suite twice is once: said, not refused
+        print(f"note: each suite once: {', '.join(unique)}", file=sys.stderr)
+    return unique or default
 
 
 def recorded_suites() -> list[str]:
