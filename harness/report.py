@@ -216,71 +216,39 @@ def print_cells(
     unit = "questions" if label != "accuracy" else "graded attempts"
     title = f"{label} % [95% CI], n = {unit}"
     extra = COMPUTE_COLUMNS if compute is not None else ()
-    table = _wide_table(title, cells, suites, label, extra, compute, run_metrics)
+
+    def texts(run_name: str, suite: str) -> list[str]:
+        """The metric and rates of a run on a suite, and its compute figures when asked."""
+        row = _cell_texts(cells[run_name].get(suite))
+        if compute is not None:
+            row += compute_texts(compute.get(run_name, {}).get(suite))
+        return row
+
+    headers = {name: _run_header(name, label, run_metrics) for name in cells}
+    table = Table(title=title)
+    table.add_column("suite")
+    for name in cells:  # the runs side by side: a row per suite
+        table.add_column(headers[name], overflow="fold")
+        for column in (*RATE_COLUMNS, *extra):
+            table.add_column(column, justify="right")
+    for suite in suites:
+        table.add_row(suite, *(text for name in cells for text in texts(name, suite)))
     unbounded = console.options.update_width(1 << 16)
     if len(cells) > 1 and console.measure(table, options=unbounded).maximum > console.width:
-        # Runs side by side do not fit the terminal (80 columns, or fewer): a row per run.
-        table = _long_table(title, cells, suites, label, extra, compute, run_metrics)
+        # They do not fit the terminal (80 columns, or fewer): a row per (suite, run).
+        table = Table(title=title)
+        for column in ("suite", "run", label):
+            table.add_column(column, overflow="fold")
+        for column in (*RATE_COLUMNS, *extra):
+            table.add_column(column, justify="right")
+        for suite in suites:
+            for name in cells:
+                table.add_row(suite, headers[name], *texts(name, suite))
+            table.add_section()
     console.print(table)
     for line in (RATES_NOTE, *((COMPUTE_NOTE,) if extra else ()), *notes):
         # a hub source's `[config]` is no markup
         console.print(line, markup=False, emoji=False, highlight=False, soft_wrap=True)
-
-
-def _wide_table(
-    title: str,
-    cells: dict[str, dict[str, dict[str, Any] | None]],
-    suites: list[str],
-    label: str,
-    extra: Sequence[str],
-    compute: dict[str, dict[str, dict[str, Any]]] | None,
-    run_metrics: dict[str, str] | None,
-) -> Table:
-    """A row per suite, the runs side by side."""
-    table = Table(title=title)
-    table.add_column("suite")
-    for run_name in cells:
-        table.add_column(_run_header(run_name, label, run_metrics), overflow="fold")
-        for column in (*RATE_COLUMNS, *extra):
-            table.add_column(column, justify="right")
-    for suite in suites:
-        row = [suite]
-        for run_name, by_suite in cells.items():
-            row += _cell_texts(by_suite.get(suite))
-            if compute is not None:
-                row += compute_texts(compute.get(run_name, {}).get(suite))
-        table.add_row(*row)
-    return table
-
-
-def _long_table(
-    title: str,
-    cells: dict[str, dict[str, dict[str, Any] | None]],
-    suites: list[str],
-    label: str,
-    extra: Sequence[str],
-    compute: dict[str, dict[str, dict[str, Any]]] | None,
-    run_metrics: dict[str, str] | None,
-) -> Table:
-    """A row per (suite, run): the narrow layout, for a terminal the wide one does not fit."""
-    table = Table(title=title)
-    table.add_column("suite")
-    table.add_column("run", overflow="fold")
-    table.add_column(label, overflow="fold")
-    for column in (*RATE_COLUMNS, *extra):
-        table.add_column(column, justify="right")
-    for suite in suites:
-        for run_name, by_suite in cells.items():
-            row = [
-                suite,
-                _run_header(run_name, label, run_metrics),
-                *_cell_texts(by_suite.get(suite)),
-            ]
-            if compute is not None:
-                row += compute_texts(compute.get(run_name, {}).get(suite))
-            table.add_row(*row)
-        table.add_section()
-    return table
 
 
 def paired_what(report: dict[str, Any]) -> str:
