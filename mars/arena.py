@@ -101,12 +101,12 @@ def _print_arena_table(summary: dict[str, Any]) -> None:
         "draw",
         "loss",
         "mean return",
-        "normalized",
+        "normalized return",
         "invalid",
-        "tok/turn",
+        "tokens a turn",
     )
-    for column in columns:
-        table.add_column(column)
+    for column in columns:  # headers wrap at their spaces in a narrow terminal, never cut
+        table.add_column(column, overflow="fold")
     for seat, stats in summary["seats"].items():
         if not stats["n"]:  # no graded episode: no score (never 0)
             table.add_row(seat, "0", NO_SCORE, *["-"] * (len(columns) - 3))
