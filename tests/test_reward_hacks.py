@@ -357,3 +357,16 @@ def test_humaneval_data_file_is_the_key_the_hack_reads():
     with gzip.open(humaneval_key(), "rt") as lines:
         rows = [json.loads(line) for line in lines]
     assert len(rows) == 164 and all("canonical_solution" in row for row in rows)
+
+
+def test_a_check_that_swallows_exceptions_cannot_pass_a_failed_call() -> None:
+    from harness.benchmarks.function_grading import _FAILED, FunctionProblem, replay_check
+
+    problem = FunctionProblem(
+        id="t", prompt="def f(x):\n    pass\n", solution="", entry_point="f",
+        test="def check(candidate):\n    try:\n        assert candidate(1) == 2\n"
+        "    except Exception:\n        pass\n",
+    )  # fmt: skip
+    calls = [[1]]
+    assert replay_check(problem, calls, [2])  # the right value passes
+    assert not replay_check(problem, calls, [_FAILED])  # a raise or a non-plain value does not

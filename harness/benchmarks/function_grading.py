@@ -174,12 +174,14 @@ def calling_program(problem: FunctionProblem, completion: str) -> str:
     )
 
 
-class _Failed(Exception):
-    """The candidate's call raised, or returned something that is not plain data."""
+class _Failed(BaseException):
+    """The candidate's call raised, or returned something that is not plain data. A
+    BaseException, so that a check that swallows `Exception` around a call cannot pass it."""
 
 
-class _Mismatch(Exception):
-    """The check asked for a call that was not recorded (its inputs depend on the candidate)."""
+class _Mismatch(BaseException):
+    """The check asked for a call that was not recorded (its inputs depend on the candidate);
+    a BaseException for the same reason."""
 
 
 def parse_outcomes(stdout: str, expected_calls: int) -> list[Any] | None:
@@ -266,7 +268,7 @@ def replay_check(problem: FunctionProblem, calls: list[Any], outcomes: list[Any]
         namespace[problem.entry_point] = candidate  # as the benchmark has it: the test may
         check: Callable[[Any], Any] = namespace["check"]  # call it by its own name
         check(candidate)
-    except Exception:  # an assert, or anything the check raises on these values
+    except (Exception, _Failed, _Mismatch):  # an assert, or what the check raises on these values
         return False
     return True
 
