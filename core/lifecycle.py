@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.runstore import RunDir, RunStatus, WriterLock
+from core.run_lock import WriterLock
+from core.runstore import RunDir, RunStatus
 
 
 class RunLifecycle:

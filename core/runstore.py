@@ -33,10 +33,10 @@ from pydantic import BaseModel, Field, ValidationError
 from core.errors import MarsError
 from core.files import read_jsonl, write_json_atomic, write_jsonl_atomic
 from core.names import a_run_of
+from core.settings_files import validation_error_line
 
 SCHEMA_VERSION = 1
 RUN_FILE, RECORDS_FILE, SUMMARY_FILE = "run.json", "records.jsonl", "summary.json"
-WRITER_LOCK = ".writer.lock"
 _TRACKED_PACKAGES = (
     "mars-harness",
     "openai",
@@ -212,102 +212,6 @@ def model_identity(model: str | None, base_url: str | None) -> str | None:
     return model_fingerprint(model or default_model())
 
 
-class WriterLock:
-    """The one writer of a run directory: an exclusive `flock` on `.writer.lock` inside it,
-    held by the running command, with its pid, host and command line written in the file.
-
-    A second writer is refused in one line naming the holder. The kernel drops a lock whose
-    process died, so a lock left by a killed command is simply taken (and said so, since its
-    file still names the dead holder). Released by `release`, which removes the file; a
-    writer that locked a file removed meanwhile notices (the path no longer names the inode it
-    locked) and tries again, so two writers never hold two files of one run.
-    """
-
-    ATTEMPTS = 20
-
-    def __init__(self, folder: Path) -> None:
-        self.path = Path(folder) / WRITER_LOCK
-        self.handle: TextIO | None = None
-        self.took_over: str | None = None  # the dead holder's line, when there was one
-
-    def acquire(self) -> WriterLock:
-        import fcntl
-        import socket
-
-        for _ in range(self.ATTEMPTS):
-            handle = self.path.open("a+", encoding="utf-8")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                handle.close()
-                raise MarsError(
-                    f"{self.path.parent} is being written by {holder}; wait for it to finish "
-                    "or stop it, or give another --run-dir"
-                ) from None
-            if self._still_ours(handle):
-                break
-            handle.close()  # released and removed between our open and our lock: again
-        else:
-            raise MarsError(f"could not lock {self.path} (it keeps being replaced)")
-        handle.seek(0)
-        previous = handle.read().strip()
-        self.took_over = previous or None
-        handle.seek(0)
-        handle.truncate()
-        command = " ".join(["mars", *sys.argv[1:]])[:200]
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command}) since {_now()}\n")
-        handle.flush()
-        self.handle = handle
-        return self
-
-    @classmethod
-    def holder(cls, folder: Path) -> str | None:
-        """Who is writing `folder` now (the lock file's line), or None when no one is; takes
-        nothing and creates nothing."""
-        import fcntl
-
-        path = Path(folder) / WRITER_LOCK
-        try:
-            handle = path.open("r", encoding="utf-8")
-        except OSError:
-            return None
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return handle.read().strip() or "another process"
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return None
-
-    def _still_ours(self, handle: TextIO) -> bool:
-        try:
-            return os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            return False
-
-    def release(self) -> None:
-        if self.handle is None:
-            return
-        if self._still_ours(self.handle):
-            self.path.unlink(missing_ok=True)
-        self.handle.close()
-        self.handle = None
-
-
-def _first_problem(error: ValidationError) -> str:
-    """One line for a run.json pydantic refused: broken JSON, or the first bad field."""
-    problems = error.errors()
-    first = problems[0] if problems else {"msg": str(error), "loc": ()}
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    text = first["msg"] if not where else f"{where}: {first['msg']}"
-    if first.get("type") == "json_invalid":
-        text = f"not valid JSON ({first['msg']}); the file was cut short or edited by hand"
-    return text + more
-
-
 def _slugify(text: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
     return slug[:60] or "run"
@@ -367,7 +271,7 @@ class RunDir:
         try:
             return RunInfo.model_validate_json(file.read_text())
         except ValidationError as exc:
-            raise MarsError(f"cannot read {file}: {_first_problem(exc)}") from None
+            raise MarsError(f"cannot read {file}: {validation_error_line(exc)}") from None
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise MarsError(f"cannot read {file}: {reason}") from None

@@ -42,3 +42,15 @@ def settings_error(exc: ValidationError, kind: str) -> MarsError:
         return MarsError(f"unknown {kind} setting {where!r}")
     message = str(first["msg"]).removeprefix("Value error, ")
     return MarsError(f"bad {kind} setting{f' {where}' if where else ''}: {message}")
+
+
+def validation_error_line(error: ValidationError) -> str:
+    """One line for a JSON file pydantic refused (run.json): broken JSON, or the first bad field."""
+    problems = error.errors()
+    first = problems[0] if problems else {"msg": str(error), "loc": ()}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    text = first["msg"] if not where else f"{where}: {first['msg']}"
+    if first.get("type") == "json_invalid":
+        text = f"not valid JSON ({first['msg']}); the file was cut short or edited by hand"
+    return text + more

@@ -350,7 +350,7 @@ def test_one_runner_per_experiment_and_no_part_beside_a_live_one(tmp_path: Path)
     import subprocess
     import time
 
-    from core.runstore import WRITER_LOCK, WriterLock
+    from core.run_lock import WRITER_LOCK, WriterLock
 
     path = _tiny_experiment(tmp_path)
     root = tmp_path / "exp"
@@ -364,7 +364,7 @@ def test_one_runner_per_experiment_and_no_part_beside_a_live_one(tmp_path: Path)
     (root / "arena").mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from core.runstore import WriterLock; "
+         "import sys, time; from core.run_lock import WriterLock; "
          "held = WriterLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
          str(root / "arena")],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],

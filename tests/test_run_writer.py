@@ -19,7 +19,8 @@ from conftest import DATA_DIR, REPO, run_mars
 
 from core.errors import MarsError
 from core.lifecycle import run_lifecycle
-from core.runstore import WRITER_LOCK, RunDir
+from core.run_lock import WRITER_LOCK
+from core.runstore import RunDir
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 # A writer in its own process: waits for the start file, takes the run, appends KEYS records

@@ -21,7 +21,7 @@ from typing import Any
 
 from core.errors import ExitCode, MarsError
 from core.files import write_json_atomic
-from core.runstore import WriterLock
+from core.run_lock import WriterLock
 from train_backend.experiments.parts import LOGS, PartState, Resolved, part_state, resolve_parts
 from train_backend.experiments.spec import Experiment, part_references
 
