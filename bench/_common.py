@@ -286,7 +286,7 @@ def workflow_config(dry: DryRun, data: dict[str, Any]) -> Any:
     them before training (`mars.train_mas.checked_config`)."""
     import yaml
 
-    from mars.train_mas import checked_config
+    from mars.commands.train_mas import checked_config
 
     config = checked_config(yaml.safe_load(yaml.safe_dump(data)))
     dry.count("workflow config")

@@ -44,7 +44,7 @@ def _size(path: Path, skip: str | None = None) -> int:
 
 def train_config(model: str, args: argparse.Namespace) -> Any:
     """The demo's training on Kuhn Poker, sized by the bench's flags."""
-    from mars.demo import DEMO_TRAIN
+    from mars.orchestration.demo import DEMO_TRAIN
     from train_backend.config import TrainConfig
 
     return TrainConfig.for_local(

@@ -391,7 +391,7 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """The games; the starting model's recipe; per (arm, seed) its `mars train` command line
     and the config that command resolves from its flags and config file, checked as the CPU
     trainer checks it; the measuring child's command line (the start's, and each run's)."""
-    from mars.train import resolve_config
+    from mars.commands.train import resolve_config
     from train_backend.local.trainer import check_config
     from train_backend.pretrain import load_recipe
 

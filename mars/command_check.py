@@ -21,9 +21,9 @@ def mars_group() -> Any:
     """The `mars` command as typer builds it, every command registered."""
     import typer
 
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return typer.main.get_command(app)
 
 

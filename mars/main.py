@@ -1,4 +1,5 @@
-"""The `mars` command line: one typer app; each command group lives in its own module.
+"""The `mars` program: the command line's typer app (mars.commands) with every command registered,
+and the one place where errors become one line and an exit code.
 
 Command modules import their heavy dependencies (torch, OpenSpiel, ...) inside the command
 function so that `mars --help` and `mars grade` start fast.
@@ -19,26 +20,17 @@ import typer
 from rich.console import Console
 
 from core.errors import EndpointError, ExitCode, MarsError
-
-app = typer.Typer(
-    name="mars",
-    help="Evaluate and train multi-agent LLM reasoning (MARSHAL-style self-play).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Help as written: rich's markup would turn `:100:` into an emoji and `[...]` into styles.
-    rich_markup_mode=None,
-)
+from mars.commands.app import app
 
 _err = Console(stderr=True)
 
 
-def _register_commands() -> None:
-    # Each module adds its commands to `app` when imported.
+def register_commands() -> None:
+    """Import every command module: each adds its commands to `app`."""
     import importlib
 
     for module in _COMMAND_MODULES:
-        importlib.import_module(f"mars.{module}")
+        importlib.import_module(module)
     _set_short_help(app)
 
 
@@ -81,24 +73,25 @@ def _set_short_help(typer_app: typer.Typer, prefix: str = "") -> None:
             _set_short_help(group.typer_instance, f"{prefix}{group.name} ")
 
 
+# The command line's modules, then orchestration's (the commands that run other commands).
 _COMMAND_MODULES: tuple[str, ...] = (
-    "serve",
-    "tiny_model",
-    "grade",
-    "data",
-    "eval",
-    "report",
-    "export",
-    "arena",
-    "ratings",
-    "exploitability",
-    "train",
-    "train_mas",
-    "loop",
-    "failures",
-    "dashboard",
-    "demo",
-    "experiment",
+    "mars.commands.serve",
+    "mars.commands.tiny_model",
+    "mars.commands.grade",
+    "mars.commands.data",
+    "mars.commands.eval",
+    "mars.commands.report",
+    "mars.commands.export",
+    "mars.commands.arena",
+    "mars.commands.ratings",
+    "mars.commands.exploitability",
+    "mars.commands.train",
+    "mars.commands.train_mas",
+    "mars.orchestration.loop.command",
+    "mars.commands.failures",
+    "mars.commands.dashboard",
+    "mars.orchestration.demo",
+    "mars.orchestration.experiments.command",
 )
 
 
@@ -154,7 +147,7 @@ def _run() -> None:
     exits = (click.exceptions.Exit, typer.Exit)
     usage_errors = (click.ClickException, getattr(typer, "TyperException", click.ClickException))
     aborts = (KeyboardInterrupt, click.exceptions.Abort, typer.Abort)
-    _register_commands()
+    register_commands()
     # SIGTERM unwinds like Ctrl-C, so servers started for the command are stopped on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

@@ -452,7 +452,7 @@ def test_vllm_serves_the_adapters_with_multi_lora(
 
 
 def test_mars_serve_without_a_model_serves_the_adapters_own_base(adapters: Adapters) -> None:
-    from mars.serve import _model_to_serve
+    from mars.commands.serve import _model_to_serve
 
     folders = {name: str(folder) for name, folder in adapters.folders.items()}
     assert _model_to_serve(None, folders) == str(adapters.base)

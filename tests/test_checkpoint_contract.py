@@ -14,9 +14,9 @@ from core.checkpoints import (
     step_of,
 )
 from core.errors import MarsError
+from mars.orchestration.loop import checkpoints_folder
+from mars.orchestration.loop import complete_checkpoints as loop_checkpoints
 from train_backend.local.checkpoint import list_checkpoints
-from train_backend.loop import checkpoints_folder
-from train_backend.loop import complete_checkpoints as loop_checkpoints
 
 
 def test_only_whole_step_folders_are_checkpoints(tmp_path: Path) -> None:

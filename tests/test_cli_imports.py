@@ -32,7 +32,7 @@ HEAVY = (
 PROBE = """
 import json, sys
 from mars import main
-main._register_commands()  # what `mars --help` imports: every command module
+main.register_commands()  # what `mars --help` imports: every command module
 print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
 """
 

@@ -30,9 +30,9 @@ VERDICT = '{"preferred_side": "affirmative", "answer": "18", "reason": "checked"
 
 
 def mars(*args: str) -> Result:
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return CliRunner().invoke(app, list(args))
 
 

@@ -213,7 +213,7 @@ def test_dashboard_imports_only_harness() -> None:
 
 
 def test_mars_dashboard_command_line_checks(tmp_path: Path) -> None:
-    from mars.dashboard import check_port, dashboard_command, streamlit_command
+    from mars.commands.dashboard import check_port, dashboard_command, streamlit_command
 
     command = streamlit_command(tmp_path, 8765)
     assert command[1:4] == ["-m", "dashboard.serve", "run"]

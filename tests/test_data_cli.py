@@ -29,9 +29,9 @@ def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def mars(*args: str) -> Result:
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return CliRunner().invoke(app, list(args))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mars.demo import before_after_rows, card_use_rows
+from mars.orchestration.demo import before_after_rows, card_use_rows
 
 
 def _exploit(value: float, low: float, high: float) -> dict:

@@ -142,7 +142,7 @@ def test_the_checker_refuses_what_the_command_would(line: str, whole: bool, mess
 def test_help_is_printed_as_written_without_emoji_or_markup() -> None:
     from typer.testing import CliRunner
 
-    from mars.main import app
+    from mars.commands.app import app
 
     result = CliRunner().invoke(app, ["loop", "--help"], terminal_width=200)
     assert result.exit_code == 0
@@ -153,7 +153,7 @@ def test_command_lists_show_whole_phrases() -> None:
     """`mars --help` and each group's help list every command with a phrase that is not cut."""
     from typer.testing import CliRunner
 
-    from mars.main import app
+    from mars.commands.app import app
 
     groups = [[], *([name] for name, c in mars_group().commands.items() if hasattr(c, "commands"))]
     for group in groups:

@@ -13,16 +13,16 @@ from typer.testing import CliRunner, Result
 
 from core.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
-from mars.eval import _trained_sampling
-from mars.options import parse_role_sampling
+from mars.commands.eval import _trained_sampling
+from mars.commands.options import parse_role_sampling
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found")
 
 
 def mars(*args: str) -> Result:
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return CliRunner().invoke(app, list(args))
 
 

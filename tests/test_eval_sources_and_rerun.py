@@ -18,9 +18,9 @@ from harness.testing.scripted_server import Reply, ScriptedServer
 
 
 def mars(*args: str) -> Result:
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return CliRunner().invoke(app, list(args))
 
 

@@ -11,16 +11,16 @@ import pytest
 import yaml
 
 from core.errors import MarsError
-from train_backend.experiments import load_experiment, recipe_names, run_experiment
-from train_backend.experiments.check import check_experiment
-from train_backend.experiments.parts import resolve_parts
-from train_backend.experiments.spec import parse_sets
+from mars.orchestration.experiments import load_experiment, recipe_names, run_experiment
+from mars.orchestration.experiments.check import check_experiment
+from mars.orchestration.experiments.parts import resolve_parts
+from mars.orchestration.experiments.spec import parse_sets
 
 SHIPPED = ("marshal", "marshal-mini", "stronger-mas", "stronger-mas-mini")
 
 
 def _check(name: str, root: Path, **sets: object) -> list[str]:
-    from mars.experiment import _check_line, _check_train
+    from mars.orchestration.experiments.command import _check_line, _check_train
 
     experiment = load_experiment(name, dict(sets))
     return check_experiment(experiment, root, check_line=_check_line, check_train=_check_train)
@@ -120,7 +120,7 @@ def test_a_real_run_then_a_rerun_that_skips_and_resumes(tmp_path: Path) -> None:
     state = json.loads((root / "experiment.json").read_text())
     assert state["parts"]["arena"]["status"] == "completed"
 
-    from train_backend.experiments.report import report_folder
+    from mars.orchestration.experiments.report import report_folder
 
     report = report_folder(root)  # what `mars report EXP` prints
     assert (
@@ -208,7 +208,7 @@ def _exploit_entry(game: str, value: float) -> dict:
 def test_the_report_pairs_episodes_cites_the_paper_and_sets_variants_side_by_side(
     tmp_path: Path,
 ) -> None:
-    from train_backend.experiments.report import build_report, report_folder
+    from mars.orchestration.experiments.report import build_report, report_folder
 
     path = tmp_path / "e.yaml"
     path.write_text(yaml.safe_dump({"name": "e", "paper": "marshal", "parts": [
@@ -266,7 +266,7 @@ def test_the_report_sets_each_mas_beside_its_compute_matched_single_agent(tmp_pa
     from core.runstore import RunDir
     from dashboard import synthetic
     from harness.compute_match import record_decision
-    from train_backend.experiments.report import build_report
+    from mars.orchestration.experiments.report import build_report
 
     path = tmp_path / "e.yaml"
     path.write_text(yaml.safe_dump({"name": "e", "parts": [
@@ -388,12 +388,12 @@ def test_a_part_dies_with_its_runner(tmp_path: Path) -> None:
     import subprocess
     import time
 
-    from train_backend.experiments.runner import run_logged
+    from mars.orchestration.experiments.runner import run_logged
 
     marker = tmp_path / "child.pid"
     runner_code = (
         "import sys; from pathlib import Path; "
-        "from train_backend.experiments.runner import run_logged; "
+        "from mars.orchestration.experiments.runner import run_logged; "
         "run_logged([sys.executable, '-c', "
         '\'import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); '
         "time.sleep(120)', sys.argv[1]], Path(sys.argv[2]), None)"
@@ -425,7 +425,7 @@ def test_a_part_dies_with_its_runner(tmp_path: Path) -> None:
 
 
 def test_the_report_flags_figures_made_of_invalid_replies(tmp_path: Path) -> None:
-    from train_backend.experiments.report import build_report
+    from mars.orchestration.experiments.report import build_report
 
     path = _tiny_experiment(tmp_path)
     root = tmp_path / "exp"

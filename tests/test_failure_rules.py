@@ -96,10 +96,10 @@ def test_structural_signs_each_with_its_evidence() -> None:
 
 
 def _cli(*args: str) -> Any:
-    import mars.failures  # noqa: F401  registers the command
-    from mars.main import _register_commands, app
+    import mars.commands.failures  # noqa: F401  registers the command
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     return CliRunner().invoke(app, ["failures", *args], catch_exceptions=False)
 
 

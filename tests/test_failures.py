@@ -237,10 +237,10 @@ def _judge_script(request: dict[str, Any]) -> Reply:
 
 @pytest.fixture
 def cli() -> Any:
-    import mars.failures  # noqa: F401  registers the command
-    from mars.main import _register_commands, app
+    import mars.commands.failures  # noqa: F401  registers the command
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     runner = CliRunner()
 
     def invoke(*args: str) -> Any:

@@ -449,8 +449,8 @@ def test_mars_arena_takes_a_variant_name(tmp_path: Path, monkeypatch) -> None:
     import typer
     from typer.testing import CliRunner
 
-    import mars.arena  # noqa: F401  (registers the command)
-    from mars.main import app
+    import mars.commands.arena  # noqa: F401  (registers the command)
+    from mars.commands.app import app
 
     monkeypatch.setenv("MARS_CACHE_DIR", str(tmp_path / "cache"))
     wrapper = typer.Typer()

@@ -10,11 +10,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import mars.arena
+import mars.commands.arena
 from core.errors import MarsError
 from games.prompts import legal_actions_in
 from harness.testing.scripted_server import Reply, ScriptedServer
-from mars.main import app
+from mars.commands.app import app
 
 
 @pytest.fixture(scope="module")

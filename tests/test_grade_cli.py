@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import mars.grade
+import mars.commands.grade
 from core.errors import MarsError
-from mars.main import app
+from mars.commands.app import app
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import mars.loop  # noqa: F401  (registers the command on the app)
+import mars.orchestration.loop.command  # noqa: F401  (registers the command on the app)
 from core.runstore import RunDir
-from mars.main import _register_commands, app
+from mars.main import app, register_commands
 
-_register_commands()  # with one command only, typer would make `loop` the whole app
+register_commands()  # with one command only, typer would make `loop` the whole app
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from conftest import run_mars
 from core.errors import MarsError
 from core.runstore import RunDir
 from games.ratings import collect_matches, rate_game
-from train_backend.loop import (
+from mars.orchestration.loop import (
     Checkpoint,
     RatingItem,
     check_spec,
@@ -128,7 +128,7 @@ def test_two_tiny_checkpoints_play_each_other_in_the_loop(tmp_path: Path) -> Non
 
 
 def test_an_exploitability_items_action_shares_reach_the_curve() -> None:
-    from train_backend.loop import exploit_figures
+    from mars.orchestration.loop import exploit_figures
 
     summary = {"exploitability": 0.3, "ci95": [0.2, 0.4], "action_shares": {"J -": {"BET": 0.2}}}
     entry = {"kind": "exploit", **exploit_figures(summary)}

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import MarsError
 from core.runstore import RunDir
-from train_backend.loop import (
+from mars.orchestration.loop import (
     ArenaItem,
     Checkpoint,
     SuiteItem,
@@ -188,7 +188,7 @@ def test_the_curve_keeps_the_last_row_per_step_sorted_and_flat(tmp_path: Path) -
 
 
 def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
-    from mars.loop import _describe
+    from mars.orchestration.loop.command import _describe
 
     seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
     row = {
@@ -212,7 +212,7 @@ def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
 
 
 def test_a_cooperative_arena_keeps_its_score_in_the_curve_csv_not_a_loss() -> None:
-    from train_backend.loop.curve import flatten_row
+    from mars.orchestration.loop.curve import flatten_row
 
     seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
     row = {

@@ -13,10 +13,10 @@ import typer
 from conftest import REPO
 
 from core.model_options import ModelOptions, SamplingOptions, as_argv
-from mars.main import _register_commands, app
-from train_backend.loop.checkpoints import Checkpoint
-from train_backend.loop.commands import resolve_settings, sub_command
-from train_backend.loop.spec import parse_spec
+from mars.main import app, register_commands
+from mars.orchestration.loop.checkpoints import Checkpoint
+from mars.orchestration.loop.commands import resolve_settings, sub_command
+from mars.orchestration.loop.spec import parse_spec
 
 MODEL_COMMANDS = ("eval", "arena", "selfplay", "exploitability", "failures")
 SAMPLING_COMMANDS = ("eval", "arena", "selfplay", "exploitability")
@@ -24,7 +24,7 @@ SAMPLING_COMMANDS = ("eval", "arena", "selfplay", "exploitability")
 
 @pytest.fixture(scope="module")
 def commands() -> dict:
-    _register_commands()
+    register_commands()
     return typer.main.get_command(app).commands
 
 

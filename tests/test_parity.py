@@ -28,14 +28,14 @@ from games.parsing import parse_move
 from games.rewards import length_penalty, pay_step
 from games.rules import PlayRules
 from games.spec import get_game
-from mars.main import _register_commands, app
+from mars.main import app, register_commands
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig, load_train_config
 from train_backend.local.ppo import ppo_loss
 from train_backend.local.trainer import learning_rate_at
 from train_backend.presets import MARSHAL_PRESET
 
-_register_commands()
+register_commands()
 STEP = PlayRules(turn_rewards="step")
 
 # Mini Hanabi, seed 0: seat 0 holds Y1 Y1 R1, seat 1 holds R1 Y1 R2 (cards 1..3 of the labels).

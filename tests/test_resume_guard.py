@@ -83,9 +83,9 @@ def test_an_eval_rerun_with_other_settings_is_refused_and_touches_nothing(tmp_pa
 
 @pytest.fixture
 def cli() -> Any:
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     runner = CliRunner()
 
     def invoke(*args: str) -> Any:

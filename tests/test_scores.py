@@ -201,9 +201,9 @@ def test_report_compares_runs_on_each_metric_paired_over_questions(tmp_path: Pat
     too_many = build_report([base], "pass@4")["cells"]["base"]["gsm8k"]
     assert too_many["value"] is None and too_many["left_out"] == 6
 
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     args = ["report", str(base), str(trained), "--metric", "maj@k", "--save", str(tmp_path)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -104,7 +104,7 @@ def test_a_slow_first_question_announces_the_time_the_rest_will_take(
 
 
 def test_the_arena_table_cuts_nothing_at_80_columns(monkeypatch, capsys) -> None:
-    from mars.arena import _print_arena_table
+    from mars.commands.arena import _print_arena_table
 
     monkeypatch.setenv("COLUMNS", "80")
     stats = {"n": 100, "win": 0.41, "draw": 0.0, "loss": 0.59, "mean_return": -0.125,

@@ -197,8 +197,8 @@ def test_ensure_refuses_a_foreign_folder_in_the_cache(
 
 
 def test_cli_build_prints_folder_and_parameters(tmp_path: Path) -> None:
-    import mars.tiny_model  # noqa: F401  (registers the sub-app on the main app)
-    from mars.main import app
+    import mars.commands.tiny_model  # noqa: F401  (registers the sub-app on the main app)
+    from mars.commands.app import app
 
     runner = CliRunner()
     target = tmp_path / "cli-model"

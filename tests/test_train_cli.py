@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 from core.checkpoints import CHECKPOINT_FILE
 from core.errors import MarsError
 from core.runstore import RunDir
-from mars.main import _register_commands, app
+from mars.main import app, register_commands
 from train_backend.config import TrainConfig
 from train_backend.local import trainer as trainer_module
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.local.trainer import train_local
 
-_register_commands()  # adds `train` (and the others: with one command typer drops its name)
+register_commands()  # adds `train` (and the others: with one command typer drops its name)
 
 SMALL = {
     "eval_episodes": 3,
@@ -332,7 +332,7 @@ def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: s
 def test_backend_still_picks_the_trainer_with_a_deprecation_warning(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from mars.options import trainer_choice
+    from mars.commands.options import trainer_choice
 
     assert trainer_choice(None, None) == "local"
     assert trainer_choice("verl", None) == "verl"

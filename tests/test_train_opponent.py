@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from core.tiny_model import ensure_tiny_model
 from games.spec import get_game
-from mars.main import _register_commands, app
+from mars.main import app, register_commands
 from train_backend.local.opponents import policy_seat
 
-_register_commands()
+register_commands()
 
 
 @pytest.fixture(autouse=True)

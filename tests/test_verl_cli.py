@@ -14,10 +14,10 @@ import pytest
 from conftest import REPO, mars_env, run_mars
 from typer.testing import CliRunner
 
-from mars.main import _register_commands, app
+from mars.main import app, register_commands
 from train_backend.verl.overrides import RunPaths
 
-_register_commands()
+register_commands()
 
 GENERALIST_GAMES = "tic_tac_toe,kuhn_poker,mini_hanabi"
 SINGLE_GPU_YAML = """\

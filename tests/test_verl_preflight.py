@@ -348,9 +348,9 @@ def test_a_refusal_through_the_cli_is_one_line_and_makes_no_run_directory(tmp_pa
 def test_the_readmes_cluster_dry_run_prints_the_preflight_table(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from mars.main import _register_commands, app
+    from mars.main import app, register_commands
 
-    _register_commands()
+    register_commands()
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     run_dir = tmp_path / "marshal-4b"
     args = ["train", "--trainer", "verl", "--model", "Qwen/Qwen3-4B", "--dry-run"]

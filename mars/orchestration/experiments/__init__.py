@@ -1,0 +1,33 @@
+"""The papers' experiments as one command (`mars experiment`): an experiment file names the
+training runs, the evaluations of every checkpoint and the report; each part is an ordinary run
+directory made by its own `mars` command (docs/experiments.md).
+
+    spec      the experiment file and its `${...}` references
+    parts     a part as its command line; whether it finished
+    runner    run the parts in order, skip the finished, resume the unfinished
+    check     --dry-run: every part checked as its command would, nothing run
+    figures   what the report reads from the runs (paired differences)
+    papers    the papers' own numbers, with their sources
+    report    the markdown report
+"""
+
+from mars.orchestration.experiments.report import REPORT_FILE, build_report, write_report
+from mars.orchestration.experiments.runner import STATE_FILE, run_experiment
+from mars.orchestration.experiments.spec import (
+    Experiment,
+    load_experiment,
+    parse_sets,
+    recipe_names,
+)
+
+__all__ = [
+    "REPORT_FILE",
+    "STATE_FILE",
+    "Experiment",
+    "build_report",
+    "load_experiment",
+    "parse_sets",
+    "recipe_names",
+    "run_experiment",
+    "write_report",
+]

@@ -1,0 +1,114 @@
+"""`mars experiment --dry-run`: every part checked as its command would check it, nothing run.
+
+The command line goes through the real parsers and each training config through the command's
+own validators (both passed in by `mars`, the layer above); the names a part uses (games,
+players, suites, MAS, loop items) are checked here, by the registries that own them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.errors import MarsError
+from mars.orchestration.experiments.parts import Resolved, resolve_parts
+from mars.orchestration.experiments.spec import Experiment
+
+CheckLine = Callable[[list[str]], Any]
+CheckTrain = Callable[[Resolved], str]  # the resolved config, checked; a one-line description
+
+
+def check_experiment(
+    experiment: Experiment, root: Path, *, check_line: CheckLine, check_train: CheckTrain
+) -> list[str]:
+    """One line per part saying what it would run; MarsError naming the part on a problem."""
+    lines = []
+    for item in resolve_parts(experiment, root, build=False):
+        try:
+            check_line(item.argv)
+            detail = check_names(item)
+            if item.config is not None:
+                detail = check_train(item)
+        except MarsError as exc:
+            raise MarsError(f"part {item.part.name}: {exc}") from exc
+        lines.append(
+            f"{item.part.name}: mars {' '.join(item.argv)}" + (f"  ({detail})" * bool(detail))
+        )
+    return lines
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def check_names(item: Resolved) -> str:
+    """The games, players, suites and MAS the part names, by their registries; a short note."""
+    from games.infostates import check_exact_best_response
+    from games.spec import get_game
+    from harness.benchmarks import get_suite
+    from mas.base import get_mas
+
+    args, run = item.args, item.part.run
+    if run in ("arena", "exploitability"):
+        spec = get_game(str(args.get("game", "")))
+        for key in ("player", "opponent"):
+            if args.get(key):
+                check_player(str(args[key]), spec)
+        if run == "exploitability":
+            check_exact_best_response(spec)
+        return ""
+    if run == "selfplay":
+        for name in _names(args.get("games")):
+            get_game(name)
+        return ""
+    if run == "eval":
+        for suite in _names(args.get("suite")):
+            get_suite(suite)
+        if args.get("mas"):
+            get_mas(str(args["mas"]))
+        return ""
+    if run == "loop":
+        return check_loop_items(item.evals or [])
+    if run == "failures":
+        target = Path(item.argv[1])
+        if item.run_dir.parent not in target.parents:
+            raise MarsError(f"target {target} is not a run inside the experiment")
+    return ""
+
+
+def check_player(name: str, spec: Any) -> None:
+    from games.players import PlayerContext, known_players, make_player, needs_model
+
+    if needs_model(name):
+        if name.split(":")[0].strip().lower() not in known_players():
+            raise MarsError(f"unknown player {name!r}")
+        return
+    make_player(name, PlayerContext(spec=spec))
+
+
+def check_loop_items(evals: list[Any]) -> str:
+    """The loop's items as `mars loop` checks them before serving anything."""
+    from pydantic import ValidationError
+
+    from mars.orchestration.loop import SuiteItem, check_spec
+    from mars.orchestration.loop.spec import LoopSpec, parse_item
+    from mas.base import get_mas
+
+    if not evals:
+        raise MarsError("a loop part needs `evals`")
+    items = [parse_item(e) if isinstance(e, str) else e for e in evals]
+    try:
+        spec = LoopSpec.model_validate({"evals": items})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise MarsError(f"bad evals at {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+    check_spec(spec)
+    for entry in spec.evals:
+        if isinstance(entry, SuiteItem):
+            get_mas(entry.mas)
+    return f"{len(spec.evals)} evaluations a checkpoint"

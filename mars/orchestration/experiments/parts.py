@@ -1,0 +1,187 @@
+"""Each part of an experiment as the `mars` command line that runs it, and how far it got."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core.errors import MarsError
+from core.names import unknown_name
+from mars.orchestration.experiments.spec import COMMANDS, MODELS, Experiment, Part, substitute
+
+CONFIGS = "configs"  # EXP/configs/: the --config and --eval files the parts read
+LOGS = "logs"  # EXP/logs/NAME.log: each part's output
+FAILURES_SUMMARY = "failures_summary.json"  # harness.failures' summary in the analysed run
+
+
+def model_path(key: str, *, build: bool) -> Path:
+    """A built-in starting model: built on first use when `build`, else where it will be."""
+    from train_backend.mas.plan_pretrain import PLAN_START_NAME
+    from train_backend.mas.pretrain import MAS_START_NAME
+    from train_backend.pretrain import default_pretrained_dir
+    from train_backend.pretrain_recipe import SELFPLAY_START, SELFPLAY_START_NAME
+
+    if key not in MODELS:
+        raise MarsError(unknown_name("model", key, MODELS))
+    if not build:
+        if key == "tiny":
+            from core.tiny_model import default_tiny_model_dir
+
+            return default_tiny_model_dir()
+        names = {"tiny_selfplay": SELFPLAY_START_NAME, "tiny_mas": MAS_START_NAME}
+        return default_pretrained_dir(names.get(key, PLAN_START_NAME))
+    if key == "tiny":
+        from core.tiny_model import ensure_tiny_model
+
+        return ensure_tiny_model()
+    if key == "tiny_selfplay":
+        from train_backend.pretrain import ensure_pretrained_tiny_model
+
+        return ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
+    if key == "tiny_mas":
+        from train_backend.mas.pretrain import ensure_workflow_start
+
+        return ensure_workflow_start()
+    from train_backend.mas.plan_pretrain import ensure_plan_start
+
+    return ensure_plan_start()
+
+
+def start_path(experiment: Experiment, name: str, *, build: bool) -> Path:
+    """A start the experiment declares (`starts:`): the embedded tiny model format-pre-trained
+    on its recipe, cached as `...-format-EXPERIMENT-NAME` (a changed recipe rebuilds it)."""
+    from train_backend.pretrain import default_pretrained_dir, ensure_pretrained_tiny_model
+    from train_backend.pretrain_recipe import PretrainSettings
+
+    cache_name = f"{experiment.name}-{name}"
+    if not build:
+        return default_pretrained_dir(cache_name)
+    settings = PretrainSettings.model_validate(experiment.start_recipe(name))
+    return ensure_pretrained_tiny_model(settings, name=cache_name)
+
+
+def resolver(experiment: Experiment, root: Path, *, build: bool) -> Callable[[str], Any]:
+    """What `${ref}` means in this experiment folder (`build`: build starting models now)."""
+    built: dict[str, Path] = {}
+
+    def resolve(ref: str) -> Any:
+        kind, _, name = ref.partition(":")
+        if ref == "exp":
+            return str(root)
+        if kind == "part" and name:
+            return str(root / experiment.part(name).name)
+        if kind == "model" and name:
+            if name not in built:
+                if name in experiment.starts:
+                    built[name] = start_path(experiment, name, build=build)
+                elif name in MODELS:
+                    built[name] = model_path(name, build=build)
+                else:
+                    raise MarsError(unknown_name("model", name, [*MODELS, *experiment.starts]))
+            return str(built[name])
+        if ref in experiment.vars:
+            return experiment.vars[ref]
+        raise MarsError(unknown_name("experiment variable", ref, experiment.vars))
+
+    return resolve
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _argv_of(args: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in args.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(_flag(key))
+        elif isinstance(value, list | tuple):
+            argv += [_flag(key), ",".join(str(v) for v in value)]
+        elif isinstance(value, dict):  # e.g. mas_option: {rounds: 2} -> --mas-option rounds=2
+            for sub, subvalue in value.items():
+                argv += [_flag(key), f"{sub}={json.dumps(subvalue)}"]
+        else:
+            argv += [_flag(key), str(value)]
+    return argv
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A part with every reference resolved: its command line and the files it reads."""
+
+    part: Part
+    run_dir: Path
+    argv: list[str]  # after `mars`
+    files: dict[Path, Any]  # written (as YAML) before the command runs
+    args: dict[str, Any]
+    config: dict[str, Any] | None
+    evals: list[Any] | None
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "mars", *self.argv]
+
+    def write_files(self) -> None:
+        for path, data in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def resolve_part(part: Part, experiment: Experiment, root: Path, resolve: Callable) -> Resolved:
+    args = substitute(part.args, resolve)
+    config = substitute(part.config, resolve) if part.config is not None else None
+    evals = substitute(part.evals, resolve) if part.evals is not None else None
+    run_dir = root / part.name
+    files: dict[Path, Any] = {}
+    argv = [part.run]
+    if part.run == "failures":
+        argv.append(str(substitute(part.target, resolve)))
+    if config is not None:
+        path = root / CONFIGS / f"{part.name}.yaml"
+        files[path] = config
+        argv += ["--config", str(path)]
+    if evals is not None:
+        path = root / CONFIGS / f"{part.name}-evals.yaml"
+        files[path] = evals
+        argv += ["--eval", str(path)]
+    argv += _argv_of(args)
+    if COMMANDS[part.run]:
+        argv += ["--run-dir", str(run_dir)]
+    return Resolved(part, run_dir, argv, files, args, config, evals)
+
+
+def resolve_parts(experiment: Experiment, root: Path, *, build: bool) -> list[Resolved]:
+    resolve = resolver(experiment, root, build=build)
+    return [resolve_part(part, experiment, root, resolve) for part in experiment.parts]
+
+
+class PartState(str, Enum):
+    DONE = "done"  # finished: skipped on a rerun
+    UNFINISHED = "unfinished"  # started, not finished: the command's own resume continues it
+    NEW = "new"
+
+
+def part_state(resolved: Resolved) -> PartState:
+    """Finished is the command's own word for it: run.json `completed` (a loop or eval run
+    that finished with errors is rerun, which redoes only what errored), or for a failures
+    part its summary in the analysed run."""
+    if resolved.part.run == "failures":
+        target = Path(resolved.argv[1])
+        return PartState.DONE if (target / FAILURES_SUMMARY).is_file() else PartState.NEW
+    run_file = resolved.run_dir / "run.json"
+    if not run_file.is_file():
+        return PartState.NEW
+    try:
+        status = json.loads(run_file.read_text()).get("status")
+    except (OSError, json.JSONDecodeError):
+        return PartState.UNFINISHED
+    return PartState.DONE if status == "completed" else PartState.UNFINISHED
