@@ -29,10 +29,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -93,10 +92,18 @@ def serve(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    program: Sequence[str] | None = None,
 ) -> Iterator[str]:
-    """`mars dashboard --runs root` on a free port; yields its base URL, output in `log`."""
+    """The dashboard over `root` on a free port; yields its base URL, output in `log`.
+    `program` is a command taking `--runs ROOT --port N` (the tests give `mars dashboard`);
+    by default streamlit is started as `mars dashboard` starts it."""
     port = port or free_port()
-    command = [sys.executable, "-m", "mars", "dashboard", "--runs", str(root), "--port", str(port)]
+    if program is None:
+        from dashboard.launch import streamlit_command
+
+        command = streamlit_command(root, port)
+    else:
+        command = [*program, "--runs", str(root), "--port", str(port)]
     with log.open("w") as out:
         process = subprocess.Popen(
             command,

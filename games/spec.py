@@ -2,13 +2,16 @@
 
 A spec names the OpenSpiel game and its parameters, says whether it is a training or a held-out
 game, how its actions are written for a model, how a seat's view is rendered, and which reward
-rules apply. The arena, self-play, the CPU trainer and the verl agent loop all read the same spec,
-so adding an OpenSpiel game means writing one spec and calling `register_game`.
+rules apply, and how a replay draws its board (`Board`). The arena, self-play, the CPU trainer,
+the verl agent loop and the dashboard's replays all read the same spec, so adding an OpenSpiel game
+is one module in games/catalog/ that registers its spec and one line naming that module in
+`games.catalog.MODULES` (docs/games.md, "Adding a game"; tests/test_extension_points.py).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,6 +57,23 @@ ViewFn = Callable[[pyspiel.State, int], SeatView]
 BetFn = Callable[[pyspiel.State, int], float]
 # Turns OpenSpiel's action string for (seat, action) into the label shown to a model.
 LabelFn = Callable[[str, int, int], str]
+# Reads the fields of a board kind from a state, as a spectator sees it (every hidden card).
+BoardReadFn = Callable[["GameSpec", pyspiel.State], dict[str, Any]]
+# The board kinds the dashboard draws (dashboard/boards.py); games/positions.py lists each one's
+# fields. `text` is OpenSpiel's own state string, the drawing of a game that declares no board.
+BoardKind = Literal["grid", "poker", "hanabi", "text"]
+
+
+@dataclass(frozen=True)
+class Board:
+    """How a replay draws the game: a board kind the dashboard knows, the function that reads a
+    position's fields of that kind from a state (`games.positions`), and the drawing's options
+    (`style`, carried in every position: a grid's `pieces` "marks" or "discs", poker's
+    `public_card`). A game without one is drawn as OpenSpiel's state string."""
+
+    kind: BoardKind
+    read: BoardReadFn
+    style: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: specs are singletons in the registry
@@ -76,6 +96,8 @@ class GameSpec:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # An obfuscated variant (games.variants) names the registered game it renames; None otherwise.
     variant_of: str | None = None
+    # How the dashboard's replays draw it; None: OpenSpiel's state string as text.
+    board: Board | None = None
 
     @property
     def base_name(self) -> str:
@@ -134,9 +156,18 @@ def register_game(spec: GameSpec) -> GameSpec:
     return spec
 
 
+_CATALOG_LOADED: list[bool] = []
+
+
 def _load_builtin_specs() -> None:
-    # Importing the catalogue modules registers the built-in games (once).
-    from games.catalog import board, hanabi, poker  # noqa: F401
+    # Importing the catalogue's modules registers the built-in games (once, in their order).
+    if _CATALOG_LOADED:
+        return
+    from games.catalog import MODULES
+
+    for module in MODULES:
+        importlib.import_module(f"games.catalog.{module}")
+    _CATALOG_LOADED.append(True)
 
 
 def get_game(name: str) -> GameSpec:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from dashboard.browser import CHROMIUM, Browser, dom_text, serve
 from games.positions import replay_positions
 from games.prompts import legal_actions_in
 from harness.testing.scripted_server import Reply, ScriptedServer
+
+# The browser tests start the dashboard as a user does: `mars dashboard`.
+MARS_DASHBOARD = [sys.executable, "-m", "mars", "dashboard"]
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (`make test` installs it as root)"
@@ -92,7 +96,9 @@ def test_the_replay_draws_the_board_at_a_turn_beside_the_reply(tmp_path: Path) -
     png = ARTIFACTS / "replay-board.png"
     url_path = f"/?page=games&run=arena-board&turn={TURN}"
     with (
-        serve(root, ARTIFACTS / "dashboard.log", env=mars_env(), cwd=REPO) as url,
+        serve(
+            root, ARTIFACTS / "dashboard.log", env=mars_env(), cwd=REPO, program=MARS_DASHBOARD
+        ) as url,
         Browser(tmp_path / "profile") as browser,
     ):
         # Waits in real time until the replay's turn is drawn (dashboard/browser.py).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from conftest import DATA_DIR, REPO, mars_env
 from dashboard_runs import RealRuns, shared_runs
 
 from dashboard.browser import CHROMIUM, Browser, DomSummary, dom_text, page_ready, read_dom, serve
+
+# The browser tests start the dashboard as a user does: `mars dashboard`.
+MARS_DASHBOARD = [sys.executable, "-m", "mars", "dashboard"]
 
 ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 pytestmark = [
@@ -125,7 +129,7 @@ def test_each_page_renders_in_headless_chromium(
     seen: dict[str, DomSummary] = {}
     log = ARTIFACTS / "dashboard.log"
     with (
-        serve(runs.root, log, env=mars_env(), cwd=REPO) as url,
+        serve(runs.root, log, env=mars_env(), cwd=REPO, program=MARS_DASHBOARD) as url,
         Browser(tmp_path / "profile") as browser,
     ):
         for slug, needles in EXPECTED.items():

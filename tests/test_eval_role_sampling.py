@@ -13,8 +13,8 @@ from typer.testing import CliRunner, Result
 
 from core.errors import MarsError
 from harness.testing.scripted_server import Reply, ScriptedServer
-from mars.commands.eval import _trained_sampling
-from mars.commands.options import parse_role_sampling
+from mars.api.eval_steps import trained_sampling as _trained_sampling
+from mars.api.inputs import parse_role_sampling
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="shared benchmark data not found")
 

@@ -126,7 +126,7 @@ def test_a_bad_grader_or_role_is_one_line(tmp_path: Path) -> None:
 
 
 def test_role_keeps_the_url_whole() -> None:
-    from mars.commands.options import parse_role_mapping
+    from mars.api.inputs import parse_role_mapping
 
     assert parse_role_mapping(["judge=Qwen3-4B@https://host/v1"]) == {
         "judge": ("https://host/v1", "Qwen3-4B")

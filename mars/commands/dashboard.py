@@ -8,27 +8,15 @@ import socket
 import subprocess
 import sys
 import time
-from importlib.util import find_spec
 from pathlib import Path
 
 import typer
 
 from core.errors import MarsError
+from dashboard.launch import ADDRESS, streamlit_command
 from mars.commands.app import app
 
-ADDRESS = "127.0.0.1"
 STOP_GRACE_S = 1.5
-
-
-def app_path() -> Path:
-    """dashboard/app.py, located without importing the dashboard package into the CLI."""
-    spec = find_spec("dashboard")
-    if spec is None or not spec.submodule_search_locations:
-        raise MarsError("the dashboard package is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "app.py"
-    if not path.is_file():
-        raise MarsError(f"{path} is missing")
-    return path
 
 
 def free_port() -> int:
@@ -45,31 +33,6 @@ def check_port(port: int) -> None:
             raise MarsError(
                 f"port {port} on {ADDRESS} is in use; pick another with --port"
             ) from exc
-
-
-def streamlit_command(root: Path, port: int) -> list[str]:
-    """streamlit's `run` through dashboard.serve, which imports the pages' libraries while the
-    server starts (so the first page does not wait for them)."""
-    return [
-        sys.executable,
-        "-m",
-        "dashboard.serve",
-        "run",
-        str(app_path()),
-        "--server.headless",
-        "true",
-        "--server.address",
-        ADDRESS,
-        "--server.port",
-        str(port),
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
-        "--",
-        "--runs",
-        str(root),
-    ]
 
 
 @app.command("dashboard")

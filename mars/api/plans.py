@@ -1,0 +1,64 @@
+"""Plans from keyword arguments: `mars.evaluate(suites="gsm8k", model="m", base_url=URL)`.
+
+Every API function takes one typed plan (a frozen dataclass) or the keyword arguments that build
+it. A plan's own fields are given by name; so are the fields of the model and sampling options
+(`model`, `base_url`, `concurrency`, ..., `temperature`, `max_tokens`, `seed`), which land in the
+plan's `model_options` and `sampling`. Anything else is one line naming the closest field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from core.errors import MarsError
+from core.model_options import ModelOptions, SamplingOptions
+from core.names import comma_list, unknown_name
+
+Plan = TypeVar("Plan")
+
+_GROUPS = {"model_options": ModelOptions, "sampling": SamplingOptions}
+
+
+def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any]) -> Plan:
+    """`plan` as given, or one built from `kwargs` (not both)."""
+    if plan is not None:
+        if kwargs:
+            raise MarsError(f"give a {plan_type.__name__} or keyword arguments, not both")
+        if not isinstance(plan, plan_type):
+            raise MarsError(f"expected a {plan_type.__name__}, got {type(plan).__name__}")
+        return plan
+    own = {field.name for field in dataclasses.fields(plan_type)}  # type: ignore[arg-type]
+    groups = {name: group for name, group in _GROUPS.items() if name in own}
+    grouped: dict[str, dict[str, Any]] = {name: {} for name in groups}
+    plain: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        group = next(
+            (name for name, cls in groups.items() if key in _field_names(cls) and key not in own),
+            None,
+        )
+        if group is not None:
+            grouped[group][key] = value
+        elif key in own:
+            plain[key] = value
+        else:
+            known = sorted(own | {n for cls in groups.values() for n in _field_names(cls)})
+            raise MarsError(f"{plan_type.__name__}: {unknown_name('argument', key, known)}")
+    for name, values in grouped.items():
+        if values:
+            base = plain.get(name) or groups[name]()
+            plain[name] = dataclasses.replace(base, **values)
+    return plan_type(**plain)
+
+
+def _field_names(cls: type) -> set[str]:
+    return {field.name for field in dataclasses.fields(cls)}
+
+
+def names(value: str | Sequence[str] | None, flag: str) -> tuple[str, ...]:
+    """A list of names as text (`a,b`) or as a sequence; duplicates refused in one line."""
+    if value is None:
+        return ()
+    text = value if isinstance(value, str) else ",".join(str(item) for item in value)
+    return tuple(comma_list(text, flag))

@@ -1,0 +1,136 @@
+"""What an API function returns: the run folder, its summary figures with their intervals, and
+a reader of its records. Every figure is read back from the files the run wrote, so a result
+returned in a notebook and a run opened later (`open_run`) are the same thing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any
+
+from core.errors import MarsError
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One summary figure: its value (None: no score), 95% interval and sample count."""
+
+    value: float | None
+    ci95: tuple[float, float] | None = None
+    n: int | None = None
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return "no score"
+        interval = f" [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]" if self.ci95 else ""
+        count = f" (n={self.n})" if self.n is not None else ""
+        return f"{self.value:.3f}{interval}{count}"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """A finished run: `figures` names each headline figure (e.g. `gsm8k` for an eval's suite,
+    `seat 0` for an arena seat); `summary` is summary.json as written; `records()` reads the
+    run's records (each attempt once); `unscored` holds a line per suite or seat with no score
+    (the command line exits with code 4 on any)."""
+
+    kind: str
+    run_dir: Path
+    summary: dict[str, Any]
+    figures: dict[str, Figure]
+    unscored: tuple[str, ...] = ()
+    record_key: Callable[[dict[str, Any]], Hashable] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
+
+    def records(self) -> list[dict[str, Any]]:
+        from core.runstore import RunDir
+
+        run = RunDir(self.run_dir, self.kind)
+        return run.unique_records(self.record_key) if self.record_key else run.records()
+
+    def records_frame(self) -> Any:
+        """The records as a pandas DataFrame (pandas is a dependency of the dashboard)."""
+        import pandas
+
+        return pandas.DataFrame(self.records())
+
+
+def _interval(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and None not in value:
+        return (float(value[0]), float(value[1]))
+    return None
+
+
+def eval_figures(summary: dict[str, Any]) -> dict[str, Figure]:
+    """An eval's accuracy per suite."""
+    return {
+        suite: Figure(stats.get("accuracy"), _interval(stats.get("ci95")), stats.get("n"))
+        for suite, stats in (summary.get("suites") or {}).items()
+    }
+
+
+def arena_figures(summary: dict[str, Any]) -> dict[str, Figure]:
+    """An arena's (or self-play's) mean return per seat of the player."""
+    return {
+        f"seat {seat}": Figure(
+            stats.get("mean_return"), _interval(stats.get("mean_return_ci")), stats.get("n")
+        )
+        for seat, stats in (summary.get("seats") or {}).items()
+    }
+
+
+def exploitability_figures(summary: dict[str, Any]) -> dict[str, Figure]:
+    """A policy's exploitability and NashConv, with their bootstrap intervals."""
+    samples = summary.get("samples")
+    return {
+        "exploitability": Figure(
+            summary.get("exploitability"), _interval(summary.get("ci95")), samples
+        ),
+        "nash_conv": Figure(
+            summary.get("nash_conv"), _interval(summary.get("nash_conv_ci95")), samples
+        ),
+    }
+
+
+def read_result(run_dir: Path, kind: str, figures: Callable[[dict[str, Any]], dict[str, Figure]]):
+    """A RunResult from a run folder's summary.json (MarsError if it has none)."""
+    from core.runstore import RunDir
+
+    summary = RunDir(run_dir, kind).summary()
+    if summary is None:
+        raise MarsError(f"{run_dir} has no summary.json: the run did not finish")
+    return RunResult(kind=kind, run_dir=run_dir, summary=summary, figures=figures(summary))
+
+
+def open_run(run_dir: str | Path) -> RunResult:
+    """A finished run's result, whatever command wrote it (its kind is in run.json)."""
+    from core.runstore import RunDir
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise MarsError(f"{path} is not a run folder")
+    kind = RunDir.read_info(path).kind
+    readers = {
+        "eval": eval_figures,
+        "arena": arena_figures,
+        "selfplay": arena_figures,
+        "exploitability": exploitability_figures,
+    }
+    result = read_result(path, kind, readers.get(kind, plain_figures))
+    if kind == "eval":
+        from harness.evaluation import record_key
+
+        result = dataclasses.replace(result, record_key=record_key)
+    return result
+
+
+def plain_figures(summary: dict[str, Any]) -> dict[str, Figure]:
+    """Top-level numbers of a summary (exploitability, training), each without an interval
+    unless the summary writes `NAME_ci95` beside it."""
+    figures = {}
+    for key, value in summary.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            figures[key] = Figure(float(value), _interval(summary.get(f"{key}_ci95")))
+    return figures
