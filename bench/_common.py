@@ -226,10 +226,10 @@ def suite(dry: DryRun, name: str) -> Any:
 def tree_rollout(dry: DryRun, game: str, args: argparse.Namespace) -> None:
     """A tree-sampled rollout bench's settings (`--model`, `--games`, `--branches`; compact
     prompts, all-actions branches), checked as the CPU trainer checks the same settings of a
-    training config, its tree and episode options built from them."""
+    training config (its tree settings among them), its episode options built from them."""
     from train_backend.config import TrainConfig
-    from train_backend.local.trainer import check_config, episode_options, tree_options
-    from train_backend.pretrain import SELFPLAY_START_NAME
+    from train_backend.local.trainer import check_config, episode_options
+    from train_backend.pretrain.build import SELFPLAY_START_NAME
 
     settings = {
         "model": start_model(dry, SELFPLAY_START_NAME, args.model),
@@ -241,7 +241,6 @@ def tree_rollout(dry: DryRun, game: str, args: argparse.Namespace) -> None:
     }
     config = dry.config(lambda: TrainConfig.for_local(**settings), "rollout config")
     dry.count("game", len(check_config(config)))
-    tree_options(config)
     episode_options(config)
 
 
@@ -283,10 +282,10 @@ def game_specs(dry: DryRun, names: Sequence[str]) -> list[Any]:
 
 def workflow_config(dry: DryRun, data: dict[str, Any]) -> Any:
     """A `mars train-mas --config` file's settings (a YAML round trip) as that command checks
-    them before training (`mars.train_mas.checked_config`)."""
+    them before training (`mars.api.train_mas.checked_config`)."""
     import yaml
 
-    from mars.commands.train_mas import checked_config
+    from mars.api.train_mas import checked_config
 
     config = checked_config(yaml.safe_load(yaml.safe_dump(data)))
     dry.count("workflow config")
@@ -296,7 +295,7 @@ def workflow_config(dry: DryRun, data: dict[str, Any]) -> Any:
 def start_model(dry: DryRun, name: str, given: str | None = None) -> str:
     """The model a bench starts from: `given` (a `--model` folder), else where the start model
     of cache name `name` lies (`ensure_*(name=name)`; a dry run builds none)."""
-    from train_backend.pretrain import default_pretrained_dir
+    from train_backend.pretrain.build import default_pretrained_dir
 
     if given is not None:
         if not Path(given).is_dir():

@@ -61,7 +61,7 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """The training config as the CPU trainer checks it, and the functions the bench times."""
     from core import branch_log
     from train_backend.local.trainer import LocalTrainer, check_config
-    from train_backend.pretrain import SELFPLAY_START_NAME
+    from train_backend.pretrain.build import SELFPLAY_START_NAME
 
     config = dry.config(lambda: train_config(start_model(dry, SELFPLAY_START_NAME), args))
     dry.count("game", len(check_config(config)))
@@ -84,7 +84,7 @@ def main() -> None:
     from core import branch_log
     from core.runstore import RunDir
     from train_backend.local import trainer as local_trainer
-    from train_backend.pretrain import (
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,

@@ -65,7 +65,7 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     not check) and as the CPU trainer checks it."""
     from train_backend.config import TrainConfig
     from train_backend.local.trainer import check_config
-    from train_backend.pretrain import SELFPLAY_START_NAME
+    from train_backend.pretrain.build import SELFPLAY_START_NAME
 
     config = oracle_config(start_model(dry, SELFPLAY_START_NAME, args.model), args)
     checked = dry.config(lambda: TrainConfig.model_validate(config.model_dump()))
@@ -90,12 +90,12 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from core.batcher import Sampling
     from core.runstore import RunDir
     from games.spec import get_game
-    from train_backend.local.batcher import Sampling
     from train_backend.local.exploitability import policy_exploitability
     from train_backend.local.trainer import LocalTrainer
-    from train_backend.pretrain import (
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,

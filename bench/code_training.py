@@ -1,6 +1,6 @@
 """The code miniature: the coder's pass rate and the tester's test validity over training.
 
-From the code start model (`train_backend.mas.code_pretrain`: the tiny model taught code_tester's
+From the code start model (`train_backend.pretrain.code_start`: the tiny model taught code_tester's
 formats on `code_mini`, writing the reference solution or an off-by-one one, and tests whose
 outputs are right or off by one, each about half the time), `code_tester` is trained by AT-GRPO
 (one policy per role: coder, tester) on the procedural stdin/stdout set `code_mini`, one
@@ -100,8 +100,8 @@ def heldout_config(seed: int) -> Any:
 def heldout_success(seed: int, models: dict[str, str], args: argparse.Namespace) -> list[bool]:
     import torch
 
-    from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
-    from train_backend.local.policy import load_policy
+    from core.batcher import MicroBatcher, Sampling, generate_batch
+    from core.causal_lm import load_policy
     from train_backend.mas.code_problems import code_problems
     from train_backend.mas.trainer import answered_right, role_model
 
@@ -137,8 +137,8 @@ def _mean(values: list[float]) -> float:
 def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """Per seed: its `mars train-mas` config as that command checks it, and the command line;
     the config its held-out success is measured with, whose roles are the bench's."""
-    from train_backend.mas.code_pretrain import CODE_START_NAME
     from train_backend.mas.rewards import ROLES as WORKFLOW_ROLES
+    from train_backend.pretrain.code_start import CODE_START_NAME
 
     start = start_model(dry, CODE_START_NAME)
     root = args.out / "dry-run"  # named, not made
@@ -167,7 +167,7 @@ def main() -> None:
         run_dry(lambda dry: dry_run(dry, args))
         return
 
-    from train_backend.mas.code_pretrain import ensure_code_start
+    from train_backend.pretrain.code_start import ensure_code_start
 
     start = str(ensure_code_start())
     seeds = int_list(args.seeds, "--seeds")

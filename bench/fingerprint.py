@@ -39,7 +39,7 @@ PROC_IO = Path("/proc/self/io")
 
 FRESH_PROCESS = """
 import json, sys, time
-from core.servers import model_fingerprint
+from core.fingerprints import model_fingerprint
 
 def rchar():
     for line in open("/proc/self/io"):
@@ -80,9 +80,9 @@ def evict(path: Path) -> None:
 
 def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """The functions the bench calls, /proc/self/io's counter, and room for the weights."""
-    from core import file_hashes, servers
+    from core import file_hashes, fingerprints
 
-    has_names(dry, servers, ["model_fingerprint"], "function")
+    has_names(dry, fingerprints, ["model_fingerprint"], "function")
     has_names(dry, file_hashes, ["RACY_WINDOW_NS", "STORE_FILE", "forget_in_process"], "name")
     if args.size_mib < 1:
         raise MarsError(f"--size-mib {args.size_mib}: give at least 1")
@@ -111,7 +111,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="mars-fingerprint-") as tmp:
         os.environ["MARS_CACHE_DIR"] = str(Path(tmp) / "cache")
         from core import file_hashes
-        from core.servers import model_fingerprint
+        from core.fingerprints import model_fingerprint
 
         file_hashes.forget_in_process()
         model = make_model(Path(tmp) / "model", args.size_mib)

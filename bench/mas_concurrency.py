@@ -2,9 +2,10 @@
 
 A scripted server in its own process answers every request after 100 ms (always the same text, so
 the MAD moderator never decides and every sample runs 3 rounds plus the judge: 10 calls in a
-chain; debate runs 3 agents x 3 generations: 9 calls, 3 in a chain). Samples go through the eval
-runner (`harness.evaluation.run_items`, 2 x concurrency workers, as `mars eval` does) into a
-throwaway run directory, graded and recorded.
+chain; debate runs 3 agents x 3 generations: 9 calls, 3 in a chain). Samples go through the step
+`mars eval` times (`mars.api.eval_steps.solve_items`: the eval runner with 2 x concurrency
+workers, its own endpoint, rule grading) into a throwaway run directory, graded and recorded; the
+wall time is that step's, as an eval run's `wall_s` is.
 
 For each MAS it prints wall time over the ideal, where
 ideal = max(total calls x 0.1 s / concurrency, calls on one sample's longest chain x 0.1 s).
@@ -41,8 +42,10 @@ from _common import (
 from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from core.runstore import RunDir
 from harness.benchmarks import get_suite
-from harness.evaluation import SolvedSample, WorkItem, run_items
-from mas.base import Models, Task, Transcript, check_options, check_task_kinds, get_mas
+from harness.evaluation import WorkItem
+from harness.graders import GradingPlan
+from mars.api.eval_steps import EvalWork, solve_items
+from mas.base import Transcript, check_options, check_task_kinds, get_mas
 
 DELAY_S = 0.1
 TARGET = 1.3
@@ -71,47 +74,47 @@ def endpoint_config(base_url: str, concurrency: int) -> EndpointConfig:
     )
 
 
-async def measure(
-    name: str, base_url: str, items: list[WorkItem], concurrency: int, workers: int
-) -> dict[str, float]:
-    config, chain_of = SYSTEMS[name]
-    system = get_mas(name)
+async def warm_up(base_url: str, concurrency: int) -> None:
+    """A round of requests first, so the scripted server's own start-up is not billed."""
     endpoint = Endpoint(endpoint_config(base_url, concurrency))
-    models = Models(default=endpoint, gen=GENERATION)
-    transcripts: list[Transcript] = []
-
-    async def solve(item: WorkItem) -> SolvedSample:
-        task = Task(
-            prompt=item.prompt,
-            sample_id=item.sample.id,
-            suite=item.suite.name,
-            epoch=item.epoch,
-            kind=item.suite.kind,
-        )
-        transcript = await system(task, models, config)
-        transcripts.append(transcript)
-        return SolvedSample(
-            final_answer=transcript.final_answer,
-            transcript=transcript.model_dump(),
-            metrics=transcript.metrics(),
-        )
-
-    # Open the connection pool first so its start-up is not billed to the measured run.
     await asyncio.gather(
         *(endpoint.complete([{"role": "user", "content": f"warm {i}"}]) for i in range(concurrency))
     )
+    await endpoint.aclose()
+
+
+async def measure(
+    name: str, base_url: str, items: list[WorkItem], concurrency: int
+) -> dict[str, float]:
+    config, chain_of = SYSTEMS[name]
+    work = EvalWork(
+        mas_function=get_mas(name),
+        mas_config=config,
+        endpoint_config=endpoint_config(base_url, concurrency),
+        role_configs={},
+        gen=GENERATION,
+        gen_by_role={},
+        grading=GradingPlan(),  # the suite's rules, as `mars eval` grades by default
+        quiet=True,
+    )
+    await warm_up(base_url, concurrency)
     with tempfile.TemporaryDirectory() as folder:
         run = RunDir.resolve(out=Path(folder), run_dir=None, kind="eval", slug=f"bench-{name}")
         started, cpu_started = time.perf_counter(), time.process_time()
-        written = await run_items(items, solve, run, workers=workers, show_progress=False)
+        await solve_items(items, work, run)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        errors = sum(bool(record.get("error")) for record in run.records())
-    await endpoint.aclose()
+        records = run.records()
+    errors = sum(bool(record.get("error")) for record in records)
+    transcripts = [
+        Transcript.model_validate(record["transcript"])
+        for record in records
+        if record.get("transcript")
+    ]
     calls = sum(t.llm_calls for t in transcripts)
     chain = max(chain_of(t) for t in transcripts)
     ideal = max(calls * DELAY_S / concurrency, chain * DELAY_S)
     result = {
-        "samples": written,
+        "samples": len(records),
         "errors": errors,
         "calls": calls,
         "chain": chain,
@@ -121,7 +124,7 @@ async def measure(
         "cpu_ms_per_call": cpu * 1000 / calls,
     }
     print(
-        f"{name:>6}: {written} samples, {calls} calls, longest chain {chain} calls, "
+        f"{name:>6}: {len(records)} samples, {calls} calls, longest chain {chain} calls, "
         f"errors {errors}; wall {wall:.2f}s, ideal {ideal:.2f}s, ratio {wall / ideal:.3f}, "
         f"client CPU {result['cpu_ms_per_call']:.2f} ms/call"
     )
@@ -144,14 +147,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=None, help="default 2 x concurrency")
     parser.add_argument("--repeat", type=int, default=3, help="runs per MAS; the median counts")
     add_dry_run(parser)
     args = parser.parse_args()
     if args.dry_run:
         run_dry(lambda dry: dry_run(dry, args))
         return
-    workers = args.workers or 2 * args.concurrency
+    workers = 2 * args.concurrency  # the eval runner's, as `mars eval` sets it
     gsm8k = get_suite("gsm8k")
     items = [
         WorkItem(suite=gsm8k, sample=s, epoch=0) for s in gsm8k.load(limit=args.samples).samples
@@ -160,9 +162,7 @@ def main() -> None:
     with scripted_server_process(DELAY_S) as base_url:
         for _ in range(max(1, args.repeat)):
             for name in SYSTEMS:
-                runs[name].append(
-                    asyncio.run(measure(name, base_url, items, args.concurrency, workers))
-                )
+                runs[name].append(asyncio.run(measure(name, base_url, items, args.concurrency)))
     results = {
         name: {
             "ratio": statistics.median(r["ratio"] for r in measured),

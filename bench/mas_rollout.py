@@ -45,7 +45,8 @@ def critical_path_calls(calls: int) -> int:
 
 
 def step_problems(args: argparse.Namespace) -> list[Any]:
-    from train_backend.mas.data import arithmetic_problems, puzzle_problems
+    from train_backend.mas.arithmetic import arithmetic_problems
+    from train_backend.mas.data import puzzle_problems
 
     if args.workflow == "plan_tool":
         return puzzle_problems("plan_path_5x5", "train", args.problems)

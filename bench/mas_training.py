@@ -2,12 +2,12 @@
 
 `--domain arithmetic` (the default) trains `reasoner_tool` on arithmetic; `--domain plan` trains
 `plan_tool` (tool agent + plan agent, 2 turns) on 5 x 5 Plan-Path levels from the planning start
-model (`train_backend.mas.plan_pretrain`: the right search program or a one-token-wrong one, the
+model (`train_backend.pretrain.plan_start`: the right search program or a one-token-wrong one, the
 printed list copied or not, each about half the time), its `single` arm being `plan_single` (the
 plan agent alone, same turns), measured on the suite's evaluation levels (`plan_path_5x5`, which
 no training level equals). The arithmetic miniature:
 
-From the same starting model (`train_backend.mas.pretrain`: the tiny model taught each role's
+From the same starting model (`train_backend.pretrain.mas_start`: the tiny model taught each role's
 reply format on arithmetic, copying faithfully about half the time), on the arithmetic training
 set, the same budget per arm (steps x problems per step, K branches, learning rate):
 
@@ -207,10 +207,11 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     """Held-out answers of the workflow with these policies (policy name -> model folder)."""
     import torch
 
+    from core.batcher import MicroBatcher, Sampling, generate_batch
     from train_backend.local.adapters import load_any
-    from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
+    from train_backend.mas.arithmetic import arithmetic_problems
     from train_backend.mas.config import SHARED_POLICY
-    from train_backend.mas.data import arithmetic_problems, puzzle_problems
+    from train_backend.mas.data import puzzle_problems
     from train_backend.mas.rewards import ROLES
     from train_backend.mas.trainer import answered_right, role_model
 
@@ -288,11 +289,11 @@ def main() -> None:
     except MarsError as exc:
         sys.exit(str(exc))
     if args.domain == "plan":
-        from train_backend.mas.plan_pretrain import ensure_plan_start
+        from train_backend.pretrain.plan_start import ensure_plan_start
 
         start = str(ensure_plan_start())
     else:
-        from train_backend.mas.pretrain import ensure_workflow_start
+        from train_backend.pretrain.mas_start import ensure_workflow_start
 
         start = str(ensure_workflow_start())
     if args.job is not None:  # one (arm, seed) of a parallel run, in its own process
@@ -351,12 +352,12 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
         return
     if args.domain == "plan":
         from harness.benchmarks import get_suite
-        from train_backend.mas.plan_pretrain import PLAN_START_NAME
+        from train_backend.pretrain.plan_start import PLAN_START_NAME
 
         dry.config(lambda: get_suite(PLAN_SUITE), "suite")
         start = start_model(dry, PLAN_START_NAME)
     else:
-        from train_backend.mas.pretrain import MAS_START_NAME
+        from train_backend.pretrain.mas_start import MAS_START_NAME
 
         start = start_model(dry, MAS_START_NAME)
     root = args.out / "dry-run"  # named, not made

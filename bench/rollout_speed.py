@@ -36,7 +36,7 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     that needs the model's tokenizer)."""
     from core.errors import MarsError
     from games.infostates import information_states, render_prompt
-    from train_backend.pretrain import SELFPLAY_START_NAME
+    from train_backend.pretrain.build import SELFPLAY_START_NAME
 
     if min(args.batch, args.new_tokens, args.repeats) < 1:
         raise MarsError("--batch, --new-tokens and --repeats must be at least 1")
@@ -62,12 +62,12 @@ def main() -> None:
 
     import torch
 
+    from core.batcher import Request, Sampling, generate_batch
+    from core.causal_lm import load_policy
     from games.infostates import information_states, render_prompt
     from games.spec import get_game
-    from train_backend.local.batcher import Request, Sampling, generate_batch
-    from train_backend.local.policy import load_policy
     from train_backend.local.ppo import pack
-    from train_backend.pretrain import (
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,

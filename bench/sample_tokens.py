@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from _common import DryRun, add_dry_run, game_specs, report, run_dry
 
+from core.causal_lm import Policy
 from core.endpoint import Completion, Usage
 from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
@@ -33,7 +34,6 @@ from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
 from games.spec import get_game
 from train_backend.local.conversation import ChatContinuation, SeatConversation
-from train_backend.local.policy import Policy
 
 GAMES = ("tic_tac_toe", "connect_four", "leduc_poker")
 TARGET_RATIO = 2.0  # on Connect Four (issue 13: "well above 2x")

@@ -143,7 +143,7 @@ RECIPE = REPO / "bench" / "recipes" / "selfplay-generalist.yaml"
 
 
 def starting_model() -> str:
-    from train_backend.pretrain import ensure_pretrained_tiny_model, load_recipe
+    from train_backend.pretrain.build import ensure_pretrained_tiny_model, load_recipe
 
     return str(ensure_pretrained_tiny_model(load_recipe(RECIPE), name=RECIPE.stem))
 
@@ -224,12 +224,12 @@ def measure(model: str, args: argparse.Namespace) -> dict[str, Any]:
     """Kuhn exploitability, Mini Hanabi self-play score, Tic-Tac-Toe non-loss per seat."""
     import torch
 
+    from core.batcher import Sampling
+    from core.causal_lm import load_policy
     from games.engine import EpisodeOptions
     from games.spec import get_game
-    from train_backend.local.batcher import Sampling
     from train_backend.local.evaluate import eval_pairs, evaluate
     from train_backend.local.exploitability import policy_exploitability
-    from train_backend.local.policy import load_policy
     from train_backend.local.rollout import make_responder
 
     torch.set_num_threads(1)
@@ -391,9 +391,9 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """The games; the starting model's recipe; per (arm, seed) its `mars train` command line
     and the config that command resolves from its flags and config file, checked as the CPU
     trainer checks it; the measuring child's command line (the start's, and each run's)."""
-    from mars.commands.train import resolve_config
+    from mars.api.train import resolve_config
     from train_backend.local.trainer import check_config
-    from train_backend.pretrain import load_recipe
+    from train_backend.pretrain.build import load_recipe
 
     game_specs(dry, args.games.split(","))
     if args.measure:  # one model measured: the games above are all it reads

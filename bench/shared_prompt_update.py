@@ -55,15 +55,16 @@ def main() -> None:
 
     import torch
 
+    from core.batcher import Sampling
+    from core.causal_lm import load_policy
     from games.engine import EpisodeOptions
     from games.spec import get_game
-    from train_backend.local.batcher import Sampling
-    from train_backend.local.policy import load_policy
+    from train_backend.config import TreeSettings
     from train_backend.local.ppo import batch_log_probs_and_entropy, pack, pack_rows
     from train_backend.local.rollout import make_responder
-    from train_backend.local.tree import TreeOptions, play_tree_step
+    from train_backend.local.tree import play_tree_step
     from train_backend.local.update import _micro_batches
-    from train_backend.pretrain import (
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,
@@ -79,7 +80,7 @@ def main() -> None:
     rollout = asyncio.run(
         play_tree_step(
             responder, [get_game("kuhn_poker")], step=1, run_seed=0, games_per_step=args.games,
-            tree=TreeOptions(branches=args.branches, all_actions=True),
+            tree=TreeSettings(branches=args.branches, all_actions=True),
             options=EpisodeOptions(prompt_style="compact"),
         )
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """One training step of the CPU trainer, by phase, beside TRL's GRPOTrainer on the same job.
 
 Single-agent GRPO on the arithmetic task, from the MAS-pretrained tiny model
-(`train_backend.mas.pretrain`): each step takes P problems, samples K replies to each (the
+(`train_backend.pretrain.mas_start`): each step takes P problems, samples K replies to each (the
 `single` workflow's one call, tree-sampled: K replies to the same prompt, normalised in their
 group), scores them (2 for the right `\\boxed{}` answer) and updates once. The same P, K, token
 budget, learning rate, temperature, threads and prompts go to TRL's `GRPOTrainer` (no KL, one
@@ -105,7 +105,7 @@ def verl_phases(model: str, args: argparse.Namespace, work: Path) -> dict[str, A
 def trl_job(model: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The job bench/trl_grpo_steps.py runs: the same prompts, budget and settings."""
     from mas.single import SOLVER_SYSTEM
-    from train_backend.mas.data import arithmetic_problems
+    from train_backend.mas.arithmetic import arithmetic_problems
     from train_backend.mas.rollout import task_of
 
     problems = arithmetic_problems(args.steps * args.problems, args.seed, "train")
@@ -174,8 +174,8 @@ def dry_work() -> Path:
 
 def default_job() -> dict[str, Any]:
     """The TRL job of the default settings (bench/trl_grpo_steps.py's dry run checks it)."""
-    from train_backend.mas.pretrain import MAS_START_NAME
-    from train_backend.pretrain import default_pretrained_dir
+    from train_backend.pretrain.build import default_pretrained_dir
+    from train_backend.pretrain.mas_start import MAS_START_NAME
 
     args = build_parser().parse_args([])
     return trl_job(str(default_pretrained_dir(MAS_START_NAME)), args, dry_work())
@@ -189,7 +189,7 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     from bench.trl_grpo_steps import build_parser as trl_parser
     from bench.trl_grpo_steps import check_job
     from core.errors import MarsError
-    from train_backend.mas.pretrain import MAS_START_NAME
+    from train_backend.pretrain.mas_start import MAS_START_NAME
 
     model = start_model(dry, MAS_START_NAME)
     work = dry_work()
@@ -218,7 +218,7 @@ def main() -> None:
         run_dry(lambda dry: dry_run(dry, args))
         return
 
-    from train_backend.mas.pretrain import ensure_workflow_start
+    from train_backend.pretrain.mas_start import ensure_workflow_start
 
     model = str(ensure_workflow_start())
     with tempfile.TemporaryDirectory(prefix="mars-train-step-") as tmp:

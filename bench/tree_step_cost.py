@@ -54,13 +54,14 @@ def main() -> None:
 
     import torch
 
+    from core.batcher import Sampling
+    from core.causal_lm import load_policy
     from games.engine import EpisodeOptions
     from games.spec import get_game
-    from train_backend.local.batcher import Sampling
-    from train_backend.local.policy import load_policy
+    from train_backend.config import TreeSettings
     from train_backend.local.rollout import make_responder, play_step
-    from train_backend.local.tree import TreeOptions, play_tree_step
-    from train_backend.pretrain import (
+    from train_backend.local.tree import play_tree_step
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,
@@ -71,7 +72,7 @@ def main() -> None:
     policy = load_policy(model)
     specs = [get_game(args.game)]
     options = EpisodeOptions(prompt_style="compact")
-    tree = TreeOptions(branches=args.branches, all_actions=True)
+    tree = TreeSettings(branches=args.branches, all_actions=True)
 
     def rollout(step: int, branched: bool) -> tuple[int, float]:
         responder = make_responder(

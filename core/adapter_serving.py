@@ -3,9 +3,9 @@
 `core.servers.ModelServer` serves an adapter checkpoint folder (as its base plus that adapter,
 answering under the adapter's name) or a base with named adapters. On a GPU that is `vllm serve
 BASE --enable-lora --lora-modules NAME=PATH ...`; on a CPU the project's own adapter server
-(`train_backend.local.adapter_server`, started as a module: core imports nothing above it). Both
-answer each adapter under its name and the base under the base's served name, and both apply
-every request's own sampling settings (nothing is pinned).
+(`python -m core.adapter_server`, over `core.causal_lm` and `core.batcher`). Both answer each
+adapter under its name and the base under the base's served name, and both apply every request's
+own sampling settings (nothing is pinned).
 
 An adapter is refused in one line when its base is missing or has changed since it was trained,
 or when it was trained on other weights than the base it is served on (`core.checkpoints`).
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from core.checkpoints import ADAPTER_CONFIG_FILE, checked_adapter, is_adapter
 from core.errors import MarsError
-from core.servers import model_fingerprint, recorded_weights_match
+from core.fingerprints import model_fingerprint, recorded_weights_match
 
-ADAPTER_SERVER_MODULE = "train_backend.local.adapter_server"
+ADAPTER_SERVER_MODULE = "core.adapter_server"
 # The ranks vLLM's `--max-lora-rank` accepts (vllm/config/lora.py, MaxLoRARanks).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
@@ -147,7 +147,7 @@ def vllm_lora_args(adapters: Mapping[str, str]) -> list[str]:
 def adapter_server_command(
     lora: AdapterSet, *, host: str, port: int, base_name: str, extra_args: tuple[str, ...] = ()
 ) -> list[str]:
-    """The CPU adapter server's command line (train_backend.local.adapter_server)."""
+    """The CPU adapter server's command line (core.adapter_server)."""
     command = [sys.executable, "-m", ADAPTER_SERVER_MODULE, "--base", lora.base]
     for name, path in lora.adapters.items():
         command += ["--adapter", f"{name}={path}"]

@@ -6,7 +6,7 @@
 A checkpoint holds either a whole Hugging Face model or one LoRA adapter
 (`adapter_config.json` + `adapter_model.safetensors`, PEFT's layout) over a base model that
 `checkpoint.json` names: `"adapter": {"kind", "name", "base", "base_fingerprint"}` (the base's
-folder, or hub id, and `core.servers.model_fingerprint` of it when the adapter was saved).
+folder, or hub id, and `core.fingerprints.model_fingerprint` of it when the adapter was saved).
 
 A writer builds `step_N/` under a hidden temporary name and renames it into place, and writes
 `checkpoint.json` last inside it, so a folder is a checkpoint exactly when it is named `step_N`
@@ -119,7 +119,7 @@ def adapter_info(folder: Path) -> AdapterInfo | None:
 def checked_adapter(folder: Path) -> AdapterInfo:
     """The adapter in `folder`, refused in one line when its base is missing or has changed
     since the adapter was trained on it (an adapter on other weights is another model)."""
-    from core.servers import model_fingerprint, recorded_weights_match
+    from core.fingerprints import model_fingerprint, recorded_weights_match
 
     info = adapter_info(folder)
     if info is None:

@@ -10,7 +10,8 @@ plain-http URLs never need it and importing `openai` costs most of a second), an
 semaphore that bounds requests in flight, a hard wall-clock timeout per attempt, and bounded
 retries with exponential backoff and full jitter on 429, 5xx, timeouts, dropped connections and
 malformed bodies. Any other 4xx fails at once. It never returns None: it returns a `Completion`
-or raises `EndpointError` carrying the number of retries spent.
+or raises `EndpointError` carrying the number of retries spent. How a failed exchange becomes a
+retry or an error is `core.endpoint_errors`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 from pydantic import BaseModel, Field
 
+from core.endpoint_errors import (
+    Retryable,
+    header,
+    retry_after_s,
+    short,
+    status_error,
+)
 from core.errors import EndpointError, MarsError
 from core.http_transport import JSONPoster, LeanHTTPTransport, lean_async_client
 from core.reasoning import split_reasoning
@@ -160,61 +168,6 @@ async def _within(seconds: float, awaitable: Awaitable[Completion]) -> Completio
         async with asyncio.timeout(seconds):
             return await awaitable
     return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, *, status: int | None = None, wait_s: float | None = None):
-        super().__init__(message)
-        self.status = status
-        self.wait_s = wait_s
-
-
-def _retry_after_s(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    return _parse_retry_after(value)
-
-
-def _parse_retry_after(value: str | bytes | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-def _status_message(status: int, content: bytes) -> str:
-    """ "Error code: N - " and the server's own words: an OpenAI-style `error.message`, a
-    FastAPI-style `detail` (transformers serve), a top-level `message`, or a short plain body."""
-    message = f"Error code: {status}"
-    text = content.decode("utf-8", "replace").strip()
-    try:
-        body = json.loads(text)
-    except ValueError:
-        body = None
-    detail = _body_detail(body) if body is not None else (text if 0 < len(text) <= 300 else None)
-    return f"{message} - {' '.join(detail.split())}" if detail else message
-
-
-def _body_detail(body: object) -> str | None:
-    if not isinstance(body, dict):
-        return None
-    error = body.get("error")
-    for candidate in (
-        error.get("message") if isinstance(error, dict) else error,
-        body.get("detail"),
-        body.get("message"),
-    ):
-        if isinstance(candidate, str) and candidate.strip():
-            return candidate
-        if isinstance(candidate, list | dict) and candidate:  # FastAPI's validation details
-            return json.dumps(candidate)[:300]
-    return None
 
 
 def _lean_poster(base_url: str, api_key: str, transport: LeanHTTPTransport) -> JSONPoster | None:
@@ -378,7 +331,7 @@ class Endpoint:
                         )
                     finally:
                         replica.in_flight -= 1
-            except _Retryable as exc:
+            except Retryable as exc:
                 failure, status, wait_hint = str(exc), exc.status, exc.wait_s
             except asyncio.TimeoutError:
                 failure, status, wait_hint = (
@@ -434,36 +387,22 @@ class Endpoint:
         try:
             status, headers, content = await poster.post(json.dumps(body).encode())
         except httpx2.TimeoutException as exc:  # as the SDK maps transport errors
-            raise _Retryable("APITimeoutError: Request timed out.") from exc
+            raise Retryable("APITimeoutError: Request timed out.") from exc
         except Exception as exc:
-            raise _Retryable("APIConnectionError: Connection error.") from exc
+            raise Retryable("APIConnectionError: Connection error.") from exc
         if 300 <= status < 400:  # a redirect: let the SDK's client follow it
             return await self._request_sdk(replica, body)
         if status >= 400:
-            raise self._status_error(replica.url, status, headers, content)
-        content_type = _header(headers, b"content-type") or b"*"
+            raise status_error(replica.url, status, headers, content)
+        content_type = header(headers, b"content-type") or b"*"
         if not content_type.split(b";")[0].strip().endswith(b"json"):
             # The SDK hands back the text, which is not a chat-completion body.
             return _to_completion(content.decode("utf-8", "replace"))
         try:
             response = json.loads(content)
         except ValueError as exc:
-            raise _Retryable(f"malformed response: {_short(str(exc))}") from exc
+            raise Retryable(f"malformed response: {short(str(exc))}") from exc
         return _to_completion(response)
-
-    def _status_error(
-        self, url: str, status: int, headers: list[tuple[bytes, bytes]], content: bytes
-    ) -> Exception:
-        """What the SDK path raises for this status (same text as openai's APIStatusError)."""
-        if status == 429 or status >= 500:
-            wait = _parse_retry_after(_header(headers, b"retry-after")) if status == 429 else None
-            return _Retryable(f"HTTP {status} from {url}", status=status, wait_s=wait)
-        message = _status_message(status, content)
-        return EndpointError(
-            f"HTTP {status} from {url}: {_short(message)}",
-            retries=0,
-            status=status,
-        )
 
     async def _request_sdk(self, replica: _Replica, body: dict[str, Any]) -> Completion:
         import openai
@@ -479,20 +418,20 @@ class Endpoint:
         except openai.APIStatusError as exc:
             status = exc.status_code
             if status == 429 or status >= 500:
-                raise _Retryable(
+                raise Retryable(
                     f"HTTP {status} from {url}",
                     status=status,
-                    wait_s=_retry_after_s(exc) if status == 429 else None,
+                    wait_s=retry_after_s(exc) if status == 429 else None,
                 ) from exc
             raise EndpointError(
-                f"HTTP {status} from {url}: {_short(exc.message)}",
+                f"HTTP {status} from {url}: {short(exc.message)}",
                 retries=0,
                 status=status,
             ) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise _Retryable(f"{type(exc).__name__}: {_short(str(exc))}") from exc
+            raise Retryable(f"{type(exc).__name__}: {short(str(exc))}") from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
-            raise _Retryable(f"malformed response: {_short(str(exc))}") from exc
+            raise Retryable(f"malformed response: {short(str(exc))}") from exc
         return _to_completion(response)
 
     async def aclose(self) -> None:
@@ -516,11 +455,6 @@ def _count(replica: _Replica | None, completion: Completion) -> None:
     usage.latency_s += completion.latency_s
 
 
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _to_completion(response: Any) -> Completion:
     """Read an OpenAI chat-completion body (a dict); anything off-shape is a malformed reply."""
     try:
@@ -536,7 +470,7 @@ def _to_completion(response: Any) -> Completion:
             reasoning_tokens=details.get("reasoning_tokens"),
         )
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise _Retryable(f"malformed response: {type(exc).__name__} {exc}") from exc
+        raise Retryable(f"malformed response: {type(exc).__name__} {exc}") from exc
     if served_reasoning:
         text, reasoning = str(raw_text).strip(), str(served_reasoning).strip()
     else:

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from core.endpoint import EndpointConfig, GenerationConfig, replica_urls
 from core.errors import MarsError
+from core.fingerprints import model_fingerprint
 from core.server_state import server_state
-from core.servers import ModelServer, check_model, model_fingerprint
+from core.servers import ModelServer, check_model
 
 
 def default_model() -> str:

@@ -2,7 +2,7 @@
 
 Each field below is one command-line option: its flag, default, help and bounds live in the
 field. `mars` turns the fields into the options of each command that talks to a model
-(`mars.model_options`), `mars loop` turns an options object back into the argument list of the
+(`mars.commands.model_options`), `mars loop` turns an options object back into the argument list of the
 commands it runs (`as_argv`), and `open_endpoint` turns it into a model endpoint. Adding an option
 is one field here, plus its use in `open_endpoint` or `generation` when it changes a request.
 

@@ -206,8 +206,8 @@ def model_identity(model: str | None, base_url: str | None) -> str | None:
     """
     if base_url:
         return model
+    from core.fingerprints import model_fingerprint
     from core.model_access import default_model
-    from core.servers import model_fingerprint
 
     return model_fingerprint(model or default_model())
 

@@ -24,15 +24,16 @@ settings.
 A LoRA adapter checkpoint (or a base with named adapters) is served as its base plus each
 adapter under its own name: vLLM's multi-LoRA on a GPU, the project's adapter server on a CPU
 (`core.adapter_serving`); both apply every request's own sampling settings.
+
+The servers' command lines and served names are `core.server_commands`; a checkpoint's identity
+(its weights' fingerprint) is `core.fingerprints`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -47,16 +48,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import MarsError
-from core.file_hashes import content_hashes
 from core.files import mars_cache_dir
+from core.fingerprints import model_fingerprint
 from core.processes import log_tail, stop_process_group
+from core.server_commands import (
+    is_local_folder,
+    local_served_name,
+    model_argument,
+    private_hub_cache,
+    resolve_backend,
+    transformers_command,
+    vllm_command,
+)
 from core.server_state import write_server_state
 
 if TYPE_CHECKING:
     from core.adapter_serving import AdapterSet
-
-BACKENDS = ("auto", "vllm", "transformers")
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 
 
 def looks_like_hub_id(model: str) -> bool:
@@ -81,198 +88,6 @@ def check_model(model: str) -> None:
         raise MarsError(f"model {model} is a file; give a Hugging Face model folder or a hub id")
     if not looks_like_hub_id(model):
         raise MarsError(f"model folder not found: {model}")
-
-
-def model_fingerprint(model: str) -> str:
-    """A checkpoint's identity, `folder@hash`: every file's name and every byte of its content
-    (weights, config, tokenizer); a hub id (no local folder) is its own identity.
-
-    The response cache's model identity, a run's `model`, the base an adapter was trained on
-    (checked before it is served or merged) and a server's identity. A byte changed anywhere in a
-    weight file is another model. Each file's hash is remembered by (path, size, mtime_ns,
-    ctime_ns, inode, device), in this process and in the MARS cache (`core.file_hashes`), so a
-    multi-GB model is read once: a second fingerprint of an unchanged folder reads no weights.
-    """
-    folder = Path(model).expanduser()
-    if not folder.is_dir():
-        return model
-    files = [path for path in sorted(folder.iterdir()) if path.is_file()]
-    hashes = content_hashes(files)
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.name}:{hashes[path]}\n".encode())
-    return f"{folder.name}@{digest.hexdigest()[:16]}"
-
-
-def edge_fingerprint(model: str) -> str:
-    """The fingerprint mars recorded before whole-content identities: names, sizes and only the
-    first and last MiB of each weight and json file. Kept to recognise the records of then
-    (`recorded_weights_match`), never written any more."""
-    folder = Path(model).expanduser()
-    if not folder.is_dir():
-        return model
-    digest = hashlib.sha256()
-    for path in sorted(folder.iterdir()):
-        if not path.is_file():
-            continue
-        size = path.stat().st_size
-        digest.update(f"{path.name}:{size}".encode())
-        if path.suffix in _WEIGHT_SUFFIXES or path.name.endswith(".json"):
-            with path.open("rb") as handle:
-                digest.update(handle.read(1 << 20))
-                if size > 2 << 20:
-                    handle.seek(-(1 << 20), os.SEEK_END)
-                    digest.update(handle.read())
-    return f"{folder.name}@{digest.hexdigest()[:16]}"
-
-
-def _hash_part(fingerprint: str) -> str:
-    return fingerprint.rpartition("@")[2]
-
-
-def recorded_weights_match(recorded: str, model: str) -> bool:
-    """Whether `model` holds the weights a fingerprint taken earlier names, whatever the folder
-    is called now. A record older than whole-content fingerprints (`edge_fingerprint`) is matched
-    the old way, with a one-line note on stderr (once): its first and last MiB were recorded."""
-    wanted = _hash_part(recorded)
-    if _hash_part(model_fingerprint(model)) == wanted:
-        return True
-    if not Path(model).expanduser().is_dir() or _hash_part(edge_fingerprint(model)) != wanted:
-        return False
-    if (recorded, model) not in _NOTED_OLD_RECORDS:
-        _NOTED_OLD_RECORDS.add((recorded, model))
-        print(
-            f"note: {recorded} was recorded by an older mars (the first and last MiB of each "
-            f"weight file); {model} matches it there, the rest of its bytes could not be checked",
-            file=sys.stderr,
-        )
-    return True
-
-
-_NOTED_OLD_RECORDS: set[tuple[str, str]] = set()
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def resolve_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise MarsError(f"unknown backend '{backend}'; choose one of {', '.join(BACKENDS)}")
-    if backend != "auto":
-        return backend
-    return "vllm" if shutil.which("vllm") and cuda_available() else "transformers"
-
-
-def _executable(name: str) -> str:
-    """The console script next to this interpreter (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).with_name(name)
-    if beside.exists():
-        return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise MarsError(f"'{name}' is not installed (no {name} executable on PATH)")
-    return found
-
-
-def is_local_folder(model: str) -> bool:
-    return Path(model).expanduser().is_dir()
-
-
-def local_served_name(model: str) -> str:
-    """The hub-style id under which `transformers serve` serves a local folder."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).expanduser().resolve().name)
-    name = re.sub(r"-{2,}", "-", name).strip("-.") or "model"
-    return f"local/{name[:80]}"
-
-
-def private_hub_cache(model: str, served_name: str, root: Path) -> Path:
-    """A hub cache in `root` holding only `model` (symlinks), under `served_name`, offline-ready."""
-    org, name = served_name.split("/", 1)
-    repo = root / f"models--{org}--{name}"
-    revision = hashlib.sha1(model_fingerprint(model).encode()).hexdigest()
-    snapshot = repo / "snapshots" / revision
-    snapshot.mkdir(parents=True, exist_ok=True)
-    (repo / "blobs").mkdir(exist_ok=True)
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(revision)
-    for entry in Path(model).expanduser().resolve().iterdir():
-        link = snapshot / entry.name
-        if not link.exists():
-            link.symlink_to(entry)
-    return root
-
-
-def model_argument(model: str) -> str:
-    """A local folder as an absolute path (servers resolve relative paths against their own cwd)."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.is_dir() else model
-
-
-def vllm_command(
-    model: str,
-    *,
-    host: str,
-    port: int,
-    served_name: str,
-    reasoning_parser: str | None = "qwen3",
-    extra_args: tuple[str, ...] = (),
-) -> list[str]:
-    command = [
-        _executable("vllm"),
-        "serve",
-        model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--served-model-name",
-        served_name,
-    ]
-    if reasoning_parser:
-        command += ["--reasoning-parser", reasoning_parser]
-    return command + list(extra_args)
-
-
-# `transformers serve --continuous-batching` otherwise reserves ~90% of free RAM for its KV cache
-# (6-7 GB and up to a minute before the first reply on CPU). 512 blocks of 256 tokens cover
-# 64 requests of 2,048 tokens; raise --cb-num-blocks for longer contexts.
-CB_NUM_BLOCKS = 512
-CB_MAX_BATCH_TOKENS = 512
-
-
-def transformers_command(
-    model: str,
-    *,
-    host: str,
-    port: int,
-    continuous_batching: bool = True,
-    extra_args: tuple[str, ...] = (),
-) -> list[str]:
-    command = [
-        _executable("transformers"),
-        "serve",
-        model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--device",
-        "cpu",
-    ]
-    if continuous_batching:
-        command += [
-            "--continuous-batching",
-            "--cb-num-blocks",
-            str(CB_NUM_BLOCKS),
-            "--cb-max-batch-tokens",
-            str(CB_MAX_BATCH_TOKENS),
-        ]
-    return [*command, "--log-level", "info", *extra_args]
 
 
 def _die_with_parent() -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
 from core.files import build_once, mars_cache_dir
+from core.reply_tuning import Row, fine_tune_on_replies, model_loss, torch_threads
 from core.tiny_corpus import (
     CORPUS_VERSION,
     END_OF_TEXT,
@@ -296,46 +297,34 @@ def pretrain(
 ) -> list[float]:
     """A few seconds of supervised training on synthetic chats; returns the losses.
 
-    Only the assistant replies carry loss, so the little capacity goes into the reply format
-    rather than into memorising the prompts.
+    Only the assistant replies carry loss (`core.reply_tuning`), so the little capacity goes into
+    the reply format rather than into memorising the prompts. One pass over the examples in a
+    seeded order, on one thread: the same bytes on any machine (reduction order depends on the
+    thread count), and no slowdown from threads spinning on a busy two-core box.
     """
     import torch
 
     examples = _reply_examples(tokenizer, seed=seed + 1, count=steps * PRETRAIN_BATCH)
     pad_id = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=PRETRAIN_LR, weight_decay=0.01)
     warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) * max(0.1, 1 - step / steps)
-    )
     order = torch.randperm(len(examples), generator=generator).tolist()
-    losses: list[float] = []
-    # One thread: the same bytes on any machine (reduction order depends on the thread count),
-    # and no slowdown from threads spinning on a busy two-core box.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    model.train()
-    try:
-        for step in range(steps):
-            rows = order[step * PRETRAIN_BATCH : (step + 1) * PRETRAIN_BATCH]
-            input_ids, labels, attention = pad_reply_batch([examples[i] for i in rows], pad_id)
-            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
-    finally:
-        model.eval()
-        torch.set_num_threads(threads)
-    return losses
+    batches = (order[step * PRETRAIN_BATCH : (step + 1) * PRETRAIN_BATCH] for step in range(steps))
+    with torch_threads(1):
+        return fine_tune_on_replies(
+            model,
+            examples,
+            batches,
+            steps=steps,
+            learning_rate=PRETRAIN_LR,
+            weight_decay=0.01,
+            lr_factor=lambda step: min(1.0, (step + 1) / warmup) * max(0.1, 1 - step / steps),
+            pad_id=pad_id,
+            loss=model_loss,
+        )
 
 
-def _reply_examples(
-    tokenizer: PreTrainedTokenizerFast, *, seed: int, count: int
-) -> list[tuple[list[int], int]]:
+def _reply_examples(tokenizer: PreTrainedTokenizerFast, *, seed: int, count: int) -> list[Row]:
     """(token ids, prompt length) per synthetic chat; the prompt ends with the generation prompt."""
     conversations = synthetic_conversations(seed, count)
     prompts = [render_chat(c[:-1], add_generation_prompt=True) for c in conversations]
@@ -346,24 +335,6 @@ def _reply_examples(
     # depends on, and shorter rows make each step several times cheaper.
     kept = [p[-PRETRAIN_PROMPT_TAIL:] for p in prompt_ids]
     return [(p + r, len(p)) for p, r in zip(kept, reply_ids, strict=True)]
-
-
-def pad_reply_batch(examples: list[tuple[list[int], int]], pad_id: int) -> tuple[Any, Any, Any]:
-    """Right-padded (input_ids, labels, attention); labels are -100 outside each reply.
-
-    Each example is (token ids, prompt length): the loss falls on the reply tokens only.
-    """
-    import torch
-
-    width = max(len(ids) for ids, _ in examples)
-    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(examples), width), -100, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    for row, (ids, prompt_len) in enumerate(examples):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        labels[row, prompt_len : len(ids)] = torch.tensor(ids[prompt_len:])
-        attention[row, : len(ids)] = 1
-    return input_ids, labels, attention
 
 
 def _write_generation_config(folder: Path, tokenizer: PreTrainedTokenizerFast) -> None:

@@ -5,6 +5,10 @@ moves in OpenSpiel (the one place the dashboard uses game code: imported when a 
 drawn, so the other pages never load OpenSpiel). This module only turns those plain dicts into
 markup: no Streamlit, no files, so every drawing is testable as a string.
 
+It draws board kinds, never games: a position says its `kind` (`grid`, `poker`, `hanabi`, or
+`text`, OpenSpiel's state string) and its `style` (the options its game's `Board` declares, e.g. a
+grid's `pieces`: "marks" or "discs"), so a game added to games/catalog/ is drawn with no line here.
+
 The drawing is plain HTML with inline styles (CSS grids, bordered boxes, round discs): Streamlit's
 `st.html` sanitises its input and drops inline SVG, while styled elements pass. Colours are fixed
 per element (`COLORS`), so a screenshot can be checked pixel by pixel, and every cell, card and
@@ -117,6 +121,8 @@ def board_html(position: dict[str, Any], players: list[str] | None = None) -> st
         body = poker_html(position, names)
     elif kind == "hanabi":
         body = hanabi_html(position, names)
+    elif kind == "text":
+        body = text_html(position)
     else:
         return f"<div>no drawing for {escape(str(kind))}</div>"
     status = _box("margin-top: 6px; font-size: 14px;", _status(position, names))
@@ -144,13 +150,29 @@ def _status(position: dict[str, Any], names: list[str]) -> str:
     return f"to move: {escape(mover)}{move}"
 
 
+def _style(position: dict[str, Any]) -> dict[str, Any]:
+    style = position.get("style")
+    return style if isinstance(style, dict) else {}
+
+
+def text_html(position: dict[str, Any]) -> str:
+    """A game that declares no board: OpenSpiel's state string as it is."""
+    return _box(
+        f"font-family: monospace; white-space: pre; padding: 6px; "
+        f"background: {COLORS['ttt_cell']}; border-radius: 6px; width: max-content;",
+        escape(str(position.get("text") or "")),
+        board=position.get("game"),
+    )
+
+
 def grid_html(position: dict[str, Any]) -> str:
-    """Tic-Tac-Toe marks or Connect Four discs on a CSS grid, with row and column numbers."""
+    """Marks (Tic-Tac-Toe: row and column numbers) or falling discs (`pieces: discs`, Connect
+    Four: column numbers) on a CSS grid."""
     rows: list[list[str]] = position.get("rows") or []
     if not rows or not rows[0]:
         return "<div>empty board</div>"
-    connect_four = _base_game(position) == "connect_four"
-    size = 48 if connect_four else 64
+    discs = _style(position).get("pieces") == "discs"
+    size = 48 if discs else 64
     n_cols = len(rows[0])
     move, last = position.get("move_cell"), position.get("last_cell")
     mover = "x" if position.get("to_move") == 0 else "o"
@@ -163,11 +185,11 @@ def grid_html(position: dict[str, Any]) -> str:
                 data["move"] = mover
             if is_last:
                 data["last"] = 1
-            if connect_four:
+            if discs:
                 cells.append(_c4_cell(mark, mover if is_move else "", is_last, size, data))
             else:
                 cells.append(_ttt_cell(mark, mover if is_move else "", is_last, size, data))
-    board = COLORS["c4_board"] if connect_four else COLORS["ttt_board"]
+    board = COLORS["c4_board"] if discs else COLORS["ttt_board"]
     grid = _box(
         f"display: grid; grid-template-columns: repeat({n_cols}, {size}px); gap: 4px; "
         f"padding: 6px; background: {board}; border-radius: 6px; width: max-content;",
@@ -180,7 +202,7 @@ def grid_html(position: dict[str, Any]) -> str:
     )
     columns = f"display: grid; grid-template-columns: repeat({n_cols}, {size}px); gap: 4px;"
     header = _box(f"{columns} padding: 0 6px;", numbers)
-    if connect_four:
+    if discs:
         return header + grid
     row_numbers = "".join(
         _box(f"height: {size}px; line-height: {size}px; font-size: 12px;", str(r))
@@ -276,7 +298,7 @@ def poker_html(position: dict[str, Any], names: list[str]) -> str:
             )
         )
     middle = ""
-    if _base_game(position) == "leduc_poker":
+    if _style(position).get("public_card"):
         public = position.get("public")
         caption = "public card" if public else "public card (not dealt yet)"
         middle = _box(
@@ -390,8 +412,3 @@ def hanabi_html(position: dict[str, Any], names: list[str]) -> str:
     score = _box("", f"fireworks (score <b>{int(position.get('score') or 0)}</b>) {piles}")
     rest = _box("", f"deck: {int(position.get('deck') or 0)} cards · discards: {discards}")
     return score + tokens + "".join(hands) + rest
-
-
-def _base_game(position: dict[str, Any]) -> str | None:
-    """The game a position's board is drawn as: an obfuscated variant's original."""
-    return position.get("variant_of") or position.get("game")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pyspiel
 
 from core.errors import MarsError
+from games import solvers
 from games.actions import vocabulary
 from games.prompts import PromptStyle, SeatPrompter
 from games.spec import GameSpec, list_games
@@ -41,10 +42,6 @@ class InfoState:
     legal: tuple[int, ...]  # legal actions, in OpenSpiel's order
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _unsupported_reason(spec: GameSpec) -> str | None:
     game = spec.game
     kind = game.get_type()
@@ -54,7 +51,7 @@ def _unsupported_reason(spec: GameSpec) -> str | None:
         return f"{spec.name} is not a sequential game"
     try:
         _histories(spec)
-    except _TooLarge:
+    except solvers.TooManyHistories:
         return f"{spec.name} has more than {MAX_HISTORIES:,} histories"
     return None
 
@@ -77,25 +74,7 @@ def check_exact_best_response(spec: GameSpec) -> None:
 @functools.cache
 def _histories(spec: GameSpec) -> dict[str, tuple[tuple[int, ...], ...]]:
     """Every history of every information state, by key, in depth-first action order."""
-    found: dict[str, list[tuple[int, ...]]] = {}
-    visited = 0
-    stack: list[tuple[pyspiel.State, tuple[int, ...]]] = [(spec.game.new_initial_state(), ())]
-    while stack:
-        state, history = stack.pop()
-        visited += 1
-        if visited > MAX_HISTORIES:
-            raise _TooLarge
-        if state.is_terminal():
-            continue
-        if state.is_chance_node():
-            actions = [action for action, _ in state.chance_outcomes()]
-        else:
-            actions = state.legal_actions()
-            found.setdefault(state.information_state_string(), []).append(history)
-        # Reversed onto the stack, so children are visited in action order.
-        for action in reversed(actions):
-            stack.append((state.child(action), (*history, action)))
-    return {key: tuple(histories) for key, histories in found.items()}
+    return solvers.infostate_histories(spec.game, limit=MAX_HISTORIES)
 
 
 def histories_by_infostate(spec: GameSpec) -> dict[str, tuple[tuple[int, ...], ...]]:
@@ -117,10 +96,7 @@ def information_states(spec: GameSpec) -> tuple[InfoState, ...]:
 
 
 def replay(spec: GameSpec, history: tuple[int, ...]) -> pyspiel.State:
-    state = spec.game.new_initial_state()
-    for action in history:
-        state.apply_action(action)
-    return state
+    return solvers.replay(spec.game, history)
 
 
 def canonical_reply(label: str) -> str:

@@ -16,8 +16,8 @@ _API: dict[str, str] = {
     "EvalPlan": "mars.api.evaluate",
     "arena": "mars.api.arena",
     "ArenaPlan": "mars.api.arena",
-    "selfplay": "mars.api.arena",
-    "SelfplayPlan": "mars.api.arena",
+    "selfplay": "mars.api.selfplay",
+    "SelfplayPlan": "mars.api.selfplay",
     "exploitability": "mars.api.exploitability",
     "ExploitabilityPlan": "mars.api.exploitability",
     "train": "mars.api.train",
@@ -25,6 +25,9 @@ _API: dict[str, str] = {
     "train_mas": "mars.api.train_mas",
     "TrainMasPlan": "mars.api.train_mas",
     "report": "mars.api.report",
+    "failures": "mars.api.failures",
+    "compare_failures": "mars.api.failures",
+    "ratings": "mars.api.ratings",
     "loop": "mars.orchestration.loop.api",
     "LoopPlan": "mars.orchestration.loop.api",
     "experiment": "mars.orchestration.experiments.api",
@@ -42,6 +45,8 @@ def __getattr__(name: str) -> Any:
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'mars' has no attribute {name!r}")
+    if name == "report":  # an experiment folder's report is registered by the experiments
+        importlib.import_module("mars.orchestration.experiments")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

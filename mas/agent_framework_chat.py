@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from mas import prompts
-from mas.answers import extract_answer
+from mas.answers import end_critic_chat
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.options import int_option, str_option
 
@@ -87,12 +87,8 @@ async def agent_framework_chat(task: Task, models: Models, config: dict[str, Any
     ]
     solver_texts = [message.text for message in replies if message.author_name == SOLVER]
     approved = bool(replies) and critic_approved(replies)
-    readable = [text for text in solver_texts if extract_answer(task, text) is not None]
     transcript = conversation.transcript
-    transcript.final_answer = (readable or solver_texts or [""])[-1]
-    transcript.rounds = len(solver_texts)
-    transcript.ended_early = approved
-    transcript.stop_reason = "critic_approved" if approved else "max_rounds"
+    end_critic_chat(transcript, task, solver_texts, approved, "max_rounds")
     transcript.extra = {
         "chat_messages": len(replies),
         "max_rounds": max_rounds,

@@ -29,7 +29,7 @@ from agent_framework import (
 
 from core.endpoint import Completion, GenerationConfig
 from core.endpoint import Message as ChatMessage
-from mas.base import Conversation
+from mas.base import Conversation, add_turn
 
 _GENERATION_FIELDS = frozenset(GenerationConfig.model_fields)
 # Options an Agent sets on every request that mean nothing without tools or server-side storage.
@@ -160,10 +160,7 @@ def to_chat_messages(messages: Sequence[Message], *, agent: str) -> list[ChatMes
             content = f"{author}: {text}" if author and author != "user" else text
         else:
             raise ValueError(f"this chat client does not support '{message.role}' messages")
-        if chat and role == "user" and chat[-1]["role"] == "user":
-            chat[-1] = {"role": "user", "content": f"{chat[-1]['content']}\n\n{content}"}
-        else:
-            chat.append({"role": role, "content": content})
+        add_turn(chat, role, content)
     return chat
 
 

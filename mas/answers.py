@@ -14,7 +14,7 @@ from core.errors import MarsError
 from harness.benchmarks import Suite, get_suite
 from harness.benchmarks.extraction import last_boxed, strip_text_wrappers
 from harness.benchmarks.grading import parse_number
-from mas.base import Task
+from mas.base import Task, Transcript
 
 # Where a reply is parsed inline and its result pays a reward (the training rewards, plan_tool's
 # lists), only its last MAX_REPLY_CHARS characters are read: every parser of replies is linear,
@@ -58,3 +58,16 @@ def answer_key(answer: str, kind: str = "math") -> str:
         return f"number:{number}"
     text = strip_text_wrappers(answer).replace("$", "").rstrip(".")
     return "text:" + _SPACES.sub("", text)
+
+
+def end_critic_chat(
+    transcript: Transcript, task: Task, solver_texts: list[str], approved: bool, cap: str
+) -> None:
+    """The end of a solver-critic chat (`autogen`, `agent_framework`): the graded answer is the
+    solver's last text with a readable answer (else its last text), a round per solver text,
+    stopped early when the critic approved, else by the cap (`cap`: the stop reason)."""
+    readable = [text for text in solver_texts if extract_answer(task, text) is not None]
+    transcript.final_answer = (readable or solver_texts or [""])[-1]
+    transcript.rounds = len(solver_texts)
+    transcript.ended_early = approved
+    transcript.stop_reason = "critic_approved" if approved else cap

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from core.endpoint import GenerationConfig, Message
 from core.errors import EndpointError
-from mas.base import Conversation
+from mas.base import Conversation, add_turn
 
 MODEL_INFO: ModelInfo = {
     "vision": False,
@@ -217,10 +217,7 @@ def to_chat_messages(messages: Sequence[LLMMessage]) -> list[Message]:
             raise ValueError("this model client does not support function results")
         else:  # pragma: no cover - the LLMMessage union is closed
             raise ValueError(f"unsupported message type {type(message).__name__}")
-        if chat and role == "user" and chat[-1]["role"] == "user":
-            chat[-1] = {"role": "user", "content": f"{chat[-1]['content']}\n\n{content}"}
-        else:
-            chat.append({"role": role, "content": content})
+        add_turn(chat, role, content)
     return chat
 
 

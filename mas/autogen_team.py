@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from mas import maslab, prompts
-from mas.answers import extract_answer
+from mas.answers import end_critic_chat
 from mas.base import Conversation, Models, Task, Transcript, mas
 from mas.options import int_option, protocol_option, str_option
 
@@ -85,12 +85,8 @@ async def autogen_team(task: Task, models: Models, config: dict[str, Any]) -> Tr
     solver_texts = [message.content for message in chat if message.source == SOLVER]
     # The team resets its termination conditions when it stops, so approval is read off the chat.
     approved = bool(chat) and chat[-1].source == CRITIC and approval_word in chat[-1].content
-    readable = [text for text in solver_texts if extract_answer(task, text) is not None]
     transcript = conversation.transcript
-    transcript.final_answer = (readable or solver_texts or [""])[-1]
-    transcript.rounds = len(solver_texts)
-    transcript.ended_early = approved
-    transcript.stop_reason = "critic_approved" if approved else "max_messages"
+    end_critic_chat(transcript, task, solver_texts, approved, "max_messages")
     transcript.extra = {
         "autogen_stop_reason": result.stop_reason,
         "team_messages": len(chat),

@@ -9,11 +9,15 @@ records the message, so transcripts, call counts and usage per agent come for fr
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
+import importlib.util
+import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -139,14 +143,36 @@ class Conversation:
         )
         return completion
 
+    async def ask(
+        self, agent: str, system: str, prompt: str, *, round: int | None = None
+    ) -> Completion:
+        """A call on a fresh chat: `system` as the system message, `prompt` as the user's."""
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return await self.call(agent, messages, round=round)
+
+
+def add_turn(chat: list[Message], role: str, content: str) -> None:
+    """Append one turn to `chat`; a user turn right after another user turn is merged into it
+    (a blank line between), since some chat templates insist on alternating roles."""
+    if chat and role == "user" and chat[-1]["role"] == "user":
+        chat[-1] = {"role": "user", "content": f"{chat[-1]['content']}\n\n{content}"}
+    else:
+        chat.append({"role": role, "content": content})
+
 
 MASFunction = Callable[[Task, Models, dict[str, Any]], Awaitable[Transcript]]
+# A workflow's training rewards: (transcript, reference answer, task) -> {(agent, k): reward}, the
+# reward of the agent's k-th call (train_backend/mas/rewards.py, docs/mas_training.md).
+RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
 _REGISTRY: dict[str, MASFunction] = {}
 # The task the options check runs a MAS on, for a MAS that needs more than a question (a
 # puzzle workflow needs a level); the others get a one-line math question.
 _PROBE_TASKS: dict[str, Callable[[], Task]] = {}
 # The task kinds a MAS can run on, for a MAS that needs one kind (a puzzle, stdin/stdout code).
 _TASK_KINDS: dict[str, tuple[str, ...]] = {}
+# What makes a MAS a training workflow: its roles in seat order, and (optionally) its rewards.
+_ROLES: dict[str, tuple[str, ...]] = {}
+_REWARDS: dict[str, RewardFn] = {}
 
 
 def mas(
@@ -154,9 +180,13 @@ def mas(
     *,
     probe_task: Callable[[], Task] | None = None,
     kinds: tuple[str, ...] | None = None,
+    roles: tuple[str, ...] | None = None,
+    rewards: RewardFn | None = None,
 ) -> Callable[[MASFunction], MASFunction]:
     """Register a MAS under `name` (chosen on the CLI with `--mas NAME`); `kinds`: the only task
-    kinds it can run on (default: any)."""
+    kinds it can run on (default: any). For training (`mars train-mas --workflow NAME`): `roles`,
+    its agents in seat order (a role's index is its seat in the turn table), and `rewards`, its
+    reward per call (else the built-in table in train_backend/mas/rewards.py has them)."""
 
     def register(function: MASFunction) -> MASFunction:
         _REGISTRY[name] = function
@@ -164,33 +194,55 @@ def mas(
             _PROBE_TASKS[name] = probe_task
         if kinds is not None:
             _TASK_KINDS[name] = kinds
+        if roles is not None:
+            _ROLES[name] = tuple(roles)
+        if rewards is not None:
+            _REWARDS[name] = rewards
         return function
 
     return register
 
 
-# Where each built-in system is defined: `get_mas` imports only that module, so a run of
-# `single` does not import AutoGen and Agent Framework (about a second of start-up).
-BUILTIN_SYSTEMS = {
-    "agent_framework": "mas.agent_framework_chat",
-    "autogen": "mas.autogen_team",
-    "debate": "mas.debate",
-    "code_single": "mas.code_tester",
-    "code_tester": "mas.code_tester",
-    "ensemble_judge": "mas.ensemble_judge",
-    "mad": "mas.mad",
-    "plan_single": "mas.plan_tool",
-    "plan_tool": "mas.plan_tool",
-    "reasoner_tool": "mas.reasoner_tool",
-    "single": "mas.single",
-}
+# The registry of the built-in systems: the modules that define them, each registering its
+# systems with `@mas("name", ...)` when imported. A new system is one file in mas/ and its line
+# here (docs/mas.md, "Adding a system"; tests/test_extension_points.py).
+SYSTEM_MODULES = (
+    "mas.agent_framework_chat",
+    "mas.autogen_team",
+    "mas.code_tester",
+    "mas.debate",
+    "mas.ensemble_judge",
+    "mas.mad",
+    "mas.plan_tool",
+    "mas.reasoner_tool",
+    "mas.single",
+)
+_DECORATOR = re.compile(r"""^@mas\(\s*["']([^"']+)["']""", re.MULTILINE)
+
+
+@functools.cache
+def builtin_systems() -> dict[str, str]:
+    """Which module defines each built-in system, read from the `@mas("name"` lines of the
+    registered modules without importing them: `get_mas` imports only that module, so a run of
+    `single` does not import the debates or the AutoGen and Agent Framework teams. (A name this
+    cannot read, e.g. one built at run time, is still found: `get_mas` then imports them all.)"""
+    found: dict[str, str] = {}
+    for module in SYSTEM_MODULES:
+        spec = importlib.util.find_spec(module)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        if origin is None or origin.suffix != ".py":
+            continue
+        for name in _DECORATOR.findall(origin.read_text(encoding="utf-8")):
+            found.setdefault(name, module)
+    return found
 
 
 def get_mas(name: str) -> MASFunction:
     if name not in _REGISTRY:
-        if name in BUILTIN_SYSTEMS:
-            importlib.import_module(BUILTIN_SYSTEMS[name])
-        else:
+        module = builtin_systems().get(name)
+        if module is not None:
+            importlib.import_module(module)
+        if name not in _REGISTRY:
             _load_builtin_systems()
     if name not in _REGISTRY:
         raise MarsError(unknown_name("MAS", name, _REGISTRY))
@@ -278,11 +330,23 @@ def check_task_kinds(name: str, suites: dict[str, str]) -> None:
         )
 
 
+def system_roles(name: str) -> tuple[str, ...] | None:
+    """The roles MAS `name` declares (its agents, in seat order), or None."""
+    get_mas(name)
+    return _ROLES.get(name)
+
+
+def system_rewards(name: str) -> RewardFn | None:
+    """The training rewards MAS `name` declares, or None."""
+    get_mas(name)
+    return _REWARDS.get(name)
+
+
 def list_mas() -> list[str]:
     _load_builtin_systems()
     return sorted(_REGISTRY)
 
 
 def _load_builtin_systems() -> None:
-    for module in BUILTIN_SYSTEMS.values():
+    for module in SYSTEM_MODULES:
         importlib.import_module(module)

@@ -140,12 +140,12 @@ def _ground_truth(task: Task, train_tests: int) -> list[TestCase]:
     return tests[:train_tests] if train_tests else tests
 
 
-@mas("code_tester", kinds=("code",))
+@mas("code_tester", kinds=("code",), roles=("coder", "tester"))
 async def code_tester(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_code(task, models, config, with_tester=True)
 
 
-@mas("code_single", kinds=("code",))
+@mas("code_single", kinds=("code",), roles=("coder",))
 async def code_single(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     """The coder alone, one program (the single-agent baseline on the code environment)."""
     return await play_code(task, models, config, with_tester=False)
@@ -173,13 +173,8 @@ async def play_code(
     passed = False
     for round_number in range(max_turns):
         previous = rounds[-1] if rounds else None
-        coder = await conversation.call(
-            "coder",
-            [
-                {"role": "system", "content": CODER_SYSTEM},
-                {"role": "user", "content": coder_prompt(task, previous)},
-            ],
-            round=round_number,
+        coder = await conversation.ask(
+            "coder", CODER_SYSTEM, coder_prompt(task, previous), round=round_number
         )
         written = code_of(coder.text)
         wrote_code = written is not None
@@ -194,13 +189,8 @@ async def play_code(
         rounds.append(record)
         if not with_tester:
             break
-        tester = await conversation.call(
-            "tester",
-            [
-                {"role": "system", "content": TESTER_SYSTEM},
-                {"role": "user", "content": tester_prompt(task, code, previous)},
-            ],
-            round=round_number,
+        tester = await conversation.ask(
+            "tester", TESTER_SYSTEM, tester_prompt(task, code, previous), round=round_number
         )
         tests = parse_tests(tester.text)
         on_tests = await run(code, tests)

@@ -118,12 +118,10 @@ async def llm_debate(task: Task, models: Models, config: dict[str, Any]) -> Tran
     if transcript.ended_early:
         transcript.extra["consensus_after_round"] = rounds_used
     if aggregate:
-        reply = await conversation.call(
+        reply = await conversation.ask(
             "aggregator",
-            [
-                {"role": "system", "content": prompts.DEBATE_AGGREGATOR_SYSTEM},
-                {"role": "user", "content": prompts.debate_aggregate(task, replies)},
-            ],
+            prompts.DEBATE_AGGREGATOR_SYSTEM,
+            prompts.debate_aggregate(task, replies),
             round=rounds_used + 1,
         )
         if extract_answer(task, reply.text) is not None:

@@ -46,7 +46,7 @@ def judge_prompt(task: Task, solutions: list[str], programs: list[dict[str, Any]
     return "\n".join(parts)
 
 
-@mas("ensemble_judge")
+@mas("ensemble_judge", roles=("reasoner", "tool", "judge"))
 async def ensemble_judge(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     reasoners = int_option(config, "reasoners", 2)
     tools = int_option(config, "tools", 1, minimum=0)
@@ -56,37 +56,25 @@ async def ensemble_judge(task: Task, models: Models, config: dict[str, Any]) -> 
     solutions: list[str] = []
     answers: list[str | None] = []
     for index in range(reasoners):
-        reply = await conversation.call(
+        reply = await conversation.ask(
             "reasoner",
-            [
-                {"role": "system", "content": REASONER_SYSTEM},
-                {"role": "user", "content": f"{task.prompt}\n(Solver {index + 1} of {reasoners}.)"},
-            ],
+            REASONER_SYSTEM,
+            f"{task.prompt}\n(Solver {index + 1} of {reasoners}.)",
             round=0,
         )
         solutions.append(reply.text)
         answers.append(extract_answer(task, reply.text))
     programs: list[dict[str, Any]] = []
     for index in range(tools):
-        reply = await conversation.call(
-            "tool",
-            [
-                {"role": "system", "content": TOOL_SYSTEM},
-                {"role": "user", "content": f"{task.prompt}\n(Tool agent {index + 1} of {tools}.)"},
-            ],
-            round=0,
+        reply = await conversation.ask(
+            "tool", TOOL_SYSTEM, f"{task.prompt}\n(Tool agent {index + 1} of {tools}.)", round=0
         )
         code, execution, stdout = await run_reply_program(reply.text, run_code, limits)
         output = shown_output(stdout)
         answer = printed_answer(output) if execution == "ok" else None
         programs.append({"code": code, "execution": execution, "output": output, "answer": answer})
-    judge = await conversation.call(
-        "judge",
-        [
-            {"role": "system", "content": JUDGE_SYSTEM},
-            {"role": "user", "content": judge_prompt(task, solutions, programs)},
-        ],
-        round=1,
+    judge = await conversation.ask(
+        "judge", JUDGE_SYSTEM, judge_prompt(task, solutions, programs), round=1
     )
     transcript = conversation.transcript
     transcript.final_answer = judge.text

@@ -102,7 +102,7 @@ class _Debater:
         return completion.text
 
 
-@mas("mad")
+@mas("mad", roles=(*SIDES, "moderator", "judge"))
 async def multi_agent_debate(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     if protocol_option(config, allowed=("rounds",)) == "maslab":
         return await maslab.mad(task, models, config)
@@ -156,18 +156,8 @@ async def multi_agent_debate(task: Task, models: Models, config: dict[str, Any])
     if verdicts[-1].decisive:
         decider, verdict = "moderator", verdicts[-1]
     else:
-        judge_reply = await conversation.call(
-            "judge",
-            [
-                {"role": "system", "content": prompts.MAD_JUDGE_SYSTEM},
-                {
-                    "role": "user",
-                    "content": prompts.mad_judge(
-                        task, positions["affirmative"], positions["negative"]
-                    ),
-                },
-            ],
-        )
+        judge_prompt = prompts.mad_judge(task, positions["affirmative"], positions["negative"])
+        judge_reply = await conversation.ask("judge", prompts.MAD_JUDGE_SYSTEM, judge_prompt)
         decider, verdict = "judge", parse_debate_verdict(judge_reply.text)
     side, rule = _resolve(task, verdict, positions)
     transcript.final_answer = _final_answer(task, side, verdict, positions)

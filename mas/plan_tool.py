@@ -129,13 +129,8 @@ async def _run_tool(
     """The tool agent's turn: its program, how the run ended, the list it printed, tried on a
     copy of the state."""
     env = state.level.env
-    tool = await conversation.call(
-        "tool",
-        [
-            {"role": "system", "content": TOOL_SYSTEM},
-            {"role": "user", "content": tool_prompt(state, previous)},
-        ],
-        round=round_number,
+    tool = await conversation.ask(
+        "tool", TOOL_SYSTEM, tool_prompt(state, previous), round=round_number
     )
     code, execution, stdout = await run_reply_program(
         tool.text, run_code, limits, stdin=state.observation()
@@ -193,11 +188,7 @@ async def play_puzzle(
             system = PLAN_SYSTEM
         else:
             prompt, system = plan_alone_prompt(state), PLAN_ALONE_SYSTEM
-        plan = await conversation.call(
-            "plan",
-            [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-            round=round_number,
-        )
+        plan = await conversation.ask("plan", system, prompt, round=round_number)
         actions = parse_actions(env, reply_tail(plan.text))
         outcome = state.apply(actions) if actions is not None else None
         record.update(
@@ -237,11 +228,11 @@ def _probe_task() -> Task:
     )
 
 
-@mas("plan_tool", probe_task=_probe_task, kinds=("puzzle",))
+@mas("plan_tool", probe_task=_probe_task, kinds=("puzzle",), roles=("tool", "plan"))
 async def plan_tool(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_puzzle(task, models, config, with_tool=True)
 
 
-@mas("plan_single", probe_task=_probe_task, kinds=("puzzle",))
+@mas("plan_single", probe_task=_probe_task, kinds=("puzzle",), roles=("plan",))
 async def plan_single(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     return await play_puzzle(task, models, config, with_tool=False)

@@ -87,7 +87,7 @@ def reasoner_prompt(task: Task, code: str | None, output: str, execution: str) -
     )
 
 
-@mas("reasoner_tool")
+@mas("reasoner_tool", roles=("tool", "reasoner"))
 async def reasoner_tool(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     max_rounds = int_option(config, "rounds", 2)
     limits = SandboxLimits(wall_seconds=seconds_option(config, "code_seconds", 10.0))
@@ -97,23 +97,16 @@ async def reasoner_tool(task: Task, models: Models, config: dict[str, Any]) -> T
     reply_text = ""
     for round_number in range(max_rounds):
         previous = rounds[-1] if rounds else None
-        tool = await conversation.call(
-            "tool",
-            [
-                {"role": "system", "content": TOOL_SYSTEM},
-                {"role": "user", "content": tool_prompt(task, previous)},
-            ],
-            round=round_number,
+        tool = await conversation.ask(
+            "tool", TOOL_SYSTEM, tool_prompt(task, previous), round=round_number
         )
         code, execution, stdout = await run_reply_program(tool.text, run_code, limits)
         output = shown_output(stdout)
         tool_answer = printed_answer(output) if execution == "ok" else None
-        reasoner = await conversation.call(
+        reasoner = await conversation.ask(
             "reasoner",
-            [
-                {"role": "system", "content": REASONER_SYSTEM},
-                {"role": "user", "content": reasoner_prompt(task, code, output, execution)},
-            ],
+            REASONER_SYSTEM,
+            reasoner_prompt(task, code, output, execution),
             round=round_number,
         )
         reply_text = reasoner.text

@@ -9,16 +9,11 @@ from mas.base import Conversation, Models, Task, Transcript, mas
 SOLVER_SYSTEM = "You are a careful problem solver. Think step by step, then give the final answer."
 
 
-@mas("single")
+@mas("single", roles=("solver",))
 async def single_agent(task: Task, models: Models, config: dict[str, Any]) -> Transcript:
     conversation = Conversation(models, task)
-    reply = await conversation.call(
-        "solver",
-        [
-            {"role": "system", "content": config.get("system_prompt", SOLVER_SYSTEM)},
-            {"role": "user", "content": task.prompt},
-        ],
-        round=0,
+    reply = await conversation.ask(
+        "solver", config.get("system_prompt", SOLVER_SYSTEM), task.prompt, round=0
     )
     transcript = conversation.transcript
     transcript.final_answer = reply.text

@@ -11,9 +11,13 @@ another on one worker while the other runs everything else (the first joins it w
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -84,7 +88,136 @@ def _is_verl(nodeid: str) -> bool:
     return name.startswith("test_verl") and name.endswith("_cpu.py")
 
 
+# The fast tier: `make test-fast` runs `pytest -m "not slow"`, the unit tests. A test is `slow`
+# when its file marks it so, when its file is in SLOW_FILES, or when it uses one of HEAVY: the
+# word (any case) is in its code, in a fixture's it uses, in what those call among the functions,
+# classes and constants of its file or of a test kit it imports (tests/*testkit.py, conftest), or
+# in the imports and top-level calls of its file and of those kits. Read from the source, so a new
+# test that trains the tiny model or needs verl is slow without anyone listing it
+# (tests/test_test_tiers.py checks the rule on the files that must be slow).
+HEAVY = {
+    "ensure_tiny_model": "the tiny model: trained on a cold cache (half a minute), then loaded",
+    "model_testkit": "the tiny model format-pre-trained for the tests",
+    "workflow_testkit": "a MAS workflow trained on the tiny model",
+    "verl": "needs verl (`make setup-verl`); its real runs each start a Ray cluster",
+    "verl_testkit": "imports verl",
+    "chromium": "drives headless Chromium",
+}
+# Files slow for what no word shows: a `mars` process that serves or trains the tiny model, or
+# seconds of waiting on subprocesses.
+SLOW_FILES = {
+    "test_readme_quickstart.py": "`mars serve`: the tiny model behind `transformers serve`",
+}
+
+
+@dataclass
+class _Source:
+    """One test file or test kit, read for the words its tests use."""
+
+    defs: dict[str, set[str]]  # a top-level function, class or constant -> the words in it
+    kits: dict[str, tuple[Path, str]]  # a name imported from a test kit -> (kit, its name there)
+    top: set[str]  # the words of its imports and top-level calls (and its kits'): every test's
+
+
+def _docstring(node: ast.AST) -> ast.AST | None:
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+        value = body[0].value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value
+    return None
+
+
+def _words(node: ast.AST) -> set[str]:
+    """Names, attributes, arguments, imported modules and the words of strings (docstrings
+    aside) in `node`."""
+    docstrings = {id(doc) for sub in ast.walk(node) if (doc := _docstring(sub)) is not None}
+    words: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            words.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            words.add(sub.attr)
+        elif isinstance(sub, ast.arg):
+            words.add(sub.arg)
+        elif isinstance(sub, ast.alias):
+            words.update(sub.name.split("."))
+            words.add(sub.asname or "")
+        elif isinstance(sub, ast.ImportFrom) and sub.module:
+            words.update(sub.module.split("."))
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            words.update(re.findall(r"\w+", sub.value) if id(sub) not in docstrings else ())
+    return words - {""}
+
+
+@functools.cache
+def _source(path: Path) -> _Source:
+    tree = ast.parse(path.read_text(), str(path))
+    source = _Source(defs={}, kits={}, top=set())
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            source.defs[statement.name] = _words(statement)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = [target.id for target in targets if isinstance(target, ast.Name)]
+            for name in names:
+                source.defs[name] = _words(statement)
+            if "pytestmark" in names:
+                source.top |= _words(statement)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            source.top |= _words(statement)
+            for alias in statement.names:
+                module = statement.module if isinstance(statement, ast.ImportFrom) else alias.name
+                kit = path.parent / f"{module}.py"
+                if module and "." not in module and kit.is_file():
+                    source.top |= _source(kit).top
+                    if isinstance(statement, ast.ImportFrom):
+                        source.kits[alias.asname or alias.name] = (kit, alias.name)
+        elif isinstance(statement, ast.Expr) and statement.value is not _docstring(tree):
+            source.top |= _words(statement)
+    return source
+
+
+def _used_words(path: Path, names: set[str]) -> set[str]:
+    """The words of `names` in `path` (and of what they name there, and in its kits)."""
+    conftest = Path(__file__)
+    pending = [(path, name) for name in names] + [(conftest, name) for name in names]
+    seen: set[tuple[Path, str]] = set()
+    words = set(names)
+    while pending:
+        key = pending.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        file, name = key
+        source = _source(file)
+        if name in source.kits:
+            pending.append(source.kits[name])
+        for word in source.defs.get(name, ()):
+            words.add(word)
+            pending.append((file, word))
+    return words
+
+
+def slow_reason(path: Path, names: set[str]) -> str | None:
+    """Why a test of `path` that uses `names` (its function, its class, its fixtures) is slow by
+    SLOW_FILES or HEAVY, or None."""
+    if path.name in SLOW_FILES:
+        return SLOW_FILES[path.name]
+    used = {word.lower() for word in _source(path).top | _used_words(path, names)}
+    heavy = sorted(used & HEAVY.keys())
+    return f"uses {heavy[0]}: {HEAVY[heavy[0]]}" if heavy else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and isinstance(item, pytest.Function):
+            names = {item.originalname, *item.fixturenames}
+            if item.cls is not None:
+                names.add(item.cls.__name__)
+            reason = slow_reason(item.path, names)
+            if reason is not None:
+                item.add_marker(pytest.mark.slow(reason=reason))
     items.sort(key=lambda item: not _is_verl(item.nodeid))  # stable: verl's files first
 
 

@@ -200,7 +200,7 @@ def build_runs(root: Path) -> RealRuns:
     )
     _mars(
         "train", "--trainer", "local", "--config", str(config), "--games", "tic_tac_toe",
-        "--steps", "2", "--games-per-step", "2", "--max-new-tokens", "8", "--eval-every", "1",
+        "--steps", "2", "--games-per-step", "2", "--max-tokens", "8", "--eval-every", "1",
         "--save-every", "2", "--run-dir", str(runs.train), "--quiet",
     )  # fmt: skip
     timings["mars train"] = time.perf_counter() - start

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from core.files import build_once
 from core.tiny_model import ensure_tiny_model, read_build_info
-from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
+from train_backend.pretrain.build import REPORT_FILE, PretrainSettings, pretrain_tiny_model
 
 # Kuhn poker's format only, half the examples in each prompt style (the verl CPU training test
 # plays `full` prompts, the agent-loop and exploitability tests `compact` ones), no strategy
@@ -72,7 +72,7 @@ def mas_model() -> Path:
     one stage, no copying stage: it writes programs of the right shape that rarely copy the
     numbers). Its branches of one call still earn different returns, from broken formats and
     chance answers: 21 of 40 tool calls at temperature 1, 34 of 40 at 1.3 (K = 4, sampled)."""
-    from train_backend.mas.pretrain import WorkflowPretrainSettings, ensure_workflow_start
+    from train_backend.pretrain.mas_start import WorkflowPretrainSettings, ensure_workflow_start
 
     return ensure_workflow_start(
         WorkflowPretrainSettings(examples=480, copy_steps=0, steps=120), name="test-mas-format"

@@ -25,15 +25,16 @@ import pytest
 from conftest import DATA_DIR, REPO, mars_env, run_mars, run_mars_in_process
 
 from core.adapter_serving import adapter_set, vllm_lora_args
+from core.causal_lm import Policy
 from core.checkpoints import CHECKPOINT_FILE, checked_adapter
 from core.endpoint import GenerationConfig
 from core.errors import MarsError
+from core.fingerprints import model_fingerprint
 from core.model_access import model_endpoint
 from core.server_state import server_state
-from core.servers import ModelServer, model_fingerprint
+from core.servers import ModelServer
 from core.tiny_model import ensure_tiny_model
 from mars.command_check import check_command_line
-from train_backend.local.policy import Policy
 
 NAMES = ("coder", "thinker")
 QUESTION = [{"role": "user", "content": "What is 17 + 25?"}]
@@ -50,8 +51,8 @@ class Adapters:
 def adapters(tmp_path_factory: pytest.TempPathFactory) -> Adapters:
     import torch
 
+    from core.causal_lm import load_policy
     from train_backend.local.adapters import adapter_policies, save_adapter
-    from train_backend.local.policy import load_policy
     from train_backend.mas.config import LoraSettings
 
     base = ensure_tiny_model()
@@ -158,7 +159,7 @@ def _in_process(policy: Policy, max_tokens: int = 16, **sampling: Any) -> tuple[
     """`policy`'s reply to QUESTION generated here, and its length in tokens."""
     import torch
 
-    from train_backend.local.batcher import Request, Sampling, generate_batch
+    from core.batcher import Request, Sampling, generate_batch
 
     seed = sampling.pop("seed", None)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -199,7 +200,7 @@ def test_mars_serve_names_every_adapter_and_the_next_command(
 
 
 def test_each_adapter_answers_as_it_does_in_process(served: Served, adapters: Adapters) -> None:
-    from train_backend.local.adapters import activate
+    from core.causal_lm import activate
 
     replies = {}
     for name in NAMES:
@@ -222,7 +223,7 @@ def test_each_adapter_answers_as_it_does_in_process(served: Served, adapters: Ad
 
 
 def test_each_requests_own_sampling_settings_apply(served: Served, adapters: Adapters) -> None:
-    from train_backend.local.adapters import activate
+    from core.causal_lm import activate
 
     coder = adapters.policies["coder"]
     activate(coder)
@@ -269,7 +270,7 @@ def test_export_merge_writes_a_model_with_the_adapters_logits(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from train_backend.local.adapters import activate
+    from core.causal_lm import activate
 
     out = tmp_path / "merged"
     result = run_mars("export", str(adapters.folders["coder"]), "--merge", "-o", str(out))
@@ -430,9 +431,9 @@ def test_a_base_changed_in_the_middle_of_its_weights_is_refused(
 def test_vllm_serves_the_adapters_with_multi_lora(
     adapters: Adapters, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import core.servers
+    import core.server_commands
 
-    monkeypatch.setattr(core.servers, "_executable", lambda name: name)
+    monkeypatch.setattr(core.server_commands, "_executable", lambda name: name)
     coder, thinker = (str(adapters.folders[name].resolve()) for name in NAMES)
     server = ModelServer(model=coder, adapters={"thinker": thinker}, backend="vllm", port=8000)
     server.resolved_backend = "vllm"

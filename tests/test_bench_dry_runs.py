@@ -81,7 +81,7 @@ def test_a_dry_run_refuses_a_bad_value_in_one_line(
 @pytest.mark.parametrize("recipe", sorted((BENCH / "recipes").glob("*.yaml")), ids=lambda p: p.name)
 def test_a_bench_recipe_loads_and_its_command_parses(recipe: Path) -> None:
     from mars.command_check import check_command_line
-    from train_backend.pretrain import load_recipe
+    from train_backend.pretrain.build import load_recipe
 
     load_recipe(recipe)
     check_command_line(["tiny-model", "pretrain", "--recipe", str(recipe)])

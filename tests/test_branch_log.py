@@ -19,10 +19,10 @@ import pytest
 from test_tree_rollout import BET, PASS, policy, tree_step  # noqa: F401  (policy: a fixture)
 
 from core import branch_log
+from core.causal_lm import Policy
 from core.runstore import RunDir
 from train_backend.advantage import compute_advantages
-from train_backend.local.policy import Policy
-from train_backend.local.tree import TreeOptions
+from train_backend.config import TreeSettings
 
 
 def alternate(legal: list[str], index: int) -> str:
@@ -32,7 +32,7 @@ def alternate(legal: list[str], index: int) -> str:
 
 
 def test_each_branch_line_is_its_reply_action_return_and_advantage(policy: Policy) -> None:  # noqa: F811
-    rollout = tree_step(policy, TreeOptions(branches=4), choose=alternate)
+    rollout = tree_step(policy, TreeSettings(branches=4), choose=alternate)
     table = {c: [row[c] for row in rollout.rows] for c in ("episode", "game", "seat", "turn")}
     table["reward"] = [row["reward"] for row in rollout.rows]
     advantages = compute_advantages(table, "at_grpo")

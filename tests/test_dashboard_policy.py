@@ -19,6 +19,7 @@ from dashboard_apptest import chart_specs, page_opener, row_where, texts
 from core.runstore import RunDir
 from dashboard import data
 from dashboard.data import equilibrium, policy
+from games import solvers
 from games.exploitability import StateTally, action_shares, legal_labels, summarize
 from games.infostates import information_states
 from games.spec import get_game
@@ -130,9 +131,9 @@ def test_kuhn_ranges_of_all_twelve_states() -> None:
 def test_the_family_is_equilibrium_and_leaving_a_range_is_exploitable() -> None:
     for alpha in (0, 1 / 6, THIRD):
         table = equilibrium.kuhn_equilibrium(alpha)
-        assert policy.nash_conv("kuhn_poker", table) == pytest.approx(0, abs=1e-12)
+        assert solvers.nash_conv("kuhn_poker", table) == pytest.approx(0, abs=1e-12)
     off = policy.policy_table_at(_kuhn_shares(EQUILIBRIUM | {"Q -": 0.2}), "kuhn_poker", 0)
-    assert off is not None and policy.nash_conv("kuhn_poker", off) > 0.01
+    assert off is not None and solvers.nash_conv("kuhn_poker", off) > 0.01
 
 
 def test_deviations_are_flagged_with_their_size() -> None:
@@ -161,7 +162,7 @@ def test_player_0s_states_must_agree_on_one_alpha() -> None:
         {"J -": 0.3, "K -": 0.1 / 3, "Q pb": 0.5 - THIRD}
     )
     table = policy.policy_table_at(_kuhn_shares(inside), "kuhn_poker", 0)
-    assert table is not None and policy.nash_conv("kuhn_poker", table) > 0.01  # not an equilibrium
+    assert table is not None and solvers.nash_conv("kuhn_poker", table) > 0.01  # not an equilibrium
     member = EQUILIBRIUM | {"J -": 0.1, "K -": 0.3, "Q pb": 0.1 + THIRD}
     alphas = data.kuhn_alphas(data.policy_view(_kuhn_shares(member), "kuhn_poker"))
     assert alphas == pytest.approx(dict.fromkeys(("J -", "K -", "Q pb"), 0.1))
@@ -223,7 +224,7 @@ def test_leduc_reference_from_cfr_is_cached_and_matches_the_trainers_grouping() 
     # Its best response state by state adds up to OpenSpiel's NashConv of the CFR+ policy.
     states = data.best_response_by_state("leduc_poker", table)
     assert len(states) == 936
-    assert states["gain"].sum() == pytest.approx(policy.nash_conv("leduc_poker", table), rel=1e-6)
+    assert states["gain"].sum() == pytest.approx(solvers.nash_conv("leduc_poker", table), rel=1e-6)
     # A grouped Leduc record: the CFR+ mean is inside, a card raising 0.3 more is flagged.
     rows = [
         {"x": 1, "game": "leduc_poker", "state": "card K", "action": a, "share": s}

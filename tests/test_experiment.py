@@ -20,10 +20,7 @@ SHIPPED = ("marshal", "marshal-mini", "stronger-mas", "stronger-mas-mini")
 
 
 def _check(name: str, root: Path, **sets: object) -> list[str]:
-    from mars.orchestration.experiments.command import _check_line, _check_train
-
-    experiment = load_experiment(name, dict(sets))
-    return check_experiment(experiment, root, check_line=_check_line, check_train=_check_train)
+    return check_experiment(load_experiment(name, dict(sets)), root)
 
 
 def test_the_four_experiments_are_shipped() -> None:

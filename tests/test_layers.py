@@ -134,13 +134,13 @@ def test_the_check_sees_an_upward_subprocess_target_and_a_module_string(tmp_path
         "import importlib, subprocess, sys\n"
         "subprocess.run([sys.executable, '-m', 'mars', 'eval'])\n"
         "importlib.import_module('train_backend.local.trainer')\n"
-        "ADAPTER_SERVER = 'train_backend.local.adapter_server'\n"
+        "ESTIMATORS = 'train_backend.advantage'\n"
     )
     tree = ast.parse(code)
     assert named_modules(tree) == {
         "mars",
         "train_backend.local.trainer",
-        "train_backend.local.adapter_server",
+        "train_backend.advantage",
     }
     layers = {layer_of_module(m) for m in named_modules(tree)}
     assert not any(allowed("core", layer) for layer in layers)

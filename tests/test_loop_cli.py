@@ -153,7 +153,7 @@ def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path
         [
             sys.executable, "-m", "mars", "train", "--trainer", "local",
             "--games", "tic_tac_toe", "--steps", "2", "--games-per-step", "2",
-            "--max-new-tokens", "16", "--eval-every", "0", "--save-every", "1",
+            "--max-tokens", "16", "--eval-every", "0", "--save-every", "1",
             "--threads", "1", "--run-dir", str(train_dir),
         ],
         cwd=REPO, env=mars_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

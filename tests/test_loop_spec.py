@@ -188,7 +188,7 @@ def test_the_curve_keeps_the_last_row_per_step_sorted_and_flat(tmp_path: Path) -
 
 
 def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
-    from mars.orchestration.loop.command import _describe
+    from mars.orchestration.loop.api import describe_row
 
     seat = {"win": 0.0, "draw": 0.0, "loss": 1.0, "normalized_return": 45.0, "mean_return": 1.8}
     row = {
@@ -206,7 +206,7 @@ def test_a_cooperative_arena_row_shows_its_score_not_a_loss() -> None:
             },
         },
     }
-    line = _describe(row)
+    line = describe_row(row)
     assert "arena:mini_hanabi:self:2 [first score 1.80]" in line
     assert "arena:tic_tac_toe:random:2 [first W/D/L 0.00/0.00/1.00 norm 45.0]" in line
 

@@ -13,13 +13,13 @@ import torch
 from workflow_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
 
 from core import branch_log
+from core.causal_lm import load_policy, resolve_model_path
 from core.checkpoints import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, adapter_info
 from core.errors import MarsError
+from core.fingerprints import model_fingerprint
 from core.runstore import RunDir
-from core.servers import model_fingerprint
 from train_backend.local.adapters import BaseModel, load_merged
 from train_backend.local.checkpoint import list_checkpoints
-from train_backend.local.policy import load_policy, resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
 from train_backend.mas.config import RoleSampling, WorkflowTrainConfig
 from train_backend.mas.trainer import WorkflowTrainer, cut_at_stop, role_generation

@@ -11,9 +11,9 @@ import pytest
 from conftest import DATA_DIR, run_mars
 from workflow_testkit import PER_ROLE, tiny_workflow_config, train_tiny_workflow
 
+from core.causal_lm import resolve_model_path
 from core.errors import MarsError
-from core.servers import model_fingerprint
-from train_backend.local.policy import resolve_model_path
+from core.fingerprints import model_fingerprint
 from train_backend.mas.trained import trained_mas
 
 

@@ -15,8 +15,8 @@ from harness.benchmarks import get_suite
 from harness.puzzles import format_actions, make_level, new_state
 from harness.testing.scripted_server import Reply, ScriptedServer
 from mas.base import Task, check_options, get_mas
-from train_backend.mas.plan_pretrain import RIGHT_PROGRAM, WRONG_PROGRAM, printed_moves
 from train_backend.mas.rewards import plan_tool_rewards, succeeded
+from train_backend.pretrain.plan_start import RIGHT_PROGRAM, WRONG_PROGRAM, printed_moves
 
 LEVEL = make_level("plan_path", "eval", 0, size=4)
 SOLUTION = format_actions("plan_path", list(LEVEL.solution))
@@ -148,7 +148,7 @@ def test_the_miniatures_programs_print_what_its_data_says_they_print() -> None:
 def test_the_start_models_stages_teach_copying_then_each_role_at_its_rates() -> None:
     import re
 
-    from train_backend.mas.plan_pretrain import TAIL_FROM, PlanPretrainSettings, plan_examples
+    from train_backend.pretrain.plan_start import TAIL_FROM, PlanPretrainSettings, plan_examples
 
     settings = PlanPretrainSettings(examples=60, tail_examples=90)
 

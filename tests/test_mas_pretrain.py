@@ -7,9 +7,9 @@ import re
 import pytest
 
 from mas.reasoner_tool import TOOL_SYSTEM, code_of, printed_answer, tool_prompt
-from train_backend.mas.data import arithmetic_problems
-from train_backend.mas.pretrain import WorkflowPretrainSettings, workflow_examples
+from train_backend.mas.arithmetic import arithmetic_problems
 from train_backend.mas.rollout import task_of
+from train_backend.pretrain.mas_start import WorkflowPretrainSettings, workflow_examples
 
 
 def test_examples_use_the_workflow_prompts_and_copy_at_the_set_rates() -> None:

@@ -15,16 +15,14 @@ import pytest
 
 from core.errors import MarsError
 from harness.benchmarks import get_suite, list_suites, sources
-from train_backend.mas import data
-from train_backend.mas.data import (
+from train_backend.mas import data, overlap
+from train_backend.mas.arithmetic import (
     arithmetic_problems,
     arithmetic_split_of,
-    benchmark_question_hashes,
-    check_no_overlap,
     evaluate_expression,
-    load_train_set,
-    question_hash,
 )
+from train_backend.mas.data import load_train_set
+from train_backend.mas.overlap import benchmark_question_hashes, check_no_overlap, question_hash
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
@@ -255,7 +253,7 @@ def test_questions_of_every_suite_are_guarded(tmp_path: Path) -> None:
     by_suite: dict[str, str] = {}
     for question_ref in hashes.values():
         by_suite.setdefault(question_ref.split("/", 1)[0], question_ref)
-    guarded = {name for name in list_suites() if get_suite(name).kind in data.GUARDED_KINDS}
+    guarded = {name for name in list_suites() if get_suite(name).kind in overlap.GUARDED_KINDS}
     assert set(by_suite) == guarded
     # 5,359 questions in the seven files; MMLU repeats some of its own.
     assert 5000 < len(hashes) <= 5359
@@ -330,7 +328,7 @@ def test_arithmetic_problems_are_the_same_in_another_process() -> None:
     here = [p.question for p in arithmetic_problems(50, seed=11, split="heldout")]
     script = (
         "import json\n"
-        "from train_backend.mas.data import arithmetic_problems\n"
+        "from train_backend.mas.arithmetic import arithmetic_problems\n"
         "print(json.dumps([p.question for p in arithmetic_problems(50, 11, 'heldout')]))\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "987"}

@@ -14,9 +14,9 @@ import torch
 from workflow_testkit import tiny_workflow_config, train_tiny_workflow
 
 from core import branch_log
+from core.causal_lm import load_policy, resolve_model_path
 from core.errors import MarsError
 from train_backend.local.checkpoint import list_checkpoints
-from train_backend.local.policy import load_policy, resolve_model_path
 from train_backend.mas import trainer as workflow_trainer
 from train_backend.mas.config import WorkflowTrainConfig
 

@@ -1,6 +1,6 @@
-"""A checkpoint's identity is its whole content (`core.servers.model_fingerprint`): any byte of a
-weight file changes it, and each file's hash is remembered by (path, size, mtime_ns, ctime_ns,
-inode, device) in this process and in the MARS cache (`core.file_hashes`), so a second
+"""A checkpoint's identity is its whole content (`core.fingerprints.model_fingerprint`): any byte
+of a weight file changes it, and each file's hash is remembered by (path, size, mtime_ns,
+ctime_ns, inode, device) in this process and in the MARS cache (`core.file_hashes`), so a second
 fingerprint of an unchanged folder reads no weight bytes, counted with /proc/self/io. The adapter's
 base check and `mars export --merge` refuse a base changed in the middle of its weights.
 
@@ -26,7 +26,7 @@ from core import file_hashes
 from core.adapter_serving import adapter_set
 from core.checkpoints import ADAPTER_CONFIG_FILE, CHECKPOINT_FILE, checked_adapter
 from core.errors import MarsError
-from core.servers import edge_fingerprint, model_fingerprint
+from core.fingerprints import edge_fingerprint, model_fingerprint
 
 MIB = 1 << 20
 
@@ -180,7 +180,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from core import file_hashes
-    from core.servers import model_fingerprint
+    from core.fingerprints import model_fingerprint
 
     if sys.argv[2:] == ["settled"]:  # the test's files are new: remember them anyway
         file_hashes.RACY_WINDOW_NS = 0

@@ -41,7 +41,7 @@ from mas.code_tester import parse_tests
 from mas.json_reply import parse_json_object
 from mas.mad import parse_debate_verdict
 from mas.reasoner_tool import code_of, printed_answer
-from train_backend.local.tree import _last_answer_tag
+from train_backend.local.tree_answers import last_answer_tag
 from train_backend.mas.rewards import correct, puzzle_list_reward, single_rewards
 
 SMALL, BIG = 256 * 1024, 1024 * 1024
@@ -231,7 +231,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], list[str]]] = {
     "message_answer": (message_answer, ["unclosed boxes", "boxes of no argument", "blanks"]),
     "normalize_mode_id": (normalize_mode_id, ["mode id then blanks", "blanks", "blank lines"]),
     "split_reasoning": (split_reasoning, TAGS),
-    "tree rollout's answer tag": (_last_answer_tag, TAGS),
+    "tree rollout's answer tag": (last_answer_tag, TAGS),
     "puzzle_list_reward": (lambda text: puzzle_list_reward(text, PUZZLE_TASK), LISTS[:4]),
     "single_rewards math": (
         lambda text: single_rewards(Transcript(final_answer=text), "18", MATH_TASK),

@@ -11,8 +11,8 @@ from conftest import run_mars
 from core.errors import MarsError
 from games.parsing import parse_move
 from games.spec import get_game
-from train_backend.format_data import build_teachers, game_examples, teachers_for
-from train_backend.pretrain import REPORT_FILE, PretrainSettings, pretrain_tiny_model
+from train_backend.pretrain.build import REPORT_FILE, PretrainSettings, pretrain_tiny_model
+from train_backend.pretrain.format_data import build_teachers, game_examples, teachers_for
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_restating_replies_copy_the_seats_view_then_name_one_legal_move() -> Non
 
 
 def test_recipe_teachers_replace_the_default_bots_per_game() -> None:
-    from train_backend.pretrain import SELFPLAY_START, training_examples
+    from train_backend.pretrain.build import SELFPLAY_START, training_examples
 
     def j_calls(teachers: list[str]) -> tuple[int, int]:
         settings = SELFPLAY_START.model_copy(
@@ -200,7 +200,7 @@ def test_pretrain_command_prints_the_rates_and_writes_the_model(
 
 def test_a_reply_teacher_names_its_own_moves_in_the_replies() -> None:
     from games.players.minimax import best_actions
-    from train_backend.format_data import reply_teacher_for
+    from train_backend.pretrain.format_data import reply_teacher_for
 
     spec = get_game("tic_tac_toe")
     teacher = reply_teacher_for(spec, "minimax:last")
@@ -232,7 +232,7 @@ def _board_state(spec, prompt: str):  # type: ignore[no-untyped-def]
 
 def test_a_tactics_teacher_wins_or_blocks_and_otherwise_names_the_last_listed_move() -> None:
     from games.players.tactics import candidate_actions
-    from train_backend.format_data import reply_teacher_for
+    from train_backend.pretrain.format_data import reply_teacher_for
 
     spec = get_game("tic_tac_toe")
     teacher = reply_teacher_for(spec, "tactics:last")
@@ -285,7 +285,7 @@ def test_a_stage_with_stop_below_ends_once_its_loss_has_fallen() -> None:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from train_backend.reply_training import STOP_WINDOW, train_on_replies
+    from train_backend.pretrain.reply_training import STOP_WINDOW, train_on_replies
 
     def trained(stop_below: float | None, steps: int) -> list[float]:
         torch.manual_seed(0)

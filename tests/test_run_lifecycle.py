@@ -61,7 +61,7 @@ def _first_run_and_a_changed_setting(name: str, url: str, tmp: Path) -> tuple[li
         return args, ["--temperature", "0.3"], "spec.temperature"
     assert name == "train"
     args = ["train", "--games", "kuhn_poker", "--steps", "1", "--games-per-step", "2"]
-    args += ["--max-new-tokens", "8", "--eval-every", "0", "--save-every", "1"]
+    args += ["--max-tokens", "8", "--eval-every", "0", "--save-every", "1"]
     return args, ["--lr", "0.01"], "learning_rate"
 
 

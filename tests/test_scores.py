@@ -17,7 +17,8 @@ from core.stats import Attempt, clustered_wilson_ci, majority_correct, pass_at_k
 from core.usage import add_usage
 from dashboard import data, synthetic
 from harness.evaluation import summarize
-from harness.report import build_report, parse_metric, to_csv, to_markdown
+from harness.report import build_report, to_csv, to_markdown
+from harness.report_metrics import parse_metric
 from harness.testing.scripted_server import Reply, ScriptedServer
 from harness.unscored import NO_SCORE_EXIT_CODE
 

@@ -16,7 +16,8 @@ import pytest
 from conftest import REPO, mars_env, run_mars
 
 from core.errors import MarsError
-from core.servers import ModelServer, looks_like_hub_id, model_fingerprint
+from core.fingerprints import model_fingerprint
+from core.servers import ModelServer, looks_like_hub_id
 
 FAKE_VLLM = """#!{python}
 # A stand-in for `vllm`: records its argv, then serves /v1/models with the scripted server.

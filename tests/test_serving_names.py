@@ -13,8 +13,8 @@ from conftest import mars_env, run_mars
 from core.endpoint import Endpoint, EndpointConfig, GenerationConfig
 from core.errors import EndpointError, MarsError
 from core.model_access import model_endpoint, served_model_name
+from core.server_commands import local_served_name, private_hub_cache, transformers_command
 from core.server_state import server_state, write_server_state
-from core.servers import local_served_name, private_hub_cache, transformers_command
 from harness.testing.scripted_server import Reply, ScriptedServer
 
 

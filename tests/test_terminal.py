@@ -104,14 +104,14 @@ def test_a_slow_first_question_announces_the_time_the_rest_will_take(
 
 
 def test_the_arena_table_cuts_nothing_at_80_columns(monkeypatch, capsys) -> None:
-    from mars.commands.arena import _print_arena_table
+    from mars.api.arena import print_arena_table
 
     monkeypatch.setenv("COLUMNS", "80")
     stats = {"n": 100, "win": 0.41, "draw": 0.0, "loss": 0.59, "mean_return": -0.125,
              "normalized_return": 46.9, "invalid_rate": 0.013,
              "mean_tokens_per_turn": 37.2}  # fmt: skip
-    _print_arena_table({"player": "llm", "opponent": "cfr:1000", "game": "kuhn_poker",
-                        "seats": {"first": stats, "second": stats}})  # fmt: skip
+    print_arena_table({"player": "llm", "opponent": "cfr:1000", "game": "kuhn_poker",
+                       "seats": {"first": stats, "second": stats}})  # fmt: skip
     shown = capsys.readouterr().out
     assert "…" not in shown and all(len(line) <= 80 for line in shown.splitlines())
     assert "-0.125" in shown and "46.9" in shown and "0.013" in shown

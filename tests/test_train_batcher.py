@@ -8,10 +8,7 @@ import math
 import pytest
 import torch
 
-from core.reasoning import split_reasoning
-from games.engine import EpisodeOptions
-from games.spec import get_game
-from train_backend.local.batcher import (
+from core.batcher import (
     GREEDY,
     Generated,
     MicroBatcher,
@@ -20,7 +17,10 @@ from train_backend.local.batcher import (
     _filter_logits,
     generate_batch,
 )
-from train_backend.local.policy import Policy, load_policy, resolve_model_path
+from core.causal_lm import Policy, load_policy, resolve_model_path
+from core.reasoning import split_reasoning
+from games.engine import EpisodeOptions
+from games.spec import get_game
 from train_backend.local.ppo import pack, token_log_probs
 from train_backend.local.rollout import StepRollout, make_responder, play_step
 

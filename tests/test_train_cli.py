@@ -73,7 +73,7 @@ def test_train_writes_run_dir_checkpoints_and_resumes(tmp_path: Path) -> None:
         "--games", "tic_tac_toe,kuhn_poker",
         "--steps", "2",
         "--games-per-step", "4",
-        "--max-new-tokens", "16",
+        "--max-tokens", "16",
         "--eval-every", "2",
         "--save-every", "2",
         "--lr", "0.001",
@@ -329,19 +329,42 @@ def test_local_only_tree_settings_are_refused_on_verl(tmp_path: Path, setting: s
     assert f"tree.{name}" in str(error) and not (tmp_path / "v").exists()
 
 
-def test_backend_still_picks_the_trainer_with_a_deprecation_warning(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from mars.commands.options import trainer_choice
-
-    assert trainer_choice(None, None) == "local"
-    assert trainer_choice("verl", None) == "verl"
-    assert capsys.readouterr().err == ""
-    assert trainer_choice(None, "verl") == "verl"
-    assert "--backend is deprecated here; use --trainer" in capsys.readouterr().err
-    with pytest.raises(MarsError, match="--trainer local and --backend verl disagree"):
-        trainer_choice("local", "verl")
-    with pytest.raises(MarsError, match="--trainer must be one of local, verl, not 'jax'"):
-        trainer_choice("jax", None)
+def test_backend_is_the_model_servers_and_points_to_trainer(tmp_path: Path) -> None:
+    # `--backend` names the model server in every command; the training commands' old use of it
+    # for the trainer is one line pointing to --trainer.
+    for command in ("train", "train-mas"):
+        result = CliRunner().invoke(app, [command, "--backend", "verl", "--dry-run"])
+        assert isinstance(result.exception, MarsError)
+        assert str(result.exception) == (
+            "--backend verl: --backend names the model server now; choose the trainer with "
+            "--trainer verl"
+        )
     _, _, error = _invoke("--trainer", "jax")
-    assert isinstance(error, MarsError) and "'jax'" in str(error)
+    assert isinstance(error, MarsError)
+    assert str(error) == "--trainer must be one of local, verl, not 'jax'"
+
+
+@pytest.mark.parametrize("flag", ["--base-url", "--backend", "--concurrency", "--cache"])
+def test_model_options_a_trainer_cannot_honour_are_refused(tmp_path: Path, flag: str) -> None:
+    value = {"--backend": "vllm", "--concurrency": "4"}.get(flag, "http://127.0.0.1:1/v1")
+    for command in ("train", "train-mas"):
+        result = CliRunner().invoke(app, [command, flag, value, "--out", str(tmp_path / "r")])
+        assert isinstance(result.exception, MarsError), result.output
+        assert str(result.exception) == (
+            f"{flag} is not a mars {command} option: the trainer loads --model itself and talks "
+            "to no model server"
+        )
+    assert not (tmp_path / "r").exists()
+
+
+def test_max_new_tokens_still_works_with_a_deprecation_warning(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["train", "--max-new-tokens", "12", "--steps", "1", "--dry-run"]
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "warning: --max-new-tokens is deprecated; use --max-tokens" in result.output
+    assert '"max_new_tokens": 12' in result.output
+    code, output, _ = _invoke("--max-tokens", "13", "--steps", "1", "--dry-run")
+    assert code == 0 and '"max_new_tokens": 13' in output and "deprecated" not in output
+    _, _, error = _invoke("--max-tokens", "13", "--max-new-tokens", "12", "--dry-run")
+    assert str(error) == "--max-tokens 13 and --max-new-tokens 12 disagree: use --max-tokens"

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.batcher import Request, Sampling, generate_batch
 from core.runstore import RunDir
 from train_backend.advantage import compute_advantages
 from train_backend.config import TrainConfig
-from train_backend.local.batcher import Request, Sampling, generate_batch
 from train_backend.local.rollout import TurnSample
 from train_backend.local.trainer import LocalTrainer
 

@@ -44,7 +44,7 @@ def test_a_bot_opponent_trains_only_the_policys_seat(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code, output = _train(
         "--games", "kuhn_poker,tic_tac_toe", "--opponent", "random", "--steps", "1",
-        "--games-per-step", "8", "--max-new-tokens", "8", "--eval-every", "0",
+        "--games-per-step", "8", "--max-tokens", "8", "--eval-every", "0",
         "--run-dir", str(run), "--quiet",
     )  # fmt: skip
     assert code == 0, output
@@ -68,7 +68,7 @@ def test_a_checkpoint_opponent_plays_in_process_and_is_not_trained(tmp_path: Pat
     run = tmp_path / "run"
     code, output = _train(
         "--games", "kuhn_poker", "--opponent", f"checkpoint:{ensure_tiny_model()}",
-        "--steps", "1", "--games-per-step", "12", "--max-new-tokens", "8",
+        "--steps", "1", "--games-per-step", "12", "--max-tokens", "8",
         "--eval-every", "0", "--run-dir", str(run), "--quiet",
     )  # fmt: skip
     assert code == 0, output
@@ -124,7 +124,7 @@ def test_a_pool_opponent_plays_past_snapshots_drawn_per_step(tmp_path: Path) -> 
     config.write_text("pool_every: 1\npool_size: 2\n")
     code, output = _train(
         "--games", "kuhn_poker", "--opponent", "pool", "--steps", "4", "--games-per-step", "6",
-        "--max-new-tokens", "8", "--eval-every", "0", "--config", str(config),
+        "--max-tokens", "8", "--eval-every", "0", "--config", str(config),
         "--run-dir", str(run), "--quiet",
     )  # fmt: skip
     assert code == 0, output

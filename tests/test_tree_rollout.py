@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.batcher import Generated, MicroBatcher, Request
+from core.causal_lm import Policy, load_policy
 from core.errors import MarsError
 from core.tiny_model import ensure_tiny_model
 from games.engine import EpisodeOptions
@@ -25,10 +27,9 @@ from games.players.base import BotAgent, Player
 from games.prompts import legal_actions_in
 from games.spec import get_game
 from train_backend.advantage import compute_advantages
-from train_backend.local.batcher import Generated, MicroBatcher, Request
-from train_backend.local.policy import Policy, load_policy
+from train_backend.config import TreeSettings
 from train_backend.local.rollout import PolicyResponder, StepRollout
-from train_backend.local.tree import TreeOptions, play_tree_step
+from train_backend.local.tree import play_tree_step
 
 KUHN = get_game("kuhn_poker")
 BET, PASS = "<BET>", "<PASS>"
@@ -70,7 +71,7 @@ def always_bet(legal: list[str], index: int) -> str:
 
 
 def tree_step(
-    policy: Policy, tree: TreeOptions, *, choose: Chooser = always_bet, games: int = 6
+    policy: Policy, tree: TreeSettings, *, choose: Chooser = always_bet, games: int = 6
 ) -> StepRollout:
     return asyncio.run(
         play_tree_step(
@@ -125,7 +126,7 @@ def deal_of(record: dict[str, Any]) -> tuple[int, int]:
 
 
 def test_every_policy_turn_is_a_group_of_k_branches_from_one_state(policy: Policy) -> None:
-    rollout = tree_step(policy, TreeOptions(branches=3))
+    rollout = tree_step(policy, TreeSettings(branches=3))
     groups = groups_of(rollout)
     assert groups and len(rollout.records) == 6
     for indices in groups.values():
@@ -142,11 +143,11 @@ def test_every_policy_turn_is_a_group_of_k_branches_from_one_state(policy: Polic
 
 
 def test_all_actions_puts_every_legal_move_among_the_branches(policy: Policy) -> None:
-    plain = tree_step(policy, TreeOptions(branches=2))
+    plain = tree_step(policy, TreeSettings(branches=2))
     assert all(answer(plain, policy, i) == BET for i in range(len(plain.rows)))
     assert plain.extra["tree_flat_group_share"] == 1.0  # identical replies: nothing to compare
 
-    covered = tree_step(policy, TreeOptions(branches=2, all_actions=True))
+    covered = tree_step(policy, TreeSettings(branches=2, all_actions=True))
     for indices in groups_of(covered).values():
         assert sorted(answer(covered, policy, i) for i in indices) == [BET, PASS]
         forced = [covered.rows[i]["forced"] for i in indices]
@@ -165,7 +166,7 @@ def test_keep_invalid_leaves_invalid_samples_as_penalised_branches(
 ) -> None:
     """K = 2 in Kuhn (two legal moves): without `keep_invalid` all-actions rewrites every invalid
     sample into the missing move; with it the invalid sample stays, with its penalty."""
-    tree = TreeOptions(branches=2, all_actions=True, keep_invalid=keep_invalid)
+    tree = TreeSettings(branches=2, all_actions=True, keep_invalid=keep_invalid)
     rollout = tree_step(policy, tree, choose=garbage_first, games=8)
     invalid_samples = round(rollout.extra["tree_invalid_sample_rate"] * len(rollout.rows))
     invalid_rows = [row for row in rollout.rows if not row["legal"]]
@@ -187,7 +188,7 @@ def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(
     """Every branch's reward equals the seat's Kuhn return when its move is played after the main
     line's earlier moves and both seats then always bet (the scripted policy), also where earlier
     turns of the line were not branched."""
-    tree = TreeOptions(branches=2, all_actions=True, branch_rate=branch_rate)
+    tree = TreeSettings(branches=2, all_actions=True, branch_rate=branch_rate)
     rollout = tree_step(policy, tree, games=8)
     records = {r["seed"]: r for r in rollout.records}
     checked = 0
@@ -208,7 +209,7 @@ def test_a_branch_return_is_the_return_of_finishing_the_game_from_it(
 def test_a_branch_rate_below_one_branches_some_turns_and_plays_the_rest_once(
     policy: Policy,
 ) -> None:
-    tree = TreeOptions(branches=2, all_actions=True, branch_rate=0.5)
+    tree = TreeSettings(branches=2, all_actions=True, branch_rate=0.5)
     rollout = tree_step(policy, tree, games=16)
     groups = groups_of(rollout)
     main_turns = sum(sum(r["model_turns"]) for r in rollout.records)
@@ -221,7 +222,7 @@ def test_a_branch_rate_below_one_branches_some_turns_and_plays_the_rest_once(
 
 
 def test_greedy_continuation_follows_the_best_branch(policy: Policy) -> None:
-    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True, continuation="greedy"))
+    rollout = tree_step(policy, TreeSettings(branches=2, all_actions=True, continuation="greedy"))
     for indices in groups_of(rollout).values():
         rewards = [rollout.rows[i]["reward"] for i in indices]
         chosen = next(i for i in indices if rollout.rows[i]["chosen"])
@@ -229,14 +230,14 @@ def test_greedy_continuation_follows_the_best_branch(policy: Policy) -> None:
 
 
 def test_a_tree_step_is_reproducible(policy: Policy) -> None:
-    tree = TreeOptions(branches=2, all_actions=True)
+    tree = TreeSettings(branches=2, all_actions=True)
     first, second = tree_step(policy, tree), tree_step(policy, tree)
     assert first.rows == second.rows
     assert [s.completion_ids for s in first.samples] == [s.completion_ids for s in second.samples]
 
 
 def test_at_grpo_advantages_centre_each_tree_group(policy: Policy) -> None:
-    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=8)
+    rollout = tree_step(policy, TreeSettings(branches=2, all_actions=True), games=8)
     columns = ("episode", "game", "seat", "turn", "reward", "tokens", "legal")
     table = {c: [row[c] for row in rollout.rows] for c in columns}
     advantages = compute_advantages(table, "at_grpo")
@@ -252,7 +253,7 @@ def test_at_grpo_advantages_centre_each_tree_group(policy: Policy) -> None:
 
 
 def test_counterfactual_branches_share_the_reply_and_differ_in_the_answer(policy: Policy) -> None:
-    rollout = tree_step(policy, TreeOptions(branches=3, counterfactual=True))
+    rollout = tree_step(policy, TreeSettings(branches=3, counterfactual=True))
     for indices in groups_of(rollout).values():
         assert len(indices) == 2  # one branch per legal move, not K
         texts = [policy.decode(rollout.samples[i].completion_ids) for i in indices]
@@ -270,7 +271,7 @@ def test_explored_moves_keep_returns_on_policy_and_drop_the_other_seats_turns(
     about half the time, which the always-bet policy never plays). The other seat's later turns
     in such a game are not trained, and every trained branch's return is still that of the
     always-bet policy finishing the game, also where the main line later explored."""
-    rollout = tree_step(policy, TreeOptions(branches=2, all_actions=True, explore=1.0), games=12)
+    rollout = tree_step(policy, TreeSettings(branches=2, all_actions=True, explore=1.0), games=12)
     records = {r["seed"]: r for r in rollout.records}
     explored_roots = [r for r in rollout.records if r["turns"][0]["action"] == PASS]
     assert explored_roots and rollout.extra["tree_explored_games"] >= len(explored_roots)
@@ -286,7 +287,7 @@ def test_explored_moves_keep_returns_on_policy_and_drop_the_other_seats_turns(
         expected = kuhn_reward(deal_of(records[row["episode"]]), [*moves[:at], mine], row["seat"])
         assert row["reward"] == pytest.approx(expected), (row, moves)
 
-    plain = tree_step(policy, TreeOptions(branches=2, all_actions=True), games=12)
+    plain = tree_step(policy, TreeSettings(branches=2, all_actions=True), games=12)
     assert all(r["turns"][0]["action"] == BET for r in plain.records)
     assert plain.extra["tree_off_policy_turns"] == 0
 
@@ -354,7 +355,7 @@ def test_a_replay_that_renders_another_prompt_than_the_main_line_stops_the_step(
     step = play_tree_step(
         scripted_responder(policy, always_bet),
         [KUHN],
-        tree=TreeOptions(branches=3),
+        tree=TreeSettings(branches=3),
         step=1,
         run_seed=0,
         games_per_step=12,
@@ -367,7 +368,7 @@ def test_a_replay_that_renders_another_prompt_than_the_main_line_stops_the_step(
 
 def test_replays_of_a_deterministic_game_pass_the_prompt_check(policy: Policy) -> None:
     rollout = tree_step(
-        policy, TreeOptions(branches=3, continuation="random"), choose=garbage_first
+        policy, TreeSettings(branches=3, continuation="random"), choose=garbage_first
     )
     assert rollout.extra["tree_replay_failed_groups"] == 0
     assert not any(row["replay_failed"] for row in rollout.rows)

@@ -374,6 +374,31 @@ def test_an_at_grpo_run_plays_tree_rows_as_turn_samples(tmp_path: Path):
     assert env["MARS_ESTIMATOR_SWITCHES"] == '{"state_weight": 0.5}'
 
 
+def test_every_tree_setting_reaches_the_agent_loop_through_its_column():
+    from train_backend.config import TreeSettings
+    from train_backend.verl.tree_loop import tree_options
+
+    tree = TreeSettings(
+        branches=3,
+        continuation="greedy",
+        all_actions=True,
+        counterfactual=True,
+        team_weight=0.5,
+        explore=0.25,
+        branch_rate=0.5,
+        keep_invalid=True,
+    )
+    defaults = TreeSettings().model_dump()
+    assert all(getattr(tree, name) != value for name, value in defaults.items())  # none default
+    config = TrainConfig(
+        model="m", games=["kuhn_poker"], estimator="at_grpo", tree=tree, games_per_step=2
+    )
+    row = game_rows(config)[0]
+    assert tree_options(row) == tree
+    # as verl's dataset hands the row over: through a parquet-backed frame, numpy scalars
+    assert tree_options(pd.DataFrame(game_rows(config)).iloc[0].to_dict()) == tree
+
+
 def test_self_play_rows_carry_no_tree_or_opponent_columns():
     row = game_rows(TrainConfig(model="m", games_per_step=2, steps=1))[0]
     assert not {"branches", "opponent"} & set(row)

@@ -29,7 +29,7 @@ from verl_testkit import step_turns
 
 from core import branch_log
 from core.checkpoints import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, CHECKPOINT_FILE
-from core.servers import model_fingerprint
+from core.fingerprints import model_fingerprint
 from train_backend.advantage import compute_advantages
 from train_backend.local.adapters import load_merged
 from train_backend.mas.trained import trained_mas

@@ -8,7 +8,7 @@ set by `TrainConfig.for_local()`. YAML files and CLI flags override fields.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -29,6 +29,9 @@ from games.rules import (
     PlayRules,
     TurnRewards,
 )
+
+if TYPE_CHECKING:
+    from games.spec import GameSpec
 
 
 class VerlSettings(BaseModel):
@@ -55,7 +58,9 @@ class VerlSettings(BaseModel):
 
 
 class TreeSettings(BaseModel):
-    """Tree sampling for `estimator: at_grpo` (train_backend.local.tree; docs/estimators.md)."""
+    """Tree sampling for `estimator: at_grpo` (train_backend.local.tree; docs/estimators.md): the
+    one type both trainers read (the CPU trainer's tree, and verl's agent loop from the dataset
+    row's columns of the same names, train_backend.verl.data)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -70,6 +75,11 @@ class TreeSettings(BaseModel):
     # chance that a main-line policy turn is branched; the others get one untrained sample
     branch_rate: float = Field(1.0, gt=0, le=1)
     keep_invalid: bool = False  # all_actions rewrites duplicated branches only, not invalid ones
+
+    def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
+        if self.continuation != "auto":
+            return self.continuation
+        return "greedy" if spec.perfect_information else "random"
 
 
 class TrainConfig(BaseModel):
@@ -144,6 +154,9 @@ class TrainConfig(BaseModel):
     eval_exploitability: dict[str, int] | None = None
     seed: int = 0
     verl: VerlSettings = Field(default_factory=VerlSettings)
+    # Trackers that get the metrics.jsonl rows and this config too (core.trackers; `--logger`):
+    # console, wandb, tensorboard, mlflow. Not part of the run's identity: a resume may change it.
+    logger: list[str] = Field(default_factory=list)
 
     @field_validator("games")
     @classmethod
@@ -171,6 +184,24 @@ class TrainConfig(BaseModel):
         if name is not None and name != NO_PRESET and name not in PRESETS:
             raise ValueError(unknown_name("preset", name, [*PRESETS, NO_PRESET]))
         return None if name == NO_PRESET else name
+
+    @field_validator("logger", mode="before")
+    @classmethod
+    def _known_loggers(cls, names: Any) -> Any:
+        """Known names whose packages are installed (one line otherwise); `a,b` works too."""
+        from core.errors import MarsError
+        from core.trackers import check_loggers
+
+        if names is None:
+            return []
+        if isinstance(names, str):
+            names = names.split(",")
+        if not isinstance(names, list | tuple):
+            return names  # pydantic's own error
+        try:
+            return list(check_loggers(names, flag=""))
+        except MarsError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("adam_betas")
     @classmethod

@@ -7,11 +7,13 @@ Queen with alpha + 1/3 (a Jack folds, a King calls); player 1's strategy is uniq
 bet a King, bluff a Jack with 1/3, check a Queen; after a bet call a King, a Queen with 1/3, fold a
 Jack). Each state's range is the interval its probability sweeps as alpha runs over [0, 1/3].
 
-Leduc's equilibria have no closed form: one is computed with OpenSpiel's CFR+ solver, once per
-process, and each probability stands for the interval of +-`LEDUC_TOLERANCE` around it (another
-equilibrium may differ by more: a Leduc flag is a pointer, not a proof).
+Leduc's equilibria have no closed form: one is computed with OpenSpiel's CFR+ solver
+(`games.solvers`, the game layer's one module of solvers), once per process, and each probability
+stands for the interval of +-`LEDUC_TOLERANCE` around it (another equilibrium may differ by more:
+a Leduc flag is a pointer, not a proof).
 
-OpenSpiel is imported inside the functions, so importing the dashboard does not load it.
+`games.solvers` (and OpenSpiel with it) is imported inside the functions, so importing the
+dashboard does not load it.
 """
 
 from __future__ import annotations
@@ -103,24 +105,15 @@ def _describe(
 @functools.cache
 def information_states(game: str) -> tuple[InfoState, ...]:
     """Every information state of the game, in depth-first order of OpenSpiel's tree."""
-    import pyspiel
+    from games.solvers import infostate_histories, replay
 
-    found: dict[str, InfoState] = {}
-    stack = [pyspiel.load_game(game).new_initial_state()]
-    while stack:
-        state = stack.pop()
-        if state.is_terminal():
-            continue
-        if state.is_chance_node():
-            stack.extend(state.child(a) for a, _ in reversed(state.chance_outcomes()))
-            continue
-        key = state.information_state_string()
-        if key not in found:
-            actions = tuple(state.legal_actions())
-            names = [state.action_to_string(a) for a in actions]
-            found[key] = _describe(game, key, state.current_player(), actions, names)
-        stack.extend(state.child(a) for a in reversed(state.legal_actions()))
-    return tuple(found.values())
+    found = []
+    for key, histories in infostate_histories(game).items():
+        state = replay(game, histories[0])
+        actions = tuple(state.legal_actions())
+        names = [state.action_to_string(a) for a in actions]
+        found.append(_describe(game, key, state.current_player(), actions, names))
+    return tuple(found)
 
 
 # P(BET) at each Kuhn state as a function of alpha (player 0's Jack bet).
@@ -171,15 +164,10 @@ def kuhn_reference() -> Reference:
 @functools.cache
 def leduc_solution(iterations: int = LEDUC_CFR_ITERATIONS) -> tuple[Table, float]:
     """OpenSpiel's CFR+ average policy after `iterations`, and its exploitability (cached)."""
-    import pyspiel
+    from games.solvers import cfr_average_policy, exploitability
 
-    game = pyspiel.load_game(LEDUC)
-    solver = pyspiel.CFRPlusSolver(game)
-    for _ in range(iterations):
-        solver.evaluate_and_update_policy()
-    average = solver.average_policy()
-    table = {s.key: list(average.get_state_policy(s.key)) for s in information_states(LEDUC)}
-    return table, float(pyspiel.exploitability(game, pyspiel.TabularPolicy(table)))
+    table = cfr_average_policy(LEDUC, "cfr+", iterations)
+    return table, exploitability(LEDUC, table)
 
 
 def leduc_reference(tolerance: float = LEDUC_TOLERANCE) -> Reference:

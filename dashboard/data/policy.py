@@ -1,6 +1,7 @@
 """A poker policy over training against the equilibrium: its states grouped by player and
 history with each checkpoint's probability, the equilibrium range beside it and the deviation;
 OpenSpiel's best response per state; exploitability from the recorded shares; run A minus run B.
+NashConv and the best responses are the game layer's (`games.solvers`, imported when first needed).
 
 The input is `action_share_table` of one run and series (a game in metrics.jsonl, an item of a
 loop's curve): one row per (x, state, action) with the recorded probability.
@@ -249,15 +250,11 @@ def policy_table_at(shares: pd.DataFrame, game: str, x: Any) -> Table | None:
     return table
 
 
-def nash_conv(game: str, table: Table) -> float:
-    import pyspiel
-
-    return float(pyspiel.nash_conv(pyspiel.load_game(game), pyspiel.TabularPolicy(table)))
-
-
 def exploitability_by_x(shares: pd.DataFrame, game: str) -> pd.DataFrame:
     """OpenSpiel's exploitability (NashConv / 2) of the policy at every checkpoint whose
     recorded shares cover all of the game's states."""
+    from games.solvers import nash_conv
+
     lines = []
     for x in sorted(set(shares["x"]), key=_sort_key):
         table = policy_table_at(shares, game, x)
@@ -283,67 +280,40 @@ BEST_RESPONSE_COLUMNS = [
 
 def best_response_by_state(game: str, table: Table) -> pd.DataFrame:
     """Per information state (named as in the grid: player, history, card), OpenSpiel's best
-    response of that state's player to the other seat's policy: the policy's probabilities, the
-    best action, the counterfactual value (chance and the other seat's reach) of the best action
-    and of the policy's own mix there, both followed by best play, and `gain` = the policy's own
-    reach x their difference. A seat's gains add up to what its best response wins over the
-    policy, so all gains add up to NashConv."""
-    import pyspiel
-    from open_spiel.python import policy as os_policy
-    from open_spiel.python.algorithms.best_response import BestResponsePolicy
+    response of that state's player to the other seat's policy (`games.solvers.best_responses`):
+    the policy's probabilities, the best action, the counterfactual value (chance and the other
+    seat's reach) of the best action and of the policy's own mix there, both followed by best
+    play, and `gain` = the policy's own reach x their difference. A seat's gains add up to what
+    its best response wins over the policy, so all gains add up to NashConv."""
+    from games.solvers import best_responses
 
-    class _Fixed(os_policy.Policy):
-        def action_probabilities(
-            self, state: pyspiel.State, player_id: int | None = None
-        ) -> dict[int, float]:
-            return dict(table[state.information_state_string()])
-
-    loaded = pyspiel.load_game(game)
-    fixed = _Fixed(loaded, list(range(loaded.num_players())))
     states = {s.key: s for s in information_states(game)}
     lines = []
-    for seat in range(loaded.num_players()):
-        responder = BestResponsePolicy(loaded, seat, fixed)
-        for key, nodes in responder.infosets.items():
-            info = states[key]
-            q = {a: sum(p * responder.q_value(node, a) for node, p in nodes) for a in info.actions}
-            mix = dict(table[key])
-            best = responder.best_response_action(key)
-            own = sum(mix[a] * q[a] for a in info.actions)
-            reach = _own_reach(loaded, nodes[0][0].history(), seat, table)
-            lines.append(
-                {
-                    "state": f"P{seat} {info.history or '-'} {info.card}",
-                    "player": f"P{seat}",
-                    "history": info.history or "-",
-                    "card": info.card,
-                    "policy": ", ".join(
-                        f"{label} {mix[a]:.2f}"
-                        for a, label in zip(info.actions, info.labels, strict=True)
-                    ),
-                    "best response": info.labels[info.actions.index(best)],
-                    "value of best response": q[best],
-                    "value of policy": own,
-                    "reach": reach,
-                    "gain": reach * (q[best] - own),
-                }
-            )
+    for response in best_responses(game, table):
+        info = states[response.key]
+        mix = dict(table[response.key])
+        lines.append(
+            {
+                "state": f"P{response.seat} {info.history or '-'} {info.card}",
+                "player": f"P{response.seat}",
+                "history": info.history or "-",
+                "card": info.card,
+                "policy": ", ".join(
+                    f"{label} {mix[a]:.2f}"
+                    for a, label in zip(info.actions, info.labels, strict=True)
+                ),
+                "best response": info.labels[info.actions.index(response.best)],
+                "value of best response": response.values[response.best],
+                "value of policy": response.policy_value,
+                "reach": response.reach,
+                "gain": response.gain,
+            }
+        )
     frame = pd.DataFrame(lines, columns=BEST_RESPONSE_COLUMNS)
     if game == KUHN:  # the grid's order
         order = {r.label: i for i, r in enumerate(_kuhn_rows())}
         frame = frame.sort_values("state", key=lambda s: s.map(order), kind="stable")
     return frame.reset_index(drop=True)
-
-
-def _own_reach(game: Any, history: list[int], seat: int, table: Table) -> float:
-    """The probability of `seat`'s own moves along `history` under the policy."""
-    state = game.new_initial_state()
-    reach = 1.0
-    for action in history:
-        if not state.is_chance_node() and state.current_player() == seat:
-            reach *= dict(table[state.information_state_string()]).get(action, 0.0)
-        state.apply_action(action)
-    return reach
 
 
 DIFFERENCE_COLUMNS = ["state", "player", "history", "card", "move", "A", "B", "A - B"]

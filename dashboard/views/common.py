@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import altair as alt
@@ -14,6 +14,7 @@ from dashboard import data
 from dashboard.paths import PathRefused, inside_root
 from harness.unscored import NO_SCORE
 
+MAX_OPTIONS = 1000  # rows a picker offers; the table above it shows every row
 # What fills each page (shown when it has nothing to show).
 HINTS = {
     "runs": "mars eval --suite gsm8k --limit 5",
@@ -84,6 +85,35 @@ def show_table(
     st.dataframe(display_frame(frame), hide_index=hide_index, key=key, **options)
 
 
+def table_and_pick(
+    frame: pd.DataFrame,
+    columns: list[str],
+    *,
+    key: str,
+    empty: str,
+    label: str,
+    option: Callable[[Any], tuple[Hashable, str]],
+    counted: str | None = None,
+) -> Hashable | None:
+    """`frame[columns]` as a table (key `KEY_table`, the question column wide), then a picker
+    (`KEY_pick`) of its first MAX_OPTIONS rows, each (row of `itertuples`) offered as
+    `option(row)`: (what picking it returns, its text). None, saying `empty`, when the frame is
+    empty; with `counted` (what a row is), a cap on the picker is said under the table."""
+    show_table(
+        frame[columns],
+        key=f"{key}_table",
+        column_config={"question": st.column_config.TextColumn(width="large")},
+    )
+    if frame.empty:
+        st.info(empty)
+        return None
+    offered = frame.head(MAX_OPTIONS)
+    if counted and len(frame) > MAX_OPTIONS:
+        st.caption(f"the picker offers the first {MAX_OPTIONS} of {len(frame)} {counted}")
+    labels = dict(option(row) for row in offered.itertuples())
+    return st.selectbox(label, list(labels), format_func=labels.__getitem__, key=f"{key}_pick")
+
+
 def legend(columns: int = 2) -> alt.Legend:
     """A legend under the chart, labels never cut: a long series name (run · game · opponent)
     on the right would squeeze the plot at 1400 px."""
@@ -133,6 +163,34 @@ def bars_with_ci(
         color=alt.value("#333333"),
     )
     return bars + whiskers + dots + labels
+
+
+def percent_bars_with_ci(
+    frame: pd.DataFrame,
+    *,
+    x: str,
+    series: str,
+    value: str,
+    y_title: str,
+    tooltip: Sequence[str],
+    domain: tuple[float, float] | None = None,
+) -> alt.LayerChart:
+    """`bars_with_ci` of a rate in [0, 1] and its interval (`ci_low`, `ci_high`), drawn (and
+    shown in the tooltip) as percentages."""
+    scaled = frame.assign(
+        **{column: 100 * frame[column].astype(float) for column in (value, "ci_low", "ci_high")}
+    )
+    return bars_with_ci(
+        scaled,
+        x=x,
+        series=series,
+        value=value,
+        low="ci_low",
+        high="ci_high",
+        y_title=y_title,
+        tooltip=tooltip,
+        domain=domain,
+    )
 
 
 def pct(value: Any) -> float | None:

@@ -21,12 +21,12 @@ from dashboard.views.common import (
     score_pct,
     show_table,
     sized,
+    table_and_pick,
     transcript,
 )
 
 DISAGREE = "disagreements"
 SHOW = (DISAGREE, *data.OUTCOMES, "all")
-MAX_OPTIONS = 1000  # samples offered in the picker; the table shows every row
 COST_RUNS = 8  # eval runs in the accuracy-against-tokens view by default (the newest)
 PAIR_SHOWN = ["suite", "sample_id", "epoch", "question", "gold", "A", "B", "A extracted"]
 PAIR_SHOWN += ["B extracted", "A tokens", "B tokens", "A calls", "B calls"]
@@ -117,22 +117,19 @@ def _samples(
         shown = pairs
     else:
         shown = pairs[pairs["outcome"] == show]
-    show_table(
-        shown[PAIR_SHOWN],
-        key="compare_table",
-        column_config={"question": st.column_config.TextColumn(width="large")},
+    picked = table_and_pick(
+        shown,
+        PAIR_SHOWN,
+        key="compare",
+        empty="no pair here",
+        label="both transcripts of",
+        option=lambda row: (
+            row.Index,
+            f"{row.suite} / {row.sample_id} / epoch {row.epoch} · A {row.A}, B {row.B}",
+        ),
     )
-    if shown.empty:
-        st.info("no pair here")
+    if picked is None:
         return
-    offered = shown.head(MAX_OPTIONS)
-    labels = {
-        i: f"{row.suite} / {row.sample_id} / epoch {row.epoch} · A {row.A}, B {row.B}"
-        for i, row in zip(offered.index, offered.itertuples(), strict=True)
-    }
-    picked = st.selectbox(
-        "both transcripts of", list(labels), format_func=labels.__getitem__, key="compare_pick"
-    )
     row = pairs.loc[picked]
     left, right = st.columns(2)
     with left:

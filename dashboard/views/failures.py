@@ -10,12 +10,12 @@ import streamlit as st
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
-    bars_with_ci,
     ci_text,
     empty_state,
     failure_verdict,
     malformed_note,
     pct,
+    percent_bars_with_ci,
     show_table,
     sized,
     transcript,
@@ -114,16 +114,11 @@ def _pivot(rates: pd.DataFrame) -> pd.DataFrame:
 
 
 def _chart(modes: pd.DataFrame) -> None:
-    chart_data = modes.assign(
-        rate=100 * modes["rate"], ci_low=100 * modes["ci_low"], ci_high=100 * modes["ci_high"]
-    )
-    chart = bars_with_ci(
-        chart_data,
+    chart = percent_bars_with_ci(
+        modes,
         x="id",
         series="run",
         value="rate",
-        low="ci_low",
-        high="ci_high",
         y_title="% of judged transcripts",
         tooltip=["run", "id", "name", "count", "n", "rate", "ci_low", "ci_high"],
     )

@@ -12,11 +12,11 @@ import streamlit as st
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
-    bars_with_ci,
     ci_text,
     empty_state,
     malformed_note,
     pct,
+    percent_bars_with_ci,
     round_or_none,
     score_pct,
     show_table,
@@ -113,19 +113,11 @@ def _accuracy_view(table: pd.DataFrame) -> None:
 def accuracy_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Bars of accuracy per suite, one per (MAS, model, run), with their 95% intervals."""
     scored = table[table["accuracy"].notna()]  # a suite with no score has no bar
-    chart_data = scored.assign(
-        label=scored["mas"] + " · " + scored["model"] + " · " + scored["run"],
-        accuracy=100 * scored["accuracy"].astype(float),
-        ci_low=100 * scored["ci_low"].astype(float),
-        ci_high=100 * scored["ci_high"].astype(float),
-    )
-    chart = bars_with_ci(
-        chart_data,
+    chart = percent_bars_with_ci(
+        scored.assign(label=scored["mas"] + " · " + scored["model"] + " · " + scored["run"]),
         x="suite",
         series="label",
         value="accuracy",
-        low="ci_low",
-        high="ci_high",
         y_title="accuracy %",
         tooltip=["suite", "mas", "model", "run", "n", "accuracy", "ci_low", "ci_high"],
         domain=(0, 100),

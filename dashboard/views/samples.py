@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
-from dashboard.views.common import empty_state, malformed_note, pick_run, show_table, transcript
+from dashboard.views.common import empty_state, malformed_note, pick_run, table_and_pick, transcript
 from harness.failures import FAILURES_FILE
-
-MAX_OPTIONS = 1000  # samples offered in the picker; the table above shows every match
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -56,30 +55,26 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     counts[2].metric("errored", int(matches["has_error"].sum()))
     columns = ["suite", "sample_id", "epoch", "question", "correct", "extracted", "gold"]
     columns += ["extraction_failed", "error", "llm_calls", "tokens", "latency_s"]
-    show_table(
-        matches[columns],
-        key="samples_table",
-        column_config={"question": st.column_config.TextColumn(width="large")},
+    picked = table_and_pick(
+        matches,
+        columns,
+        key="samples",
+        empty="no sample matches these filters",
+        label="sample",
+        option=_sample_option,
+        counted="matches",
     )
-    if matches.empty:
-        st.info("no sample matches these filters")
+    if picked is None:
         return
-
-    offered = matches.head(MAX_OPTIONS)
-    if len(matches) > MAX_OPTIONS:
-        st.caption(f"the picker offers the first {MAX_OPTIONS} of {len(matches)} matches")
-    labels = {
-        int(row.row): f"{row.suite} / {row.sample_id} / epoch {row.epoch} · "
-        + ("error" if row.has_error else "correct" if row.correct else "wrong")
-        for row in offered.itertuples()
-    }
-    picked = st.selectbox(
-        "sample", list(labels), format_func=labels.__getitem__, key="samples_pick"
-    )
-    record = loaded.rows[picked]
+    record = loaded.rows[int(picked)]
     verdict = None
     if run.has_failures:
         verdicts = cache.jsonl(root, run.path / FAILURES_FILE).rows
         key = data.key_of(record)
         verdict = next((v for v in verdicts if data.key_of(v) == key), None)
     transcript(record, verdict)
+
+
+def _sample_option(row: Any) -> tuple[int, str]:
+    outcome = "error" if row.has_error else "correct" if row.correct else "wrong"
+    return int(row.row), f"{row.suite} / {row.sample_id} / epoch {row.epoch} · {outcome}"

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyspiel
 
-from games.spec import GameSpec, RewardRules, SeatView, register_game
+from games.spec import Board, GameSpec, RewardRules, SeatView, register_game
 
 BOARD_REWARDS = RewardRules(penalty_kind="board", draw_reward=0.1, step_terminal_zero=0.1)
+
+
+def grid_cells(_spec: GameSpec, state: pyspiel.State) -> dict[str, Any]:
+    """A replay's `grid` board: the cells of OpenSpiel's state string, one line per row, top row
+    first ('.' empty, else the mark: "x", "o"), as `rows` of "" / "x" / "o"."""
+    rows = [line.strip() for line in str(state).split("\n") if line.strip()]
+    return {"rows": [["" if ch == "." else ch for ch in row] for row in rows]}
+
+
+# How replays draw a grid of marks (Tic-Tac-Toe) and of falling discs (Connect Four).
+MARKS_BOARD = Board("grid", grid_cells)
+DISCS_BOARD = Board("grid", grid_cells, style={"pieces": "discs"})
 
 
 def bracket_upper(text: str, _seat: int, _action: int) -> str:
@@ -63,6 +77,7 @@ register_game(
         label=bracket_upper,
         view=_tic_tac_toe_view,
         rewards=BOARD_REWARDS,
+        board=MARKS_BOARD,
     )
 )
 
@@ -79,5 +94,6 @@ register_game(
         label=bracket_upper,
         view=_connect_four_view,
         rewards=BOARD_REWARDS,
+        board=DISCS_BOARD,
     )
 )

@@ -12,7 +12,8 @@ from typing import Any
 
 import pyspiel
 
-from games.spec import GameSpec, RewardRules, SeatView, register_game
+from core.errors import MarsError
+from games.spec import Board, GameSpec, RewardRules, SeatView, register_game
 
 HANABI_REWARDS = RewardRules(penalty_kind="score", step_terminal_zero=0.1)
 COLOR_NAMES = {"R": "red", "Y": "yellow", "G": "green", "W": "white", "B": "blue"}
@@ -122,6 +123,35 @@ def _hanabi_view(state: pyspiel.State, seat: int) -> SeatView:
     return SeatView(state=full, compact=compact)
 
 
+def _card(line: CardLine) -> dict[str, str]:
+    return {
+        "card": line.card,
+        "hinted": line.hinted,
+        "colors": line.possible_colors,
+        "ranks": line.possible_ranks,
+    }
+
+
+def hanabi_position(spec: GameSpec, state: pyspiel.State) -> dict[str, Any]:
+    """A replay's `hanabi` board (games/positions.py), from the spectator's state string, where
+    both hands are face up."""
+    seen = parse_observation(str(state))
+    if seen is None:
+        raise MarsError(f"{spec.name}: OpenSpiel's Hanabi state string has an unknown layout")
+    fireworks = {item[0]: int(item[1:]) for item in seen.fireworks if item[1:].isdigit()}
+    return {
+        "hands": [[_card(line) for line in hand] for hand in (seen.own_hand, seen.partner_hand)],
+        "fireworks": fireworks,
+        "score": sum(fireworks.values()),
+        "info_tokens": int(seen.info_tokens),
+        "max_info_tokens": int(spec.params.get("max_information_tokens", 8)),
+        "life_tokens": int(seen.lives),
+        "max_life_tokens": int(spec.params.get("max_life_tokens", 3)),
+        "deck": int(seen.deck_size),
+        "discards": seen.discards,
+    }
+
+
 def _copies(rank: int, ranks: int) -> int:
     if rank == 1:
         return 3
@@ -172,6 +202,7 @@ def _hanabi_spec(name: str, title: str, split: str, params: dict[str, Any]) -> G
         view=_hanabi_view,
         rewards=HANABI_REWARDS,
         cooperative=True,
+        board=Board("hanabi", hanabi_position),
     )
 
 

@@ -7,11 +7,13 @@ Views are built only from the acting seat's own `information_state_string` and
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pyspiel
 
 from games.catalog.board import bracket_upper
-from games.spec import GameSpec, RewardRules, SeatView, register_game
+from games.spec import Board, GameSpec, RewardRules, SeatView, register_game
 
 POKER_REWARDS = RewardRules(penalty_kind="bet")
 
@@ -51,6 +53,42 @@ def _kuhn_view(state: pyspiel.State, seat: int) -> SeatView:
     return SeatView(state=full, compact=compact)
 
 
+# A replay's `poker` board (games/positions.py): each seat's private card, the public card, each
+# seat's committed chips, the pot, and the betting so far per round as [seat, label].
+Cards = Callable[[pyspiel.State, int], tuple[str | None, str | None]]
+Betting = Callable[[pyspiel.State], list[list[str]]]
+
+
+def poker_board(cards: Cards, betting: Betting, **style: Any) -> Board:
+    """A `poker` board from the game's own readers of (the seat's private card, the public card)
+    and of the moves so far per round (the first seat opens every round)."""
+
+    def read(spec: GameSpec, state: pyspiel.State) -> dict[str, Any]:
+        seen = [cards(state, seat) for seat in range(2)]
+        chips = [int(spec.own_bet(state, seat)) if spec.own_bet else 0 for seat in range(2)]
+        return {
+            "cards": [card for card, _ in seen],
+            "public": next((public for _, public in seen if public), None),
+            "chips": chips,
+            "pot": sum(chips),
+            "betting": [
+                [[k % 2, label] for k, label in enumerate(moves)] for moves in betting(state)
+            ],
+        }
+
+    return Board("poker", read, style=style)
+
+
+def _kuhn_cards(state: pyspiel.State, seat: int) -> tuple[str | None, None]:
+    info = state.information_state_string(seat)
+    return (KUHN_CARDS[int(info[0])] if info[:1].isdigit() else None), None
+
+
+def _kuhn_betting(state: pyspiel.State) -> list[list[str]]:
+    info = state.information_state_string(0)
+    return [[f"<{KUHN_MOVES[ch]}>" for ch in info[1:] if ch in KUHN_MOVES]]
+
+
 KUHN_RULES = """\
 Kuhn Poker is a two-player poker game with a deck of three cards: J (lowest), Q and K (highest). \
 Each player puts 1 chip (the ante) into the pot and gets one private card; the third card is not \
@@ -78,6 +116,7 @@ register_game(
         deal_radices=(3, 2),  # 6 ordered deals
         own_bet=kuhn_own_bet,
         extra={"solvable": True},
+        board=poker_board(_kuhn_cards, _kuhn_betting),
     )
 )
 
@@ -133,6 +172,26 @@ def _leduc_view(state: pyspiel.State, seat: int) -> SeatView:
     return SeatView(state=full, compact=compact)
 
 
+# Leduc's information state: [Private: 5], [Public: 2], [Round1: 2 1] (the moves as codes).
+_LEDUC_FIELD = re.compile(r"\[(Private|Public|Round1|Round2): ?([^\]]*)\]")
+
+
+def _leduc_cards(state: pyspiel.State, seat: int) -> tuple[str | None, str | None]:
+    fields = dict(_LEDUC_FIELD.findall(state.information_state_string(seat)))
+    private, public = fields.get("Private", "").strip(), fields.get("Public", "").strip()
+    card = leduc_card(int(private)) if private.lstrip("-").isdigit() and int(private) >= 0 else None
+    return card, (leduc_card(int(public)) if public.isdigit() else None)
+
+
+def _leduc_betting(state: pyspiel.State) -> list[list[str]]:
+    fields = dict(_LEDUC_FIELD.findall(state.information_state_string(0)))
+    rounds = [
+        [f"<{LEDUC_MOVES[code]}>" for code in fields.get(name, "").split() if code in LEDUC_MOVES]
+        for name in ("Round1", "Round2")
+    ]
+    return rounds if rounds[1] or "Public" in fields else rounds[:1]
+
+
 LEDUC_RULES = """\
 Leduc Hold'em is a two-player poker game with a deck of six cards: J, Q and K in two suits \
 (s and h), so Js is the jack of suit s. Each player puts 1 chip (the ante) into the pot and gets \
@@ -167,5 +226,6 @@ register_game(
         deal_radices=(6, 5, 4),  # 30 ordered private deals times 4 public cards
         own_bet=leduc_own_bet,
         extra={"solvable": True},
+        board=poker_board(_leduc_cards, _leduc_betting, public_card=True),
     )
 )

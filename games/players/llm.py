@@ -108,7 +108,7 @@ class ModelSpec:
         (the same for every spelling of the path) or the hub id."""
         if self.base_url:
             return self.model
-        from core.servers import model_argument
+        from core.server_commands import model_argument
 
         return model_argument(self.model)
 

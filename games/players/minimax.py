@@ -18,7 +18,7 @@ import pyspiel
 
 from core.errors import MarsError
 from games.players.base import BotAgent, Player, PlayerContext, register_player
-from games.players.tie_break import parse_tie_break, pick, player_name
+from games.players.tie_break import check_rule_game, parse_tie_break, pick, player_name
 
 MAX_STATES = 200_000
 
@@ -105,17 +105,8 @@ class MinimaxPlayer(Player):
 )
 def _minimax(argument: str | None, context: PlayerContext) -> Player:
     tie_break = parse_tie_break("minimax", argument)
+    needs = "a deterministic two-player zero-sum game"
+    check_rule_game("minimax", context, needs, zero_sum=True)
     game = context.spec.game
-    info = game.get_type()
-    if (
-        not context.spec.perfect_information
-        or game.num_players() != 2
-        or info.utility != pyspiel.GameType.Utility.ZERO_SUM
-        or info.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
-    ):
-        raise MarsError(
-            f"player 'minimax' needs a deterministic two-player zero-sum game; "
-            f"{context.spec.name} is not one"
-        )
     solved_values(game)  # solve (or refuse) now, not in the middle of an episode
     return MinimaxPlayer(game, tie_break)

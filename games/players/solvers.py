@@ -1,9 +1,9 @@
 """Equilibrium bots for the poker games: the CFR average policy and a near-Nash policy.
 
-Policies are solved with OpenSpiel's C++ solvers (`CFRSolver`, `CFRPlusSolver`), written once
-to the cache directory as JSON (info state -> [[action, probability], ...]) and read back from
-there afterwards. The cache directory is `--cache-dir`, else `$MARS_CACHE_DIR`, else
-`~/.cache/mars`.
+Policies are solved with OpenSpiel's C++ solvers (`CFRSolver`, `CFRPlusSolver`, through
+`games.solvers`), written once to the cache directory as JSON (info state -> [[action, probability],
+...]) and read back from there afterwards. The cache directory is `--cache-dir`, else
+`$MARS_CACHE_DIR`, else `~/.cache/mars`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import pyspiel
 
@@ -27,9 +26,9 @@ from games.players.base import (
     positive_int_argument,
     register_player,
 )
+from games.solvers import Method, cfr_average_policy, exploitability
 from games.spec import GameSpec
 
-Method = Literal["cfr", "cfr+"]
 DEFAULT_CFR_ITERATIONS = 1000
 # CFR+ converges much faster than CFR; these reach exploitability < 0.001 (Kuhn) and
 # about 0.002 (Leduc), stored with the policy.
@@ -58,33 +57,13 @@ class TabularPolicy:
         )
 
 
-def _information_states(game: pyspiel.Game) -> list[str]:
-    found: dict[str, None] = {}
-    stack = [game.new_initial_state()]
-    while stack:
-        state = stack.pop()
-        if state.is_terminal():
-            continue
-        if state.is_chance_node():
-            stack.extend(state.child(a) for a, _ in state.chance_outcomes())
-            continue
-        found.setdefault(state.information_state_string(), None)
-        stack.extend(state.child(a) for a in state.legal_actions())
-    return list(found)
-
-
 def solve(game: pyspiel.Game, game_name: str, method: Method, iterations: int) -> TabularPolicy:
-    solver = pyspiel.CFRSolver(game) if method == "cfr" else pyspiel.CFRPlusSolver(game)
-    for _ in range(iterations):
-        solver.evaluate_and_update_policy()
-    average = solver.average_policy()
-    table = {}
-    for key in _information_states(game):
-        pairs = average.get_state_policy(key)
-        table[key] = (tuple(a for a, _ in pairs), tuple(p for _, p in pairs))
-    policy = TabularPolicy(game_name, method, iterations, 0.0, table)
-    exploitability = float(pyspiel.exploitability(game, policy.to_pyspiel()))
-    return TabularPolicy(game_name, method, iterations, exploitability, table)
+    average = cfr_average_policy(game, method, iterations)
+    table = {
+        key: (tuple(a for a, _ in pairs), tuple(p for _, p in pairs))
+        for key, pairs in average.items()
+    }
+    return TabularPolicy(game_name, method, iterations, exploitability(game, average), table)
 
 
 def _policy_path(root: Path, game_name: str, method: Method, iterations: int) -> Path:

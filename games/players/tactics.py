@@ -22,9 +22,8 @@ import random
 
 import pyspiel
 
-from core.errors import MarsError
 from games.players.base import BotAgent, Player, PlayerContext, register_player
-from games.players.tie_break import parse_tie_break, pick, player_name
+from games.players.tie_break import check_rule_game, parse_tie_break, pick, player_name
 
 
 def _wins_for_mover(state: pyspiel.State, action: int, mover: int) -> bool:
@@ -77,15 +76,6 @@ class TacticsPlayer(Player):
 )
 def _tactics(argument: str | None, context: PlayerContext) -> Player:
     tie_break = parse_tie_break("tactics", argument)
-    game = context.spec.game
-    info = game.get_type()
-    if (
-        not context.spec.perfect_information
-        or game.num_players() != 2
-        or info.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
-    ):
-        raise MarsError(
-            f"player 'tactics' needs a deterministic two-player game of perfect information; "
-            f"{context.spec.name} is not one"
-        )
+    needs = "a deterministic two-player game of perfect information"
+    check_rule_game("tactics", context, needs, zero_sum=False)
     return TacticsPlayer(tie_break)

@@ -59,33 +59,29 @@ class MATH500(MathSuite):
         )
 
 
-@benchmark("aime24")
-class AIME24(MathSuite):
-    version = "1.0"
+class ContestSuite(MathSuite):
+    """A contest's rows (AIME, AMC): an optional id, the problem, an integer answer, a url."""
+
     answers_are = "integer"
+
+    def sample_from_local_row(self, row: Row, index: int) -> Sample:
+        return Sample(
+            id=str(row["id"]) if row.get("id") is not None else str(index),
+            question=required_text(row, "problem", "question"),
+            gold=integer_answer(row.get("answer")),
+            metadata={"url": row.get("url")},
+        )
+
+
+@benchmark("aime24")
+class AIME24(ContestSuite):
+    version = "1.0"
     hub = HubSource("HuggingFaceH4/aime_2024", split="train")
     local = LocalSource("aime24/test.jsonl", "jsonl")
 
-    def sample_from_local_row(self, row: Row, index: int) -> Sample:
-        return Sample(
-            id=str(row["id"]) if row.get("id") is not None else str(index),
-            question=required_text(row, "problem", "question"),
-            gold=integer_answer(row.get("answer")),
-            metadata={"url": row.get("url")},
-        )
-
 
 @benchmark("amc23")
-class AMC23(MathSuite):
+class AMC23(ContestSuite):
     version = "1.0"
-    answers_are = "integer"
     hub = HubSource("math-ai/amc23", split="test")
     local = LocalSource("amc23/test.jsonl", "jsonl")
-
-    def sample_from_local_row(self, row: Row, index: int) -> Sample:
-        return Sample(
-            id=str(row["id"]) if row.get("id") is not None else str(index),
-            question=required_text(row, "problem", "question"),
-            gold=integer_answer(row.get("answer")),
-            metadata={"url": row.get("url")},
-        )

@@ -37,11 +37,17 @@ GRID_INSTRUCTION = (
 
 
 class PuzzleSuite(Suite):
-    """Evaluation levels of one puzzle environment at fixed parameters."""
+    """Evaluation levels of one puzzle environment at fixed parameters; a subclass naming its
+    `environment` takes that environment's generator version as its own."""
 
     kind = "puzzle"
     environment: ClassVar[str] = ""
     level_params: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.environment:
+            cls.version = environment(cls.environment).version
 
     def load(self, data_dir: Path | None = None, limit: int | None = None) -> LoadResult:
         if limit is not None and limit < 1:
@@ -97,14 +103,9 @@ class PuzzleSuite(Suite):
         )
 
 
-def _version(env: str) -> str:
-    return environment(env).version
-
-
 @benchmark("plan_path")
 class PlanPath(PuzzleSuite):
     environment = "plan_path"
-    version = _version("plan_path")
     level_params: ClassVar[dict[str, Any]] = {"size": 10}
 
 
@@ -113,26 +114,22 @@ class PlanPath5x5(PuzzleSuite):
     """The small grid of the CPU miniature."""
 
     environment = "plan_path"
-    version = _version("plan_path")
     level_params: ClassVar[dict[str, Any]] = {"size": 5}
 
 
 @benchmark("sokoban")
 class Sokoban(PuzzleSuite):
     environment = "sokoban"
-    version = _version("sokoban")
     level_params: ClassVar[dict[str, Any]] = {"size": 6, "boxes": 1}
 
 
 @benchmark("sudoku")
 class Sudoku(PuzzleSuite):
     environment = "sudoku"
-    version = _version("sudoku")
     level_params: ClassVar[dict[str, Any]] = {"size": 4}
 
 
 @benchmark("sudoku_9x9")
 class Sudoku9x9(PuzzleSuite):
     environment = "sudoku"
-    version = _version("sudoku")
     level_params: ClassVar[dict[str, Any]] = {"size": 9}

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from harness.puzzles.base import Generated, Level, ListOutcome, ParamSpec, PuzzleEnv, PuzzleState
-from harness.puzzles.moves import MOVES, move_index, step_table
+from harness.puzzles.base import Generated, Level, ParamSpec, PuzzleEnv
+from harness.puzzles.moves import MOVES, MoveListState, grid_rows, open_grid_cells, step_table
 
 VERSION = "1"
 STEP_REWARD = -0.01
@@ -61,13 +61,7 @@ class _Board:
     def __init__(self, layout: PlanPathLayout) -> None:
         size = layout.size
         self.size = size
-        open_cells = {
-            row * size + col
-            for row, line in enumerate(layout.rows)
-            for col, symbol in enumerate(line)
-            if symbol == FREE
-        }
-        self.table = step_table(size, size, open_cells)
+        self.table = step_table(size, size, open_grid_cells(layout.rows, BLOCKED))
         self.start = layout.start[0] * size + layout.start[1]
         self.goal = layout.goal[0] * size + layout.goal[1]
         goal_row, goal_col = layout.goal
@@ -82,7 +76,11 @@ def _board(level: Level) -> _Board:
     return _Board(level.layout)
 
 
-class PlanPathState(PuzzleState):
+class PlanPathState(MoveListState):
+    invalid_reward = INVALID_REWARD
+    step_limit = STEP_LIMIT
+    step_limit_penalty = STEP_LIMIT_PENALTY
+
     def __init__(self, level: Level) -> None:
         self.level = level
         self._board = _board(level)
@@ -98,41 +96,19 @@ class PlanPathState(PuzzleState):
         twin.done, twin.solved = self.done, self.solved
         return twin
 
-    def apply(self, actions: Sequence[Any]) -> ListOutcome:
-        board = self._board
-        table, distance, goal = board.table, board.distance, board.goal
-        optimal = self.level.optimal_length
-        position, moves_taken = self.position, self.moves_taken
-        rewards: list[float] = []
-        invalid = 0
-        for action in actions:
-            if self.done:
-                break
-            move = move_index(action)
-            if move is None:  # not a move: penalised, not counted as a move
-                rewards.append(INVALID_REWARD)
-                invalid += 1
-                continue
-            moves_taken += 1
-            self.history.append(MOVES[move])
-            target = table[position][move]
-            if target < 0:  # a blocked cell or off the grid: the position stays
-                reward = INVALID_REWARD
-                invalid += 1
-            else:
-                reward = STEP_REWARD - GAMMA * distance[target] + distance[position]
-                position = target
-                if position == goal:
-                    reward += GOAL_REWARD
-                    if moves_taken == optimal:
-                        reward += OPTIMAL_BONUS
-                    self.solved = self.done = True
-            if not self.done and moves_taken >= STEP_LIMIT:
-                reward += STEP_LIMIT_PENALTY
-                self.done = True
-            rewards.append(reward)
-        self.position, self.moves_taken = position, moves_taken
-        return ListOutcome.of(rewards, invalid, self)
+    def step(self, move: int) -> tuple[float, bool]:
+        board, position = self._board, self.position
+        target = board.table[position][move]
+        if target < 0:  # a blocked cell or off the grid: the position stays
+            return INVALID_REWARD, False
+        reward = STEP_REWARD - GAMMA * board.distance[target] + board.distance[position]
+        self.position = target
+        if target == board.goal:
+            reward += GOAL_REWARD
+            if self.moves_taken == self.level.optimal_length:
+                reward += OPTIMAL_BONUS
+            self.solved = self.done = True
+        return reward, True
 
     def observation(self) -> str:
         size, layout = self._board.size, self.level.layout
@@ -154,9 +130,6 @@ class PlanPathState(PuzzleState):
             f"{self.moves_taken}."
         )
 
-    def answer_text(self) -> str:
-        return "[" + ", ".join(self.history) + "]"
-
 
 class PlanPathEnv(PuzzleEnv):
     name = "plan_path"
@@ -175,10 +148,7 @@ class PlanPathEnv(PuzzleEnv):
         path = shortest_path(step_table(size, size, set(open_cells)), start, goal)
         if path is None:
             return None
-        rows = tuple(
-            "".join(BLOCKED if row * size + col in blocked else FREE for col in range(size))
-            for row in range(size)
-        )
+        rows = grid_rows(size, open_cells, FREE, BLOCKED)
         layout = PlanPathLayout(size, rows, divmod(start, size), divmod(goal, size))
         key = f"{size}|{'/'.join(rows)}|{layout.start}|{layout.goal}"
         return Generated(layout=layout, solution=path, optimal_length=len(path), content_key=key)

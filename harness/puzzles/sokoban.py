@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from harness.puzzles.base import Generated, Level, ListOutcome, ParamSpec, PuzzleEnv, PuzzleState
-from harness.puzzles.moves import MOVES, move_index
+from harness.puzzles.base import Generated, Level, ParamSpec, PuzzleEnv
+from harness.puzzles.moves import MoveListState, grid_rows, open_grid_cells
 from harness.puzzles.sokoban_generator import (
     box_distances,
     carve_room,
@@ -51,12 +51,7 @@ def _cells(layout: SokobanLayout, points: Sequence[tuple[int, int]]) -> list[int
 
 
 def floor_cells(layout: SokobanLayout) -> set[int]:
-    return {
-        row * layout.size + col
-        for row, line in enumerate(layout.rows)
-        for col, symbol in enumerate(line)
-        if symbol != WALL
-    }
+    return open_grid_cells(layout.rows, WALL)
 
 
 class _Board:
@@ -78,7 +73,11 @@ def _board(level: Level) -> _Board:
     return _Board(level.layout)
 
 
-class SokobanState(PuzzleState):
+class SokobanState(MoveListState):
+    invalid_reward = INVALID_REWARD
+    step_limit = STEP_LIMIT
+    step_limit_penalty = STEP_LIMIT_PENALTY
+
     def __init__(self, level: Level) -> None:
         self.level = level
         self._board = board = _board(level)
@@ -97,55 +96,36 @@ class SokobanState(PuzzleState):
         twin.boxes, twin.history = set(self.boxes), list(self.history)
         return twin
 
-    def apply(self, actions: Sequence[Any]) -> ListOutcome:
-        board = self._board
-        is_open, deltas, goals, nearest = board.open, board.deltas, board.goals, board.nearest_goal
-        boxes, box_count = self.boxes, len(self.boxes)
-        rewards: list[float] = []
-        invalid = 0
-        for action in actions:
-            if self.done:
-                break
-            move = move_index(action)
-            if move is None:  # not a move: penalised, not counted as a move
-                rewards.append(INVALID_REWARD)
-                invalid += 1
-                continue
-            self.moves_taken += 1
-            self.history.append(MOVES[move])
-            delta = deltas[move]
-            target = self.player + delta
-            reward, moved = INVALID_REWARD, False
-            if is_open[target]:
-                before = self.distance_sum
-                if target not in boxes:
-                    self.player, moved = target, True
-                    reward = STEP_REWARD + SHAPING_WEIGHT * (1.0 - GAMMA) * before
-                else:
-                    pushed_to = target + delta
-                    if is_open[pushed_to] and pushed_to not in boxes:
-                        boxes.remove(target)
-                        boxes.add(pushed_to)
-                        self.player, moved = target, True
-                        after = before - nearest[target] + nearest[pushed_to]
-                        self.distance_sum = after
-                        reward = STEP_REWARD + SHAPING_WEIGHT * (before - GAMMA * after)
-                        if pushed_to in goals and target not in goals:
-                            reward += BOX_ON_GOAL
-                            self.on_goal += 1
-                        elif target in goals and pushed_to not in goals:
-                            reward += BOX_OFF_GOAL
-                            self.on_goal -= 1
-                        if self.on_goal == box_count:
-                            reward += SOLVED_REWARD
-                            self.solved = self.done = True
-            if not moved:  # a wall, or a box that cannot move
-                invalid += 1
-            if not self.done and self.moves_taken >= STEP_LIMIT:
-                reward += STEP_LIMIT_PENALTY
-                self.done = True
-            rewards.append(reward)
-        return ListOutcome.of(rewards, invalid, self)
+    def step(self, move: int) -> tuple[float, bool]:
+        board, boxes = self._board, self.boxes
+        delta = board.deltas[move]
+        target = self.player + delta
+        if not board.open[target]:  # a wall
+            return INVALID_REWARD, False
+        before = self.distance_sum
+        if target not in boxes:
+            self.player = target
+            return STEP_REWARD + SHAPING_WEIGHT * (1.0 - GAMMA) * before, True
+        pushed_to = target + delta
+        if not board.open[pushed_to] or pushed_to in boxes:  # a box that cannot move
+            return INVALID_REWARD, False
+        boxes.remove(target)
+        boxes.add(pushed_to)
+        self.player = target
+        nearest, goals = board.nearest_goal, board.goals
+        after = before - nearest[target] + nearest[pushed_to]
+        self.distance_sum = after
+        reward = STEP_REWARD + SHAPING_WEIGHT * (before - GAMMA * after)
+        if pushed_to in goals and target not in goals:
+            reward += BOX_ON_GOAL
+            self.on_goal += 1
+        elif target in goals and pushed_to not in goals:
+            reward += BOX_OFF_GOAL
+            self.on_goal -= 1
+        if self.on_goal == len(boxes):
+            reward += SOLVED_REWARD
+            self.solved = self.done = True
+        return reward, True
 
     def observation(self) -> str:
         board, layout = self._board, self.level.layout
@@ -173,9 +153,6 @@ class SokobanState(PuzzleState):
             f"{', '.join(map(str, layout.goals))}; boxes on goals: {self.on_goal} of "
             f"{len(self.boxes)}; moves taken so far: {self.moves_taken} of {STEP_LIMIT}."
         )
-
-    def answer_text(self) -> str:
-        return "[" + ", ".join(self.history) + "]"
 
 
 class SokobanEnv(PuzzleEnv):
@@ -215,10 +192,7 @@ class SokobanEnv(PuzzleEnv):
         solution = solve(floor, frozenset(goals), player, boxes, size)
         if solution is None:
             return None
-        rows = tuple(
-            "".join(FLOOR if row * size + col in floor else WALL for col in range(size))
-            for row in range(size)
-        )
+        rows = grid_rows(size, floor, FLOOR, WALL)
         layout = SokobanLayout(
             size=size,
             rows=rows,

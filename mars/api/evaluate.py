@@ -240,7 +240,7 @@ def _load_suites(suites: list[Any], plan: EvalPlan) -> list[Any]:
 
 def _config(p: _Prepared, trained_config: dict[str, Any]) -> dict[str, Any]:
     """run.json's config: everything that decides what a record means."""
-    from core.servers import model_fingerprint
+    from core.fingerprints import model_fingerprint
 
     by_role = p.gen_by_role
     return {

@@ -47,9 +47,17 @@ def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any])
             raise MarsError(f"{plan_type.__name__}: {unknown_name('argument', key, known)}")
     for name, values in grouped.items():
         if values:
-            base = plain.get(name) or groups[name]()
+            base = plain.get(name) or _default(plan_type, name)
             plain[name] = dataclasses.replace(base, **values)
     return plan_type(**plain)
+
+
+def _default(plan_type: type, name: str) -> Any:
+    """The plan's own default of a field (a plan may set its own sampling defaults)."""
+    field = next(f for f in dataclasses.fields(plan_type) if f.name == name)
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
 
 
 def _field_names(cls: type) -> set[str]:

@@ -31,7 +31,7 @@ class Figure:
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     """A finished run: `figures` names each headline figure (e.g. `gsm8k` for an eval's suite,
-    `seat 0` for an arena seat); `summary` is summary.json as written; `records()` reads the
+    `seat first` for an arena seat); `summary` is summary.json as written; `records()` reads the
     run's records (each attempt once); `unscored` holds a line per suite or seat with no score
     (the command line exits with code 4 on any)."""
 
@@ -72,12 +72,28 @@ def eval_figures(summary: dict[str, Any]) -> dict[str, Figure]:
 
 
 def arena_figures(summary: dict[str, Any]) -> dict[str, Figure]:
-    """An arena's (or self-play's) mean return per seat of the player."""
+    """An arena's mean return per seat of the player (`seat first`, `seat second`)."""
     return {
         f"seat {seat}": Figure(
             stats.get("mean_return"), _interval(stats.get("mean_return_ci")), stats.get("n")
         )
         for seat, stats in (summary.get("seats") or {}).items()
+    }
+
+
+def selfplay_figures(summary: dict[str, Any]) -> dict[str, Figure]:
+    """A self-play run's mean return per game and seat (`kuhn_poker seat first`); no score for
+    a game whose every episode failed."""
+    from games.episode import SEAT_NAMES
+
+    return {
+        f"{game} seat {seat}": Figure(
+            stats["mean_return"][index] if stats.get("episodes") else None,
+            None,
+            stats.get("episodes"),
+        )
+        for game, stats in (summary.get("games") or {}).items()
+        for index, seat in enumerate(SEAT_NAMES)
     }
 
 
@@ -112,10 +128,12 @@ def open_run(run_dir: str | Path) -> RunResult:
     if not path.is_dir():
         raise MarsError(f"{path} is not a run folder")
     kind = RunDir.read_info(path).kind
+    if kind == "train":  # its figures are in metrics.jsonl, and verl writes no summary.json
+        return read_train(path)
     readers = {
         "eval": eval_figures,
         "arena": arena_figures,
-        "selfplay": arena_figures,
+        "selfplay": selfplay_figures,
         "exploitability": exploitability_figures,
     }
     result = read_result(path, kind, readers.get(kind, plain_figures))
@@ -134,3 +152,66 @@ def plain_figures(summary: dict[str, Any]) -> dict[str, Figure]:
         if isinstance(value, int | float) and not isinstance(value, bool):
             figures[key] = Figure(float(value), _interval(summary.get(f"{key}_ci95")))
     return figures
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _bounds(row: dict[str, Any], low: str, high: str) -> tuple[float, float] | None:
+    return _interval([row.get(low), row.get(high)])
+
+
+def _evaluation(row: dict[str, Any]) -> dict[str, Figure]:
+    """One metrics row's in-training evaluation: a game's win rate per opponent and seat
+    (`eval/GAME/OPPONENT/SEAT/win`), an exploitability (`exploitability/GAME`), a MAS run's
+    held-out accuracy (`eval/accuracy`), each with its 95% interval."""
+    figures = {}
+    for key, value in row.items():
+        if not _number(value):
+            continue
+        if key.startswith("eval/") and key.endswith("/win"):
+            prefix = key.removesuffix("/win")
+            interval = _bounds(row, f"{prefix}/ci95_low", f"{prefix}/ci95_high")
+            figures[key] = Figure(float(value), interval, row.get(f"{prefix}/n"))
+        elif key.startswith("exploitability/") and key.count("/") == 1:
+            interval = _bounds(row, f"{key}/ci95_low", f"{key}/ci95_high")
+            figures[key] = Figure(float(value), interval)
+        elif key == "eval/accuracy":
+            interval = _bounds(row, f"{key}_ci95_low", f"{key}_ci95_high")
+            figures[key] = Figure(float(value), interval, row.get("eval/n"))
+    return figures
+
+
+def train_figures(rows: list[dict[str, Any]]) -> dict[str, Figure]:
+    """A training run's figures from its metrics rows: every number of the last row (`step`,
+    `loss`, `reward_mean`, ...) but its evaluation's, then the last in-training evaluation
+    (`_evaluation`, from whichever row last had one) and the step it was made at
+    (`evaluation_step`)."""
+    if not rows:
+        return {}
+    figures = {
+        key: Figure(float(value))
+        for key, value in rows[-1].items()
+        if _number(value) and not key.startswith(("eval/", "exploitability/"))
+    }
+    for row in reversed(rows):
+        evaluation = _evaluation(row)
+        if evaluation:
+            step = float(row["step"]) if _number(row.get("step")) else None
+            return figures | {"evaluation_step": Figure(step)} | evaluation
+    return figures
+
+
+def read_train(run_dir: Path) -> RunResult:
+    """A training run's result: summary.json as written ({} where none is: a verl run, a run
+    cut short) and the figures of its metrics.jsonl (verl's own, RUN/verl/metrics.jsonl, for a
+    verl run)."""
+    from core.files import read_jsonl
+    from core.runstore import RunDir
+
+    path = Path(run_dir)
+    summary = RunDir(path, "train").summary() or {}
+    own, verl = path / "metrics.jsonl", path / "verl" / "metrics.jsonl"
+    rows = read_jsonl(own if own.is_file() or not verl.is_file() else verl).rows
+    return RunResult(kind="train", run_dir=path, summary=summary, figures=train_figures(rows))

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 import typer
@@ -23,9 +23,11 @@ GROUPS = {ModelOptions: "Model", SamplingOptions: "Sampling"}  # each group's pa
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def _typer_option(spec: dataclasses.Field, default: Any, flag: str, help: str, panel: str) -> Any:
+def _typer_option(
+    spec: dataclasses.Field, default: Any, flag: str, help: str, panel: str, hidden: bool
+) -> Any:
     bounds = {key: spec.metadata[key] for key in ("min", "max") if spec.metadata[key] is not None}
-    return typer.Option(default, flag, help=help, rich_help_panel=panel, **bounds)
+    return typer.Option(default, flag, help=help, rich_help_panel=panel, hidden=hidden, **bounds)
 
 
 def model_options(
@@ -33,11 +35,13 @@ def model_options(
     defaults: dict[str, Any] | None = None,
     helps: dict[str, str] | None = None,
     flags: dict[str, str] | None = None,
+    hidden: Collection[str] = (),
 ) -> Callable[[Command], Command]:
     """Expand the command's `ModelOptions` / `SamplingOptions` parameters into options.
 
     `defaults`, `helps` and `flags` are keyed by field name: this command's own default, help
-    line or flag for that option.
+    line or flag for that option. `hidden` names options left out of `--help` (a training
+    command takes those only to refuse them in one line).
     """
     defaults, helps, flags = defaults or {}, helps or {}, flags or {}
 
@@ -47,7 +51,7 @@ def model_options(
             name: p.annotation for name, p in signature.parameters.items() if p.annotation in GROUPS
         }
         known = {spec.name for group in groups.values() for spec in dataclasses.fields(group)}
-        unknown = (set(defaults) | set(helps) | set(flags)) - known
+        unknown = (set(defaults) | set(helps) | set(flags) | set(hidden)) - known
         if not groups or unknown:
             raise TypeError(f"{command.__name__}: no option group, or unknown options {unknown}")
         parameters = []
@@ -63,6 +67,7 @@ def model_options(
                     flags.get(spec.name, spec.metadata["flag"]),
                     helps.get(spec.name, spec.metadata["help"]),
                     GROUPS[groups[name]],
+                    spec.name in hidden,
                 )
                 parameters.append(
                     inspect.Parameter(

@@ -2,30 +2,89 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from core.errors import MarsError
+from core.model_options import ModelOptions, SamplingOptions
 
-TRAINERS = ("local", "verl")
 TRAINER = typer.Option(None, "--trainer", help="local (the embedded CPU trainer) | verl.")
-# `--backend` names the model server everywhere else; training commands took it for the trainer.
-TRAINER_AS_BACKEND = typer.Option(None, "--backend", hidden=True, help="Deprecated: --trainer.")
+# The shared model options a trainer has no use for: it loads --model itself and talks to no
+# model server. A training command takes them (hidden) only to refuse them in one line.
+NOT_FOR_TRAINERS = (
+    "base_url", "backend", "api_key_env", "concurrency", "timeout", "max_retries", "cache"
+)  # fmt: skip
+# `@model_options(**TRAINING_OPTIONS)`: every option unset unless given (the config decides).
+TRAINING_OPTIONS: dict[str, Any] = {
+    "defaults": {
+        name: None for name in (*NOT_FOR_TRAINERS, "temperature", "top_p", "max_tokens", "seed")
+    },
+    "hidden": NOT_FOR_TRAINERS,
+    "helps": {
+        "model": "Hugging Face causal-LM folder or hub id (default: the embedded tiny model).",
+        "temperature": "Sampling temperature of the rollouts.",
+        "top_p": "Nucleus sampling of the rollouts: the top-p mass.",
+        "max_tokens": "New tokens per reply (the config's max_new_tokens).",
+        "seed": "Run seed (episode seeds, sampling, order).",
+    },
+}
+THREADS = typer.Option(
+    1, "--threads", min=1, help="torch CPU threads (local); 1 is fastest for the tiny model."
+)
+DEVICE = typer.Option(
+    None, "--device", help="verl: cuda (GPUs, default) | cpu (rehearse on this machine)."
+)
+QUIET_STEPS = typer.Option(False, "--quiet", help="No per-step lines.")
+# `mars train`'s name for --max-tokens until this release: accepted, with a warning.
+MAX_NEW_TOKENS = typer.Option(
+    None, "--max-new-tokens", hidden=True, help="Deprecated: --max-tokens."
+)
 
 
-def trainer_choice(trainer: str | None, backend: str | None) -> str:
-    """`--trainer` (default local), or the deprecated `--backend` of a training command, with a
-    warning on stderr."""
-    if backend is not None:
-        print("warning: --backend is deprecated here; use --trainer", file=sys.stderr)
-        if trainer is not None and trainer != backend:
-            raise MarsError(f"--trainer {trainer} and --backend {backend} disagree: use --trainer")
-    chosen = trainer or backend or "local"
-    if chosen not in TRAINERS:
-        raise MarsError(f"--trainer must be one of {', '.join(TRAINERS)}, not {chosen!r}")
-    return chosen
+def training_options(
+    command: str,
+    model_options: ModelOptions,
+    sampling: SamplingOptions,
+    *,
+    max_new_tokens: int | None = None,
+) -> dict[str, Any]:
+    """The shared options a trainer honours, as plan fields (`model`, `temperature`, `top_p`,
+    `max_tokens`, `seed`); any other one given is refused in one line. `--backend` names the
+    model server everywhere: `--backend verl|local` (the training commands' old name for
+    `--trainer`) says so."""
+    for spec in dataclasses.fields(ModelOptions):
+        value = getattr(model_options, spec.name)
+        if spec.name not in NOT_FOR_TRAINERS or value is None:
+            continue
+        if spec.name == "backend" and value in ("local", "verl"):
+            raise MarsError(
+                f"--backend {value}: --backend names the model server now; choose the trainer "
+                f"with --trainer {value}"
+            )
+        raise MarsError(
+            f"{spec.metadata['flag']} is not a {command} option: the trainer loads --model "
+            "itself and talks to no model server"
+        )
+    max_tokens = sampling.max_tokens
+    if max_new_tokens is not None:
+        print("warning: --max-new-tokens is deprecated; use --max-tokens", file=sys.stderr)
+        if max_tokens is not None and max_tokens != max_new_tokens:
+            raise MarsError(
+                f"--max-tokens {max_tokens} and --max-new-tokens {max_new_tokens} disagree: "
+                "use --max-tokens"
+            )
+        max_tokens = max_new_tokens
+    return {
+        "model": model_options.model,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": max_tokens,
+        "seed": sampling.seed,
+    }
 
 
 OUT = typer.Option(

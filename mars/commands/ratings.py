@@ -1,82 +1,18 @@
 """`mars ratings RUN...`: ratings of every player in the arena records of some runs (checkpoints,
-models and bots), per game, with 95% intervals. The fit is `games.ratings`."""
+models and bots), per game, with 95% intervals (`mars.api.ratings`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from core.errors import MarsError
-from core.names import comma_list
 from mars.commands.app import app
 
 RUNS_HELP = (
     "Arena run directories, or folders holding them (a loop's run directory, runs/): every "
     "arena run found directly inside, or one level deeper, is read."
 )
-
-
-def arena_runs(paths: list[Path]) -> list[Any]:
-    """The arena runs named by `paths` (each a run directory or a folder of runs), each once."""
-    from core.runstore import RUN_FILE, RunDir, list_runs
-
-    found: dict[Path, RunDir] = {}
-    for path in paths:
-        if not path.exists():
-            raise MarsError(f"no such run: {path}")
-        if not path.is_dir():
-            raise MarsError(f"{path} is not a run directory")
-        candidates = [RunDir.open(path)] if (path / RUN_FILE).is_file() else []
-        candidates += list_runs(path)
-        if not candidates:
-            raise MarsError(f"{path} is not a run directory and holds none")
-        for run in candidates:
-            if run.kind == "arena":
-                found.setdefault(run.path.resolve(), run)
-    return list(found.values())
-
-
-def collect(runs: list[Any], games: set[str] | None) -> Any:
-    from games.ratings import Collected, collect_matches
-
-    collected = Collected()
-    for run in runs:
-        model = run.info().model
-        collect_matches(run.records(), model=model, games=games, into=collected)
-    return collected
-
-
-def _print_table(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    for game, fit in result["games"].items():
-        anchor = f", {fit['anchor']} = {result['scale']['base']:g}" if fit.get("anchor") else ""
-        table = Table(title=f"{game}: {fit['games']} games{anchor}")
-        for column in ("#", "player", "rating", "95% CI", "games", "W/D/L", "score"):
-            table.add_column(column)
-        for row in fit["players"]:
-            low, high = row["ci95"]
-            interval = "-" if low is None else f"[{low:.0f}, {high:.0f}]"
-            table.add_row(
-                str(row["rank"]),
-                row["player"],
-                f"{row['rating']:.0f}",
-                interval,
-                str(row["games"]),
-                f"{row['wins']}/{row['draws']}/{row['losses']}",
-                f"{row['score']:.3f}",
-            )
-        console.print(table)
-        if not fit["connected"]:
-            console.print(
-                f"{game}: some players never met, even through others: "
-                "their ratings are not comparable across those groups"
-            )
 
 
 @app.command("ratings")
@@ -103,27 +39,15 @@ def ratings_command(
 ) -> None:
     """Bradley-Terry ratings (Elo scale) of every player in arena records, per game, with 95%
     intervals."""
-    from games.ratings import rate
+    from mars.api.ratings import ratings
 
-    games = set(comma_list(game, "--game")) if game else None
-    found = arena_runs(runs)
-    if not found:
-        raise MarsError(f"no arena runs in {', '.join(str(p) for p in runs)}")
-    collected = collect(found, games)
-    result = rate(
-        collected,
+    ratings(
+        runs,
+        game=game,
+        anchor=anchor,
         bootstrap=bootstrap,
         seed=seed,
         prior_sd=prior_sd,
         base=base,
-        anchor=anchor,
+        save=save,
     )
-    result["runs"] = [str(run.path) for run in found]
-    _print_table(result)
-    target = save or runs[-1] / "ratings.json"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(result, indent=2) + "\n")
-    except OSError as exc:
-        raise MarsError(f"cannot write {target}: {exc.strerror}") from exc
-    print(f"wrote {target}")

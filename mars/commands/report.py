@@ -1,4 +1,5 @@
-"""`mars report`: compare eval runs in the terminal and write markdown and CSV."""
+"""`mars report`: compare eval runs in the terminal and write markdown and CSV
+(`mars.api.report`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from core.errors import MarsError
 from mars.commands.app import app
 
 METRIC_HELP = (
@@ -34,72 +34,6 @@ def report_command(
     compute-matched baseline (mars eval --match-compute) is scored by maj@k under accuracy and
     listed with the run it matches and the ratio of their tokens. A directory without records
     (a run that failed before its first sample) is named in one line and left out."""
-    from rich.console import Console
-    from rich.table import Table
+    from mars.api.report import report
 
-    from harness.report import (
-        build_report,
-        nothing_to_report,
-        paired_what,
-        parse_metric,
-        print_cells,
-        to_csv,
-        to_markdown,
-    )
-
-    seen: set[Path] = set()
-    for run in runs:
-        if run.resolve() in seen:
-            raise MarsError(f"{run} is given twice; give each run once")
-        seen.add(run.resolve())
-    if save is not None and save.exists() and not save.is_dir():
-        raise MarsError(f"--save {save} is a file; give a folder for report.md and report.csv")
-    if len(runs) == 1:
-        from mars.orchestration.experiments.command import report_hook
-
-        experiment = report_hook(runs[0])  # an experiment folder: its paper-style report
-        if experiment is not None:
-            print(experiment)
-            return
-    chosen = parse_metric(metric)
-    report = build_report(runs, chosen)
-    if not report["cells"]:
-        raise nothing_to_report(report["not_reported"])
-    for skipped in report["not_reported"]:
-        print(f"not reported: {skipped.line}", flush=True)
-    console = Console()
-    print_cells(
-        report["cells"],
-        report["metric"],
-        console,
-        compute=report["compute"],
-        run_metrics=report["run_metrics"],
-    )
-    paired = report.get("paired")
-    if paired:
-        table = Table(
-            title=f"paired difference {paired_what(report)}, points "
-            "[95% bootstrap CI over questions]"
-        )
-        for column in ("suite", "questions", "diff", "95% CI"):
-            table.add_column(column)
-        for suite, row in paired.items():
-            lo, hi = row["ci95"]
-            table.add_row(
-                suite,
-                str(row["n"]),
-                f"{100 * row['diff']:+.1f}",
-                f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
-            )
-        console.print(table)
-    from harness.compute_report import print_compute
-
-    print_compute(report, console)
-    from harness.benchmarks.judge import print_agreement
-
-    print_agreement(report.get("grader_agreement") or {}, console)
-    folder = save or Path(list(report["paths"].values())[-1])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.md").write_text(to_markdown(report))
-    (folder / "report.csv").write_text(to_csv(report))
-    print(f"wrote {folder / 'report.md'} and {folder / 'report.csv'}")
+    report(runs, metric=metric, save=save)

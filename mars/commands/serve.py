@@ -5,8 +5,10 @@ base plus each adapter under its own name (`core.adapter_serving`)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -69,6 +71,23 @@ def serve(
         log_dir=log_dir,
         continuous_batching=continuous_batching,
     )
+    with _stop_on_sigterm() as stop:
+        try:
+            server.start()
+            # Fixes the sampling of a batching transformers server for its life (core.servers).
+            server.warm_up(temperature=temperature, top_p=top_p)
+            _print_serving(server, temperature, top_p)
+            _wait(server, stop)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+    print("stopped", flush=True)
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[threading.Event]:
+    """An event SIGTERM sets while the `with` lasts (the earlier handler back after it)."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -76,37 +95,39 @@ def serve(
 
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        server.start()
-        # Fixes the sampling of a batching transformers server for its life (core.servers).
-        server.warm_up(temperature=temperature, top_p=top_p)
-        print(f"serving {server.model} with {_server_words(server)}", flush=True)
-        if server.pinned_sampling:
-            print(
-                f"sampling: every request at temperature {temperature:g}, top_p {top_p:g} "
-                "(continuous batching; --no-continuous-batching applies each request's own)",
-                flush=True,
-            )
-        lora = server.lora
-        if lora is None:
-            print(f"model: {server.served_name}", flush=True)
-        else:
-            base_name, *names = server.served_names
-            print(f"model: {base_name}   (the base, {lora.base})", flush=True)
-            for name in names:
-                print(f"model: {name}   (adapter {lora.adapters[name]})", flush=True)
-        print(f"log: {server.log_path}", flush=True)
-        print(f"base url: {server.base_url}", flush=True)
-        print(f"next, in another shell: {_next_command(server)}", flush=True)
-        while not stop.wait(0.5):
-            if not server.running:
-                print(f"server exited; last log lines: {server.last_log_lines()}", flush=True)
-                raise typer.Exit(1)
-    except KeyboardInterrupt:
-        pass
+        yield stop
     finally:
-        server.stop()
         signal.signal(signal.SIGTERM, previous)
-    print("stopped", flush=True)
+
+
+def _print_serving(server: ModelServer, temperature: float, top_p: float) -> None:
+    """What is served, under which names, where, and the command to run next."""
+    print(f"serving {server.model} with {_server_words(server)}", flush=True)
+    if server.pinned_sampling:
+        print(
+            f"sampling: every request at temperature {temperature:g}, top_p {top_p:g} "
+            "(continuous batching; --no-continuous-batching applies each request's own)",
+            flush=True,
+        )
+    lora = server.lora
+    if lora is None:
+        print(f"model: {server.served_name}", flush=True)
+    else:
+        base_name, *names = server.served_names
+        print(f"model: {base_name}   (the base, {lora.base})", flush=True)
+        for name in names:
+            print(f"model: {name}   (adapter {lora.adapters[name]})", flush=True)
+    print(f"log: {server.log_path}", flush=True)
+    print(f"base url: {server.base_url}", flush=True)
+    print(f"next, in another shell: {_next_command(server)}", flush=True)
+
+
+def _wait(server: ModelServer, stop: threading.Event) -> None:
+    """Until `stop` is set (SIGTERM); exit 1 when the server exits on its own."""
+    while not stop.wait(0.5):
+        if not server.running:
+            print(f"server exited; last log lines: {server.last_log_lines()}", flush=True)
+            raise typer.Exit(1)
 
 
 def _model_to_serve(model: str | None, adapters: dict[str, str]) -> str:

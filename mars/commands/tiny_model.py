@@ -1,5 +1,5 @@
 """`mars tiny-model build | pretrain`: make the embedded tiny Qwen3 checkpoint (no download), and
-teach it the game reply format (`train_backend.pretrain`, imported inside the command)."""
+teach it the game reply format (`train_backend.pretrain.build`, imported inside the command)."""
 
 from __future__ import annotations
 
@@ -43,68 +43,58 @@ _PRETRAIN_OUT_HELP = (
     "Folder to write (default: the cached format-pre-trained tiny model beside the tiny model "
     "when --model is not given, else MODEL-format beside --model)."
 )
+_BaseModel = Annotated[
+    Path | None, typer.Option("--model", help="Base model folder (default: the tiny model).")
+]
+_Recipe = Annotated[
+    Path | None,
+    typer.Option(help="YAML file of pre-training settings (the flags below override it)."),
+]
+_Games = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated games to make positions from "
+        "(default tic_tac_toe,kuhn_poker,mini_hanabi)."
+    ),
+]
+_Examples = Annotated[
+    int | None, typer.Option(min=1, help="Training examples in all (default 6000).")
+]
+_Steps = Annotated[int | None, typer.Option(min=0, help="Optimizer steps, batch 16 (default 300).")]
+_EvalPositions = Annotated[
+    int | None,
+    typer.Option(min=0, help="Held-out compact positions per game for the legal-move rate."),
+]
+_Seed = Annotated[
+    int | None, typer.Option(help="Seed for positions, batches and weights (default 0).")
+]
+_Threads = Annotated[
+    int, typer.Option(min=1, help="torch threads; 1 gives the same bytes on any machine.")
+]
 
 
 @tiny_app.command("pretrain")
 def pretrain(
-    model: Annotated[
-        Path | None, typer.Option("--model", help="Base model folder (default: the tiny model).")
-    ] = None,
+    model: _BaseModel = None,
     out: Annotated[Path | None, typer.Option("--out", help=_PRETRAIN_OUT_HELP)] = None,
-    recipe: Annotated[
-        Path | None,
-        typer.Option(help="YAML file of pre-training settings (the flags below override it)."),
-    ] = None,
-    games: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated games to make positions from "
-            "(default tic_tac_toe,kuhn_poker,mini_hanabi)."
-        ),
-    ] = None,
-    examples: Annotated[
-        int | None, typer.Option(min=1, help="Training examples in all (default 6000).")
-    ] = None,
-    steps: Annotated[
-        int | None, typer.Option(min=0, help="Optimizer steps, batch 16 (default 300).")
-    ] = None,
-    eval_positions: Annotated[
-        int | None,
-        typer.Option(min=0, help="Held-out compact positions per game for the legal-move rate."),
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Seed for positions, batches and weights (default 0).")
-    ] = None,
-    threads: Annotated[
-        int, typer.Option(min=1, help="torch threads; 1 gives the same bytes on any machine.")
-    ] = 1,
+    recipe: _Recipe = None,
+    games: _Games = None,
+    examples: _Examples = None,
+    steps: _Steps = None,
+    eval_positions: _EvalPositions = None,
+    seed: _Seed = None,
+    threads: _Threads = 1,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output folder.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
 ) -> None:
     """Fine-tune on synthetic games so the model answers <answer>LEGAL MOVE</answer>; report the
     legal-move rate before and after on held-out positions (greedy replies)."""
-    from train_backend.pretrain import (
-        PretrainSettings,
-        default_pretrained_dir,
-        load_recipe,
-        pretrain_tiny_model,
-    )
+    from train_backend.pretrain.build import PretrainSettings, load_recipe, pretrain_tiny_model
 
     names = None if games is None else comma_list(games, "--games")
     settings = load_recipe(recipe, threads=threads) if recipe else PretrainSettings(threads=threads)
     if out is None:
-        if model is None and recipe is not None:
-            # Beside the cached default build, named after the recipe; never in its place.
-            cached = default_pretrained_dir()
-            out, overwrite = cached.with_name(f"{cached.name}-{recipe.stem}"), True
-        elif model is None:
-            out, overwrite = default_pretrained_dir(), True  # the cache: always rebuilt in place
-        else:
-            out = (
-                model.expanduser()
-                .resolve()
-                .with_name(f"{model.expanduser().resolve().name}-format")
-            )
+        out, overwrite = _pretrain_out(model, recipe, overwrite)
 
     def progress(step: int, loss: float) -> None:
         if not quiet and (step % 50 == 0 or step == total_steps):
@@ -125,6 +115,20 @@ def pretrain(
         on_phase=None if quiet else (lambda what: typer.echo(f"{what}...")),
     )
     _print_pretrain_report(report)
+
+
+def _pretrain_out(model: Path | None, recipe: Path | None, overwrite: bool) -> tuple[Path, bool]:
+    """Where `pretrain` writes without --out, and whether it replaces what is there."""
+    from train_backend.pretrain.build import default_pretrained_dir
+
+    if model is None and recipe is not None:
+        # Beside the cached default build, named after the recipe; never in its place.
+        cached = default_pretrained_dir()
+        return cached.with_name(f"{cached.name}-{recipe.stem}"), True
+    if model is None:
+        return default_pretrained_dir(), True  # the cache: always rebuilt in place
+    base = model.expanduser().resolve()
+    return base.with_name(f"{base.name}-format"), overwrite
 
 
 def _print_pretrain_report(report: dict[str, object]) -> None:

@@ -189,7 +189,7 @@ def _suite_data() -> list[str]:
 
 def _format_pretrained_model() -> Path:
     """The format-only starting model (cached after the first demo) and its legal-move rates."""
-    from train_backend.pretrain import (
+    from train_backend.pretrain.build import (
         SELFPLAY_START,
         SELFPLAY_START_NAME,
         ensure_pretrained_tiny_model,

@@ -1,9 +1,9 @@
 """LoRA adapters on one base model: one per policy, switched per role (docs/mas_training.md).
 
 One base model sits in memory; each policy is a named PEFT adapter on it. Whoever uses a policy
-(generation, the update, its log-probs) activates its adapter first (`activate`). The KL
-reference is the base with every adapter switched off (`BaseModel`), so no second model is
-loaded. A checkpoint holds only the adapter (core.checkpoints: `adapter_config.json`,
+(generation, the update, its log-probs) activates its adapter first (`core.causal_lm.activate`).
+The KL reference is the base with every adapter switched off (`BaseModel`), so no second model
+is loaded. A checkpoint holds only the adapter (core.checkpoints: `adapter_config.json`,
 `adapter_model.safetensors`, and the base named in `checkpoint.json`).
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.causal_lm import Policy, load_policy
 from core.checkpoints import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -23,8 +24,7 @@ from core.checkpoints import (
     checked_adapter,
 )
 from core.errors import MarsError
-from core.servers import model_fingerprint
-from train_backend.local.policy import Policy, load_policy
+from core.fingerprints import model_fingerprint
 
 if TYPE_CHECKING:
     from train_backend.mas.config import LoraSettings
@@ -72,12 +72,6 @@ def adapter_policies(
                 model.add_adapter(name, lora_config(settings))
     model.eval()
     return {name: dataclasses.replace(base, model=model, adapter=name) for name in names}
-
-
-def activate(policy: Policy) -> None:
-    """Make `policy`'s adapter the one the shared model runs (no-op for a whole model)."""
-    if policy.adapter is not None and policy.model.active_adapter != policy.adapter:
-        policy.model.set_adapter(policy.adapter)
 
 
 def adapter_parameters(policy: Policy) -> list[Any]:

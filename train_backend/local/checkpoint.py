@@ -29,7 +29,7 @@ from core.checkpoints import (
 from core.errors import MarsError
 
 if TYPE_CHECKING:
-    from train_backend.local.policy import Policy
+    from core.causal_lm import Policy
 
 TRAINER_STATE_FILE = "trainer_state.pt"
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from core.errors import MarsError
 
 if TYPE_CHECKING:
-    from train_backend.local.policy import Message, Policy
+    from core.causal_lm import Message, Policy
 
 _SYSTEM = {"role": "system", "content": "mars synthetic system"}
 _USER = {"role": "user", "content": "mars synthetic user"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from core.checkpoints import CHECKPOINTS_DIR, checked_adapter, complete_checkpoints, is_adapter
 from core.errors import MarsError
-from core.servers import model_fingerprint
+from core.fingerprints import model_fingerprint
 
 MERGED_FROM_FILE = "merged_from.json"
 

@@ -25,7 +25,7 @@ from games.players.base import Player
 from games.spec import GameSpec
 
 if TYPE_CHECKING:
-    from train_backend.local.policy import Policy
+    from core.causal_lm import Policy
 
 CHECKPOINT_PREFIX = "checkpoint:"
 POOL = "pool"
@@ -71,7 +71,7 @@ def load_opponent_policy(opponent: FixedOpponent, start: str | Path) -> Policy |
     copy of the starting model (`start`) whose weights each step's snapshot replaces."""
     if opponent.model_path is None and not opponent.pool:
         return None
-    from train_backend.local.policy import load_policy
+    from core.causal_lm import load_policy
 
     policy = load_policy(
         opponent.model_path or start

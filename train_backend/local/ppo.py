@@ -280,7 +280,7 @@ def shared_prompt_log_probs_and_entropy(
     import torch
     from transformers import DynamicCache
 
-    from train_backend.local.batcher import cache_keyword
+    from core.batcher import cache_keyword
 
     cache = DynamicCache()  # filled in place by the prompt pass
     cache_arg = cache_keyword(model)

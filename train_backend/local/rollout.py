@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.batcher import MicroBatcher, Sampling, generate_batch
 from core.reasoning import split_reasoning
 from games.arena import run_episodes
 from games.engine import EpisodeOptions
@@ -23,15 +24,14 @@ from games.players.base import Player
 from games.players.llm import FunctionPlayer
 from games.selfplay import selfplay_record, turn_table
 from games.spec import GameSpec, get_game
-from train_backend.local.batcher import MicroBatcher, Sampling, generate_batch
 from train_backend.local.conversation import ChatContinuation, SeatConversation
 from train_backend.local.opponents import policy_seat
 
 if TYPE_CHECKING:
     import torch
 
+    from core.causal_lm import Message, Policy
     from core.endpoint import Completion
-    from train_backend.local.policy import Message, Policy
 
 # Episode seeds: step s of a run with seed S plays seeds S * SEED_STRIDE + (s - 1) * games_per_step
 # + j for its j-th game of each kind, so no two steps share a seed and Kuhn deals cycle evenly.

@@ -72,14 +72,21 @@ def truncate_after(run_path: Path, step: int, records_path: Path) -> None:
 
 def training_identity(config: dict[str, Any]) -> dict[str, Any]:
     """What a training run may not change when it resumes: everything but how many steps it
-    runs, how often it saves, and (a MAS run) which policies are frozen and when they take turns:
-    those decide what the next steps do, not what the steps made so far mean."""
+    runs, how often it saves, (a MAS run) which policies are frozen and when they take turns, and
+    which trackers get its metrics: those decide what the next steps do, not what the steps made
+    so far mean."""
     from core.runstore import identity_of
 
     return identity_of("train", config, resumable=RESUMABLE_SETTINGS)
 
 
-RESUMABLE_SETTINGS = ("steps", "save_every", "frozen_policies", "phase_alternate_steps")
+RESUMABLE_SETTINGS = (
+    "steps",
+    "save_every",
+    "frozen_policies",
+    "phase_alternate_steps",
+    "logger",
+)
 
 
 def train_recorded(

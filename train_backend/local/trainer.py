@@ -32,9 +32,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core import branch_log
+from core.batcher import GREEDY, Sampling
+from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.checkpoints import read_checkpoint
 from core.errors import MarsError
 from core.runstore import RunDir
+from core.trackers import Trackers, open_trackers
 from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
@@ -49,7 +52,6 @@ from train_backend.group_filter import (
     select_step,
 )
 from train_backend.local import checkpoint, runlog
-from train_backend.local.batcher import GREEDY, Sampling
 from train_backend.local.evaluate import EvalPair, eval_pairs, evaluate
 from train_backend.local.exploitability import exploitability_eval
 from train_backend.local.opponents import (
@@ -57,7 +59,6 @@ from train_backend.local.opponents import (
     load_opponent_policy,
     make_fixed_opponent,
 )
-from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import (
     PolicyResponder,
     StepRollout,
@@ -72,7 +73,7 @@ from train_backend.local.step_metrics import (
     row_states,
     step_metrics,
 )
-from train_backend.local.tree import TreeOptions, play_tree_step
+from train_backend.local.tree import play_tree_step
 from train_backend.local.update import (
     UpdateStats,
     sequence_log_probs,
@@ -139,20 +140,6 @@ def conversation_samples(config: TrainConfig) -> bool:
     return config.sample_unit == "conversation" and config.prompt_style == "full"
 
 
-def tree_options(config: TrainConfig) -> TreeOptions:
-    tree = config.tree
-    return TreeOptions(
-        branches=tree.branches,
-        continuation=tree.continuation,
-        all_actions=tree.all_actions,
-        counterfactual=tree.counterfactual,
-        team_weight=tree.team_weight,
-        explore=tree.explore,
-        branch_rate=tree.branch_rate,
-        keep_invalid=tree.keep_invalid,
-    )
-
-
 def episode_options(config: TrainConfig) -> EpisodeOptions:
     return EpisodeOptions(
         prompt_style=config.prompt_style, invalid=config.invalid, rules=config.play_rules()
@@ -191,6 +178,7 @@ class LocalTrainer:
         self.reference: Any = None
         self.optimizer: Any = None
         self.last_metrics: dict[str, Any] = {}
+        self.trackers = Trackers()  # `config.logger`'s, opened by `train_local`
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -289,6 +277,7 @@ class LocalTrainer:
             branch_log.write_step(self.run.path, step, branches)
             runlog.append_lines(runlog.eval_records_path(self.run.path, step), eval_records)
             runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
+            self.trackers.log(metrics, step)
             self.last_metrics = metrics
             self.log(progress_line(metrics, config.steps))
             if step % config.save_every == 0 or step == config.steps:
@@ -361,7 +350,7 @@ class LocalTrainer:
                 play_tree_step(
                     responder,
                     self.specs,
-                    tree=tree_options(config),
+                    tree=config.tree,
                     step=step,
                     run_seed=config.seed,
                     games_per_step=config.games_per_step,
@@ -479,11 +468,16 @@ def train_local(
     """
     trainer = LocalTrainer(config, run, log=log)
     trainer.load(policy)
-    return runlog.train_recorded(
-        run,
-        trainer.train,
-        command=command,
-        config=config.model_dump(mode="json"),
-        model=str(trainer.model_source),
-        seed=config.seed,
-    )
+    settings = config.model_dump(mode="json")
+    with open_trackers(
+        config.logger, run.path, settings, resume_step=trainer.start_step
+    ) as trackers:
+        trainer.trackers = trackers
+        return runlog.train_recorded(
+            run,
+            trainer.train,
+            command=command,
+            config=settings,
+            model=str(trainer.model_source),
+            seed=config.seed,
+        )

@@ -82,6 +82,7 @@ from games.players.llm import FunctionPlayer
 from games.prompts import legal_actions_in
 from games.selfplay import selfplay_record
 from games.spec import GameSpec, get_game
+from train_backend.config import TreeSettings
 from train_backend.group_ops import is_flat
 from train_backend.local.opponents import policy_seat
 from train_backend.local.rollout import (
@@ -91,12 +92,12 @@ from train_backend.local.rollout import (
     first_seed,
     games_for_step,
 )
+from train_backend.local.tree_answers import counterfactual_branches, cover_actions
 from train_backend.local.tree_nodes import (
     MainLine,
     Node,
     Reply,
     Scripted,
-    TreeOptions,
     chat_key,
     check_replayed,
     sampled_branches,
@@ -105,25 +106,8 @@ from train_backend.local.tree_nodes import (
 )
 
 if TYPE_CHECKING:
+    from core.causal_lm import Message
     from core.endpoint import Completion
-    from train_backend.local.policy import Message
-
-_OPEN, _CLOSE = "<answer>", "</answer>"
-
-
-def _last_answer_tag(text: str) -> tuple[int, int] | None:
-    """Where the last `<answer>...</answer>` of a reply starts and ends (the last match of
-    `<answer>(.*?)</answer>`, DOTALL), or None: found with `str.find`, in time linear in the
-    reply's length, where that pattern is quadratic on a reply of many unclosed tags."""
-    found = None
-    position = 0
-    while (start := text.find(_OPEN, position)) >= 0:
-        close = text.find(_CLOSE, start + len(_OPEN))
-        if close < 0:
-            break
-        found = (start, close + len(_CLOSE))
-        position = found[1]
-    return found
 
 
 class TreeRollout:
@@ -134,7 +118,7 @@ class TreeRollout:
         responder: PolicyResponder,
         specs: Sequence[GameSpec],
         *,
-        tree: TreeOptions,
+        tree: TreeSettings,
         options: EpisodeOptions,
         step: int,
         run_seed: int,
@@ -171,70 +155,15 @@ class TreeRollout:
             replies.append(Reply(text, reasoning, tuple(ids), generated.stopped))
         return replies
 
-    def _forced(self, template: Reply | None, label: str) -> Reply:
-        """A reply choosing `label`: `template` (a sampled legal reply) with its answer rewritten,
-        else the bare canonical answer."""
-        stop = self.policy.stop_ids[0]
-        if template is None:
-            raw = f"<answer>{label}</answer>"
-        else:
-            raw = self.policy.decode(list(template.completion_ids))
-            start, end = _last_answer_tag(raw) or (len(raw), len(raw))  # the template has one
-            raw = raw[:start] + f"<answer>{label}</answer>" + raw[end:]
-        ids = [*self.policy.tokenizer(raw, add_special_tokens=False)["input_ids"], stop]
-        text, reasoning = split_reasoning(raw)
-        return Reply(text, reasoning, tuple(ids), True, forced=True)
-
-    def _cover_actions(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
-        """Rewrite duplicated or invalid branches so every legal action appears (K allowing)."""
+    def _rewrite(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
+        """The branches of `counterfactual` or `all_actions` (train_backend.local.tree_answers)."""
         legal = legal_actions_in(messages[-1]["content"])
         mode = self.options.rules.parse_mode
         actions = [parse_move(r.text, legal, mode).label for r in replies]
         self.invalid_samples += actions.count(None)
-        template = next(
-            (r for r, a in zip(replies, actions, strict=True) if a and _last_answer_tag(r.text)),
-            None,
-        )
-        replies = list(replies)
-        for label in legal:
-            if label in actions:
-                continue
-            spare = [
-                i
-                for i, a in enumerate(actions)
-                if (a is None and not self.tree.keep_invalid)
-                or (a is not None and actions.count(a) > 1)
-            ]
-            if not spare:
-                break
-            index = spare[-1]
-            replies[index] = self._forced(template, label)
-            actions[index] = label
-        return replies
-
-    def _counterfactual(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
-        """The first sampled reply that names a legal move, then the same reply with its answer
-        rewritten to each other legal move: a group differs only in its answer. The samples
-        stay as they are when none is legal."""
-        legal = legal_actions_in(messages[-1]["content"])
-        mode = self.options.rules.parse_mode
-        actions = [parse_move(r.text, legal, mode).label for r in replies]
-        self.invalid_samples += actions.count(None)
-        found = next(
-            (
-                i
-                for i, a in enumerate(actions)
-                if a is not None and _last_answer_tag(replies[i].text)
-            ),
-            None,
-        )
-        if found is None:
-            return replies
-        template = replies[found]
-        return [
-            template if label == actions[found] else self._forced(template, label)
-            for label in legal
-        ]
+        if self.tree.counterfactual:
+            return counterfactual_branches(self.policy, replies, actions, legal)
+        return cover_actions(self.policy, replies, actions, legal, self.tree.keep_invalid)
 
     # -- players --------------------------------------------------------------------------------
 
@@ -251,10 +180,8 @@ class TreeRollout:
                 line.replies.append((reply, len(prompt_ids), prompt))
                 return reply.completion(len(prompt_ids))
             replies = await self._sample(prompt_ids, self.tree.branches)
-            if self.tree.counterfactual:
-                replies = self._counterfactual(replies, messages)
-            elif self.tree.all_actions:
-                replies = self._cover_actions(replies, messages)
+            if self.tree.counterfactual or self.tree.all_actions:
+                replies = self._rewrite(replies, messages)
             node = Node(spec.name, seed, call, seat, turn, prompt_ids, replies, prompt)
             node.off_policy = any(other != seat for other, _ in line.explored)
             node.returns = [None] * len(replies)
@@ -499,7 +426,7 @@ async def play_tree_step(
     responder: PolicyResponder,
     specs: Sequence[GameSpec],
     *,
-    tree: TreeOptions,
+    tree: TreeSettings,
     step: int,
     run_seed: int,
     games_per_step: int,

@@ -1,5 +1,6 @@
-"""The parts of a tree-sampled rollout (train_backend.local.tree): its options, a reply with its
-token ids, a branched turn of a main line, and the key of a state."""
+"""The parts of a tree-sampled rollout (train_backend.local.tree): a reply with its token ids, a
+branched turn of a main line, and the key of a state. Its settings are
+`train_backend.config.TreeSettings`."""
 
 from __future__ import annotations
 
@@ -7,33 +8,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
-from games.spec import GameSpec
 
 if TYPE_CHECKING:
     from core.endpoint import Completion
     from games.episode import EpisodeResult
-
-Continuation = Literal["auto", "random", "greedy"]
-
-
-@dataclass(frozen=True)
-class TreeOptions:
-    branches: int = 4  # K replies sampled at every policy turn of the main line
-    continuation: Continuation = "auto"
-    all_actions: bool = False
-    counterfactual: bool = False  # one sampled reasoning, one branch per legal answer
-    team_weight: float = 0.0  # alpha in r = alpha * team + local
-    explore: float = 0.0  # chance that a random continuation is a uniform pick of all branches
-    branch_rate: float = 1.0  # chance that a main-line policy turn is branched (else one sample)
-    keep_invalid: bool = False  # all_actions rewrites duplicates only; invalid samples stay
-
-    def continuation_for(self, spec: GameSpec) -> Literal["random", "greedy"]:
-        if self.continuation != "auto":
-            return self.continuation
-        return "greedy" if spec.perfect_information else "random"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from train_backend.local.rollout import TurnSample
 if TYPE_CHECKING:
     import torch
 
-    from train_backend.local.policy import Policy
+    from core.causal_lm import Policy
 
 MICRO_BATCH_TOKENS = 16_384
 

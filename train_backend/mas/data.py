@@ -1,27 +1,26 @@
-"""Training problems for the MAS workflows, and the guard that keeps test questions out of them.
+"""Training problems for the MAS workflows: the problem type and the loaders of training sets.
 
 Three kinds of source (docs/mas_data.md):
 - the named real sets, `gsm8k` (GSM8K train) and `math` (MATH train), read like the evaluation
   suites read their test sets (`harness.benchmarks.sources.fetch_rows`:
   `<root>/gsm8k/train.jsonl` or `<root>/math/train.jsonl` under `--data-dir`, `$MARS_DATA_DIR`
   or the cache's data folder, else the hub);
-- a JSONL file the user names (`train_file`), one object a line with `question` and `answer`;
-- `arithmetic_problems`: seeded integer expressions for the CPU miniature;
-- `puzzle_problems`: a puzzle suite's levels (`plan_path`, `plan_path_5x5`, `sokoban`, `sudoku`,
-  ...), from the training split of its generator, which no evaluation level can equal
-  (harness/puzzles/splits.py); `code_problems` (train_backend/mas/code_problems.py): procedural
-  stdin/stdout problems for the code miniature.
+- a JSONL file the user names (`train_file`), one object a line with `question` and `answer`
+  (or, for `code`, `question` and `tests`);
+- generated problems: `puzzle_problems`, a puzzle suite's levels (`plan_path`, `plan_path_5x5`,
+  `sokoban`, `sudoku`, ...) from the training split of its generator, which no evaluation level
+  can equal (harness/puzzles/splits.py); the arithmetic set of the CPU miniature
+  (train_backend/mas/arithmetic.py); `code_problems` (train_backend/mas/code_problems.py):
+  procedural stdin/stdout problems for the code miniature.
 
 Every problem of a named set or a file is checked against the question hashes of every
-evaluation test set, loaded through the suites' own loaders; an overlap is refused.
+evaluation test set, loaded through the suites' own loaders (train_backend/mas/overlap.py); an
+overlap is refused.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,17 +36,18 @@ from harness.benchmarks.sources import (
     HubSource,
     LocalSource,
     Row,
-    candidate_roots,
     fetch_rows,
+)
+from train_backend.mas.overlap import (
+    benchmark_question_hashes,
+    code_question_hashes,
+    find_overlap,
+    overlap_error,
 )
 
 AnswerRule = Literal["number", "expression", "integer"]  # as in MathSuite.answers_are
-ArithmeticSplit = Literal["train", "heldout"]
 
 FILE_FORMAT_HINT = "JSONL, one object a line with question and answer fields; docs/mas_data.md"
-# One canonical expression in HELD_OUT_BUCKETS (by hash) belongs to the held-out split.
-HELD_OUT_BUCKETS = 5
-_ARITHMETIC_OPERATORS = ("+", "-", "*")
 
 
 @dataclass(frozen=True)
@@ -250,109 +250,14 @@ def _refuse_duplicate_ids(train_set: TrainSet) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The test-set guard
-
-GUARDED_KINDS = ("math", "choice")
-
-
-def question_hash(question: str) -> str:
-    """SHA-256 of the question with whitespace runs collapsed and case folded."""
-    normalised = " ".join(question.split()).casefold()
-    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class _TestSetFile:
-    suite: str
-    root: Path
-    size: int
-    mtime_ns: int  # with size, makes an edited file a new cache key
-
-
-def benchmark_question_hashes(benchmarks_dir: Path | None = None) -> Mapping[str, str]:
-    """Question hash -> "suite/sample id" over every registered evaluation suite's test set,
-    read from local copies (`benchmarks_dir`, else `$MARS_DATA_DIR` then the cache's data
-    folder). Computed once per process for the same files."""
-    return _hashes_of(_test_set_files(benchmarks_dir))
-
-
-def _test_set_files(benchmarks_dir: Path | None) -> tuple[_TestSetFile, ...]:
-    if benchmarks_dir is not None:
-        roots = [Path(benchmarks_dir).expanduser()]
-    else:
-        roots = [root for label, root in candidate_roots(None)]
-    found: list[_TestSetFile] = []
-    missing: list[str] = []
-    for suite_name in list_suites():
-        suite = get_suite(suite_name)
-        # The reasoning suites guard the math sets. The puzzles are generated (their splits are
-        # disjoint by construction); the code suites guard code data (`code_overlap`).
-        if suite.kind not in GUARDED_KINDS:
-            continue
-        relative = suite.local.relative_path
-        root = next((root for root in roots if (root / relative).is_file()), None)
-        if root is None:
-            missing.append(relative)
-            continue
-        stat = (root / relative).stat()
-        found.append(_TestSetFile(suite_name, root.resolve(), stat.st_size, stat.st_mtime_ns))
-    if missing:
-        raise MarsError(
-            f"cannot check the training data against the test sets: {', '.join(missing)} not "
-            f"found under {', '.join(str(root) for root in roots)}; point $MARS_DATA_DIR at a "
-            "folder holding all seven (docs/benchmarks.md)"
-        )
-    return tuple(found)
-
-
-@functools.lru_cache(maxsize=4)
-def _hashes_of(files: tuple[_TestSetFile, ...]) -> Mapping[str, str]:
-    hashes: dict[str, str] = {}
-    for entry in files:
-        loaded = get_suite(entry.suite).load(data_dir=entry.root)
-        for sample in loaded.samples:
-            hashes.setdefault(question_hash(sample.question), f"{entry.suite}/{sample.id}")
-    return MappingProxyType(hashes)
-
-
-def find_overlap(
-    problems: Sequence[Problem], hashes: Mapping[str, str]
-) -> list[tuple[Problem, str]]:
-    """The problems whose question is in a test set, each with the test sample it matches."""
-    matches: list[tuple[Problem, str]] = []
-    for problem in problems:
-        test_ref = hashes.get(question_hash(problem.question))
-        if test_ref is not None:
-            matches.append((problem, test_ref))
-    return matches
-
-
-def check_no_overlap(
-    problems: Sequence[Problem],
-    *,
-    label: str = "the training data",
-    benchmarks_dir: Path | None = None,
-) -> None:
-    """MarsError (one line: how many, one example) if any problem's question is a test question."""
-    overlap = find_overlap(problems, benchmark_question_hashes(benchmarks_dir))
-    if overlap:
-        raise _overlap_error(overlap, label)
-
-
-def _overlap_error(overlap: list[tuple[Problem, str]], label: str) -> MarsError:
-    problem, test_ref = overlap[0]
-    return MarsError(
-        f"{len(overlap)} question(s) of {label} are in the evaluation test sets "
-        f"(e.g. {problem.id!r} is {test_ref}); remove them, or load with drop_overlap=True "
-        "to leave them out"
-    )
+# The test-set guard, as the loaders apply it (train_backend.mas.overlap)
 
 
 def _guard_overlap(train_set: TrainSet, benchmarks_dir: Path | None, drop_overlap: bool) -> None:
     hashes = benchmark_question_hashes(benchmarks_dir)
     overlap = find_overlap(train_set.problems, hashes)
     if overlap and not drop_overlap:
-        raise _overlap_error(overlap, train_set.source)
+        raise overlap_error(overlap, train_set.source)
     overlapping = {problem.id for problem, _ in overlap}
     train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
     train_set.dropped_overlap = len(overlapping)
@@ -366,7 +271,6 @@ CODE_FILE_HINT = (
     "JSONL, one object a line with question, tests ([{stdin, expected}, ...]) and optionally "
     "solution; docs/mas_data.md"
 )
-CODE_KINDS = ("code",)
 
 
 def load_code_train_file(
@@ -393,7 +297,7 @@ def load_code_train_file(
     hashes = code_question_hashes(benchmarks_dir)
     overlap = find_overlap(train_set.problems, hashes)
     if overlap and not drop_overlap:
-        raise _overlap_error(overlap, train_set.source)
+        raise overlap_error(overlap, train_set.source)
     overlapping = {problem.id for problem, _ in overlap}
     train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
     train_set.dropped_overlap = len(overlapping)
@@ -419,32 +323,6 @@ def _code_problem(row: Row | None, default_id: str, source: str) -> Problem:
         kind="code",
         metadata=metadata,
     )
-
-
-def code_question_hashes(benchmarks_dir: Path | None = None) -> Mapping[str, str]:
-    """Question hash -> "suite/sample id" over every code suite's test set, loaded as `mars
-    eval` loads it (the hub, else `benchmarks_dir` or the data roots; HumanEval from its
-    wheel). A suite that cannot be loaded is a one-line error: unchecked data is not trained on."""
-    hashes: dict[str, str] = {}
-    missing: list[str] = []
-    for name in list_suites():
-        suite = get_suite(name)
-        if suite.kind not in CODE_KINDS:
-            continue
-        try:
-            loaded = suite.load(data_dir=benchmarks_dir)
-        except MarsError:
-            missing.append(name)
-            continue
-        for sample in loaded.samples:
-            hashes.setdefault(question_hash(sample.question), f"{name}/{sample.id}")
-    if missing:
-        raise MarsError(
-            "cannot check the code training data against the test sets of "
-            f"{', '.join(missing)} (no hub and no local copy); put them under $MARS_DATA_DIR "
-            "(docs/benchmarks.md)"
-        )
-    return MappingProxyType(hashes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,95 +357,3 @@ def puzzle_problems(suite_name: str, split: Literal["train", "eval"], count: int
             )
         )
     return problems
-
-
-# ---------------------------------------------------------------------------------------------
-# The arithmetic set of the CPU miniature
-
-
-def arithmetic_problems(
-    count: int,
-    seed: int,
-    split: ArithmeticSplit = "train",
-    *,
-    max_operand: int = 9,
-    operand_counts: Sequence[int] = (2, 3),
-) -> list[Problem]:
-    """`count` distinct expressions such as "What is 7 + 3 * 2?" over integers 0..max_operand,
-    non-negative results only, the same for the same arguments in any process. A canonical
-    expression's hash decides its split, so train and held-out problems never coincide,
-    whatever seeds each side uses."""
-    _check_arithmetic_arguments(count, split, max_operand, operand_counts)
-    rng = random.Random(f"mars-arithmetic:{split}:{seed}")
-    source = f"arithmetic:{split}:seed={seed}"
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for _ in range(100 * count + 1000):  # bounded: a small space may hold fewer than `count`
-        if len(problems) == count:
-            return problems
-        expression, value = _random_expression(rng, max_operand, operand_counts)
-        if value < 0 or expression in seen or arithmetic_split_of(expression) != split:
-            continue
-        seen.add(expression)
-        problems.append(
-            Problem(
-                id=f"arith-{split}-s{seed}/{len(problems)}",
-                question=f"What is {expression}?",
-                answer=str(value),
-                source=source,
-                answers_are="integer",
-            )
-        )
-    if len(problems) == count:
-        return problems
-    raise MarsError(
-        f"only {len(problems)} distinct {split} arithmetic problems found with operands up to "
-        f"{max_operand}; ask for fewer than {count} or raise max_operand"
-    )
-
-
-def arithmetic_split_of(expression: str) -> ArithmeticSplit:
-    """Which split a canonical expression ("7 + 3 * 2") belongs to."""
-    digest = hashlib.sha256(f"mars-arithmetic-split:{expression}".encode()).digest()
-    return "heldout" if int.from_bytes(digest[:8], "big") % HELD_OUT_BUCKETS == 0 else "train"
-
-
-def evaluate_expression(numbers: Sequence[int], operators: Sequence[str]) -> int:
-    """Value of numbers[0] op[0] numbers[1] ... with `*` before `+` and `-`, left to right."""
-    if len(numbers) != len(operators) + 1:
-        raise ValueError("an expression needs one operator fewer than numbers")
-    terms, signs = [numbers[0]], [1]
-    for operator, number in zip(operators, numbers[1:], strict=True):
-        if operator == "*":
-            terms[-1] *= number
-        elif operator in ("+", "-"):
-            terms.append(number)
-            signs.append(1 if operator == "+" else -1)
-        else:
-            raise ValueError(f"unknown operator {operator!r}")
-    return sum(sign * term for sign, term in zip(signs, terms, strict=True))
-
-
-def _random_expression(
-    rng: random.Random, max_operand: int, operand_counts: Sequence[int]
-) -> tuple[str, int]:
-    size = rng.choice(list(operand_counts))
-    numbers = [rng.randint(0, max_operand) for _ in range(size)]
-    operators = [rng.choice(_ARITHMETIC_OPERATORS) for _ in range(size - 1)]
-    parts = [str(numbers[0])]
-    for operator, number in zip(operators, numbers[1:], strict=True):
-        parts += [operator, str(number)]
-    return " ".join(parts), evaluate_expression(numbers, operators)
-
-
-def _check_arithmetic_arguments(
-    count: int, split: str, max_operand: int, operand_counts: Sequence[int]
-) -> None:
-    if count < 1:
-        raise MarsError(f"the number of arithmetic problems must be positive, got {count}")
-    if split not in ("train", "heldout"):
-        raise MarsError(f"the arithmetic split is 'train' or 'heldout', got {split!r}")
-    if max_operand < 1:
-        raise MarsError(f"max_operand must be at least 1, got {max_operand}")
-    if not operand_counts or any(size not in (2, 3, 4) for size in operand_counts):
-        raise MarsError(f"operand counts must be 2, 3 or 4, got {list(operand_counts)}")

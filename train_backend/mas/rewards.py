@@ -27,15 +27,13 @@ reward's time by construction, whatever a policy writes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from core.errors import MarsError
 from harness.puzzles import ListOutcome, level_from_ref, new_state, parse_actions
 from mas.answers import MAX_REPLY_CHARS, answer_key, extract_answer, reply_tail
-from mas.base import Task, Transcript, task_kinds
-
-RewardFn = Callable[[Transcript, str, Task], dict[tuple[str, int], float]]
+from mas.base import RewardFn, Task, Transcript, list_mas, system_rewards, system_roles, task_kinds
 
 
 def correct(answer: str | None, reference: str, task: Task) -> bool:
@@ -240,6 +238,8 @@ def mad_rewards(transcript: Transcript, reference: str, task: Task) -> dict[tupl
     return rewards
 
 
+# The built-in workflows' rewards, kept here with their tables and sources. A workflow may declare
+# its own instead, in its file (`@mas(name, roles=..., rewards=...)`), which needs no line here.
 REWARDS: dict[str, RewardFn] = {
     "reasoner_tool": reasoner_tool_rewards,
     "single": single_rewards,
@@ -250,17 +250,41 @@ REWARDS: dict[str, RewardFn] = {
     "code_single": code_tester_rewards,
     "ensemble_judge": ensemble_judge_rewards,
 }
-# The roles of each workflow, in seat order (a role's index is its `seat` in the turn table).
-ROLES: dict[str, tuple[str, ...]] = {
-    "reasoner_tool": ("tool", "reasoner"),
-    "single": ("solver",),
-    "mad": (*MAD_SIDES, *MAD_DECIDERS),
-    "plan_tool": ("tool", "plan"),
-    "plan_single": ("plan",),
-    "code_tester": ("coder", "tester"),
-    "code_single": ("coder",),
-    "ensemble_judge": ("reasoner", "tool", "judge"),
-}
+
+
+def _trainable_roles(workflow: str) -> tuple[str, ...] | None:
+    """The roles of a workflow that can be trained: a registered MAS that declares its roles and
+    has rewards (its own, or REWARDS's); None for any other name."""
+    if not isinstance(workflow, str):
+        return None
+    try:
+        roles = system_roles(workflow)
+        own = system_rewards(workflow)
+    except MarsError:
+        return None
+    if roles is None or (own is None and workflow not in REWARDS):
+        return None
+    return roles
+
+
+class _WorkflowRoles(Mapping[str, tuple[str, ...]]):
+    """The roles of each training workflow, in seat order (a role's index is its `seat` in the
+    turn table), read from the MAS registry (`@mas(name, roles=...)`): no list to keep."""
+
+    def __getitem__(self, workflow: str) -> tuple[str, ...]:
+        roles = _trainable_roles(workflow)
+        if roles is None:
+            raise KeyError(workflow)
+        return roles
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name in list_mas() if _trainable_roles(name) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+ROLES: Mapping[str, tuple[str, ...]] = _WorkflowRoles()
 
 
 def check_problem_kind(workflow: str, kind: str, train_set: str) -> None:
@@ -291,8 +315,15 @@ def succeeded(transcript: Transcript, reference: str, task: Task) -> bool:
 
 
 def reward_function(workflow: str) -> RewardFn:
+    """The workflow's own rewards (declared with `@mas`), else the built-in table's."""
+    try:
+        own = system_rewards(workflow)
+    except MarsError:
+        own = None
+    if own is not None:
+        return own
     if workflow not in REWARDS:
         raise MarsError(
-            f"no training rewards for workflow {workflow!r}; trainable: {', '.join(REWARDS)}"
+            f"no training rewards for workflow {workflow!r}; trainable: {', '.join(ROLES)}"
         )
     return REWARDS[workflow]

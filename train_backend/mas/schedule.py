@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import MarsError
+from train_backend.mas.arithmetic import arithmetic_problems
 from train_backend.mas.code_problems import code_problems
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import (
     Problem,
-    arithmetic_problems,
     is_puzzle_set,
     load_code_train_file,
     load_train_set,

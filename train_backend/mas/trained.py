@@ -77,7 +77,7 @@ def saved_steps(run: Path, config: dict[str, Any]) -> dict[int, dict[str, Path]]
 
 
 def _frozen_model(config: dict[str, Any], name: str) -> str:
-    from train_backend.local.policy import resolve_model_path
+    from core.causal_lm import resolve_model_path
 
     return resolve_model_path((config.get("policy_models") or {}).get(name) or config.get("model"))
 

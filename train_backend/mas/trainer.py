@@ -22,15 +22,16 @@ from typing import Any
 import numpy as np
 
 from core import branch_log
+from core.batcher import Sampling
+from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.errors import MarsError
 from core.runstore import RunDir
 from core.stats import wilson_ci
+from core.trackers import Trackers, open_trackers
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog
 from train_backend.local.adapters import BaseModel, adapter_parameters, adapter_policies, load_any
-from train_backend.local.batcher import Sampling
-from train_backend.local.policy import Policy, load_policy, resolve_model_path
 from train_backend.local.rollout import StepRollout, make_responder
 from train_backend.local.step_metrics import NO_UPDATE_WARNING
 from train_backend.local.trainer import learning_rate_at, sampling_of
@@ -82,6 +83,7 @@ class WorkflowTrainer:
         self.pool, self.heldout = training_problems(config)
         self.slots: dict[str, PolicySlot] = {}
         self.last_metrics: dict[str, Any] = {}
+        self.trackers = Trackers()  # `config.logger`'s, opened by `train_workflow`
 
     def policy_root(self, name: str) -> Path:
         return policy_root(self.run.path, name, self.config.multi_policy)
@@ -295,6 +297,7 @@ class WorkflowTrainer:
             self.run.append_many([{**record, "step": step} for record in rollout.records])
             branch_log.write_step(self.run.path, step, branches)
             runlog.append_lines(runlog.metrics_path(self.run.path), [metrics])
+            self.trackers.log(metrics, step)
             self.last_metrics = metrics
             self.log(_progress(metrics, config.steps))
             if step % config.save_every == 0 or step == config.steps:
@@ -486,11 +489,16 @@ def train_workflow(
 ) -> dict[str, Any]:
     trainer = WorkflowTrainer(config, run, log=log)
     trainer.load()
-    return runlog.train_recorded(
-        run,
-        trainer.train,
-        command=command,
-        config=config.model_dump(mode="json"),
-        model=str(resolve_model_path(config.model)),
-        seed=config.seed,
-    )
+    settings = config.model_dump(mode="json")
+    with open_trackers(
+        config.logger, run.path, settings, resume_step=trainer.start_step
+    ) as trackers:
+        trainer.trackers = trackers
+        return runlog.train_recorded(
+            run,
+            trainer.train,
+            command=command,
+            config=settings,
+            model=str(resolve_model_path(config.model)),
+            seed=config.seed,
+        )

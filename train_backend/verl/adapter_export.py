@@ -38,7 +38,7 @@ class AdapterTarget:
     base: str
 
     def info(self) -> AdapterInfo:
-        from core.servers import model_fingerprint
+        from core.fingerprints import model_fingerprint
 
         fingerprint = model_fingerprint(self.base)
         return AdapterInfo(name=self.name, base=self.base, base_fingerprint=fingerprint)

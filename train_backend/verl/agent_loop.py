@@ -54,8 +54,8 @@ from games.players.llm import FunctionPlayer
 from games.rules import CHOICES as RULE_CHOICES
 from games.rules import PlayRules
 from games.spec import GameSpec, get_game
+from train_backend.config import TreeSettings
 from train_backend.local.opponents import make_fixed_opponent, policy_seat
-from train_backend.local.tree import TreeOptions
 from train_backend.verl import names
 from train_backend.verl.samples import (
     Generation,
@@ -219,7 +219,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
             return conversation_outputs(model_turns, generations, chats, row.fields)
         return turn_outputs(model_turns, generations, row.fields)
 
-    async def _play_tree(self, row: _Row, tree: TreeOptions) -> TreeGame | None:
+    async def _play_tree(self, row: _Row, tree: TreeSettings) -> TreeGame | None:
         """One tree-sampled game (tree_loop.py); None when its main line failed."""
         tokenizer = self.tokenizer
         policy = TokenPolicy(

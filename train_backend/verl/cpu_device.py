@@ -244,7 +244,7 @@ class CPURolloutServer:
     """
 
     def __init__(self, config: Any, model_path: str, replica_rank: int) -> None:
-        from train_backend.local.policy import load_policy
+        from core.causal_lm import load_policy
 
         torch.set_num_threads(1)
         self.config = config
@@ -326,7 +326,7 @@ class CPURolloutServer:
     def _decode(
         self, requests: list[dict[str, Any]], sampling: tuple[float, float, int]
     ) -> list[tuple[list[int], list[float]]]:
-        from train_backend.local.batcher import Request, Sampling, generate_batch
+        from core.batcher import Request, Sampling, generate_batch
 
         temperature, top_p, top_k = sampling
         outputs = generate_batch(

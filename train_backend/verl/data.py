@@ -9,7 +9,8 @@ Rows are ordered so that every training batch holds the games in equal shares (r
 each game's seeds count up from `seed`: Kuhn and Leduc deals are picked by `seed mod deals`, so
 consecutive seeds cover every deal evenly (docs/games.md). verl reads the file in order
 (`data.shuffle=false`), one epoch of exactly `steps` batches. A run against a fixed opponent
-names it in an `opponent` column; an at_grpo run carries its tree settings (`branches`, ...).
+names it in an `opponent` column; an at_grpo run carries its tree settings (a column per field of
+`TreeSettings`: `branches`, ...).
 """
 
 from __future__ import annotations
@@ -56,16 +57,7 @@ def loop_settings(config: TrainConfig) -> dict[str, Any]:
     if config.opponent:
         settings["opponent"] = config.opponent
     if config.estimator in TREE_ESTIMATORS:
-        tree = config.tree
-        settings.update(
-            {
-                "branches": tree.branches,
-                "continuation": tree.continuation,
-                "all_actions": tree.all_actions,
-                "counterfactual": tree.counterfactual,
-                "team_weight": tree.team_weight,
-            }
-        )
+        settings.update(config.tree.model_dump())  # every field of TreeSettings, by its name
     return settings
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import MarsError
+from core.trackers import tracker_environment
 from games.engine import retries_allowed
 from train_backend.advantage import TREE_ESTIMATORS
 from train_backend.config import TrainConfig
@@ -99,9 +100,11 @@ def worker_environment(
     device: str = "cuda",
     switches: dict[str, Any] | None = None,
     group_filter: dict[str, Any] | None = None,
+    loggers: list[str] | tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Variables every verl process needs: the modules to import, where metrics and turns go,
-    and the estimator switches and group filtering verl's config has no field for.
+    the estimator switches and group filtering verl's config has no field for, and where the
+    chosen trackers write (`core.trackers.tracker_environment`: inside the run directory).
 
     With the CPU device its module comes first, so its platform is registered before anything
     asks verl for one, and `VERL_PLATFORM` selects it.
@@ -123,7 +126,14 @@ def worker_environment(
         env[ESTIMATOR_SWITCHES_ENV] = json.dumps(switches, sort_keys=True)
     if group_filter:
         env[names.GROUP_FILTER_ENV] = json.dumps(group_filter, sort_keys=True)
+    env.update(tracker_environment(paths.root, loggers))
     return env
+
+
+def verl_loggers(config: TrainConfig) -> list[str]:
+    """verl's `trainer.logger`: console and file (RUN/verl/metrics.jsonl, which mars reads)
+    always, then the run's trackers (`logger`)."""
+    return ["console", "file", *(name for name in config.logger if name not in ("console", "file"))]
 
 
 def group_filter_setting(config: TrainConfig) -> dict[str, Any] | None:
@@ -416,9 +426,13 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         "trainer.default_local_dir": str(paths.verl_checkpoints.resolve()),
         "trainer.project_name": "mars",
         "trainer.experiment_name": paths.root.resolve().name,
-        "trainer.logger": ["console", "file"],
+        "trainer.logger": verl_loggers(config),
         "+ray_kwargs.ray_init.runtime_env.env_vars": worker_environment(
-            paths, cluster.device, estimator_switches(config), group_filter_setting(config)
+            paths,
+            cluster.device,
+            estimator_switches(config),
+            group_filter_setting(config),
+            config.logger,
         ),
     }
     if cluster.ray_address:

@@ -2,7 +2,7 @@
 
 The tree is `train_backend.local.tree.TreeRollout`, unchanged: a main line played by the game
 engine, K replies sampled at every policy turn, one of them continuing the main line (random or
-greedy, `TreeOptions.continuation_for`), and each other branch's return read from a replay of the
+greedy, `TreeSettings.continuation_for`), and each other branch's return read from a replay of the
 episode with fresh policy samples after it. Here it plays one game (one dataset row and rollout
 session) and its replies come from verl's rollout server: `ServerTree` overrides the one method
 that generates, sending each of the K samples of a turn as its own request (so they run
@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.branch_log import clip_text, observation_of
+from core.causal_lm import Message, Policy
 from core.reasoning import split_reasoning
 from games.engine import EpisodeOptions, play_episode
 from games.episode import EpisodeResult
 from games.players.base import Player
 from games.spec import GameSpec
-from train_backend.local.policy import Message, Policy
-from train_backend.local.tree import Node, Reply, TreeOptions, TreeRollout, state_key
+from train_backend.config import TreeSettings
+from train_backend.local.tree import Node, Reply, TreeRollout, state_key
 
 # (prompt ids, request number) -> (token ids, log-probs or None, the server's extra fields)
 Generate = Callable[[list[int], int], Awaitable[tuple[list[int], list[float] | None, dict]]]
@@ -84,7 +85,7 @@ class ServerTree(TreeRollout):
         generate: Generate,
         spec: GameSpec,
         *,
-        tree: TreeOptions,
+        tree: TreeSettings,
         options: EpisodeOptions,
         episode: str,
         max_new_tokens: int,
@@ -155,15 +156,14 @@ def branch_fields(node: Node, branch: int, episode: str) -> dict[str, Any]:
     }
 
 
-def tree_options(row: Mapping[str, Any]) -> TreeOptions | None:
-    """The dataset row's tree settings (data.py), or None when the row is not tree-sampled."""
-    branches = int(row.get("branches") or 0)
-    if branches < 2:
+def tree_options(row: Mapping[str, Any]) -> TreeSettings | None:
+    """The dataset row's tree settings (data.py: a column per `TreeSettings` field), or None when
+    the row is not tree-sampled."""
+    if int(row.get("branches") or 0) < 2:
         return None
-    return TreeOptions(
-        branches=branches,
-        continuation=str(row.get("continuation") or "auto"),  # type: ignore[arg-type]
-        all_actions=bool(row.get("all_actions")),
-        counterfactual=bool(row.get("counterfactual")),
-        team_weight=float(row.get("team_weight") or 0.0),
-    )
+    given = {
+        name: value.item() if hasattr(value, "item") else value  # numpy scalars from parquet
+        for name in TreeSettings.model_fields
+        if (value := row.get(name)) is not None
+    }
+    return TreeSettings.model_validate(given)

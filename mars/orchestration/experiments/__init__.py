@@ -11,7 +11,13 @@ directory made by its own `mars` command (docs/experiments.md).
     report    the markdown report
 """
 
-from mars.orchestration.experiments.report import REPORT_FILE, build_report, write_report
+from mars.api.report import register_folder_report
+from mars.orchestration.experiments.report import (
+    REPORT_FILE,
+    build_report,
+    report_folder,
+    write_report,
+)
 from mars.orchestration.experiments.runner import STATE_FILE, run_experiment
 from mars.orchestration.experiments.spec import (
     Experiment,
@@ -31,3 +37,7 @@ __all__ = [
     "run_experiment",
     "write_report",
 ]
+
+# `mars report EXP` (and `mars.report`, once this package is imported): an experiment folder's
+# paper-style report, read before the folder would be taken for an eval run.
+register_folder_report(report_folder)

@@ -1,13 +1,13 @@
 """`mars experiment --dry-run`: every part checked as its command would check it, nothing run.
 
-The command line goes through the real parsers and each training config through the command's
-own validators (both passed in by `mars`, the layer above); the names a part uses (games,
-players, suites, MAS, loop items) are checked here, by the registries that own them.
+The command line goes through the real parsers (`mars.command_check`), each training config
+through the training commands' own validators (`mars.api.train`, `mars.api.train_mas`), and the
+names a part uses (games, players, suites, MAS, loop items) by the registries that own them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +15,15 @@ from core.errors import MarsError
 from mars.orchestration.experiments.parts import Resolved, resolve_parts
 from mars.orchestration.experiments.spec import Experiment
 
-CheckLine = Callable[[list[str]], Any]
-CheckTrain = Callable[[Resolved], str]  # the resolved config, checked; a one-line description
 
-
-def check_experiment(
-    experiment: Experiment, root: Path, *, check_line: CheckLine, check_train: CheckTrain
-) -> list[str]:
+def check_experiment(experiment: Experiment, root: Path) -> list[str]:
     """One line per part saying what it would run; MarsError naming the part on a problem."""
+    from mars.command_check import check_command_line
+
     lines = []
     for item in resolve_parts(experiment, root, build=False):
         try:
-            check_line(item.argv)
+            check_command_line(item.argv)
             detail = check_names(item)
             if item.config is not None:
                 detail = check_train(item)
@@ -36,6 +33,50 @@ def check_experiment(
             f"{item.part.name}: mars {' '.join(item.argv)}" + (f"  ({detail})" * bool(detail))
         )
     return lines
+
+
+def check_train(item: Resolved) -> str:
+    """The part's training config through the validators its command uses before it runs; a
+    one-line description."""
+    args, config = item.args, dict(item.config or {})
+    trainer = str(args.get("trainer", "local"))
+    cpu_sized = trainer == "local" or args.get("device") == "cpu"
+    if item.part.run == "train-mas":
+        return _check_train_mas(args, config, cpu_sized=cpu_sized)
+    import yaml
+
+    from mars.api.train import check_verl_config, resolve_config
+    from train_backend.local.trainer import check_config
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        flags = {"preset": args.get("preset"), "opponent": args.get("opponent")}
+        resolved = resolve_config(
+            path, flags, {}, local=cpu_sized, default_preset=None if cpu_sized else "marshal"
+        )
+    if trainer == "local":
+        check_config(resolved)
+    else:
+        check_verl_config(resolved)
+    against = f" vs {resolved.opponent}" if resolved.opponent else " self-play"
+    return (
+        f"{trainer}: {','.join(resolved.games)}{against}, {resolved.estimator}, "
+        f"{resolved.steps} steps of {resolved.games_per_step} games"
+    )
+
+
+def _check_train_mas(args: dict[str, Any], config: dict[str, Any], *, cpu_sized: bool) -> str:
+    from mars.api.train_mas import checked_config
+    from train_backend.presets import preset_settings
+
+    if args.get("preset"):
+        config["preset"] = args["preset"]
+    checked = checked_config(
+        {**preset_settings(config.get("preset"), workflow=True), **config}, cpu_sized=cpu_sized
+    )
+    roles = f", policies {checked.policies}" if checked.policies else ""
+    return f"{checked.workflow} on {checked.train_set}, {checked.steps} steps{roles}"
 
 
 def _names(value: Any) -> list[str]:

@@ -1,18 +1,14 @@
 """`mars experiment NAME|FILE`: a paper's experiment (training runs, the evaluation of every
-checkpoint, the report) run as the ordinary `mars` commands, one run directory per part.
-
-The machinery is in `mars.orchestration.experiments`; this module wires in what only the command
-line layer sees: the parsers (`mars.command_check`) and the training commands' own validators.
+checkpoint, the report) run as the ordinary `mars` commands, one run directory per part
+(`mars.orchestration.experiments.api`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from core.names import comma_list
 from mars.commands.app import app
 
 
@@ -49,97 +45,26 @@ def experiment_command(
     list_parts: bool = typer.Option(False, "--list", help="List the shipped experiments."),
 ) -> None:
     """Run a paper's experiment: every part as its `mars` command, resumable, then the report."""
-    from mars.orchestration.experiments import (
-        load_experiment,
-        parse_sets,
-        recipe_names,
-        run_experiment,
-        write_report,
-    )
-    from mars.orchestration.experiments.check import check_experiment
-    from mars.orchestration.experiments.spec import experiment_path
+    from mars.orchestration.experiments import recipe_names
+    from mars.orchestration.experiments.api import ExperimentPlan, experiment
 
     if list_parts or name is None:
         typer.echo("\n".join(recipe_names()))
         return
-    experiment = load_experiment(name, parse_sets(sets or []))
-    root = (run_dir or out / experiment.name).expanduser().resolve()
-    chosen = comma_list(only, "--only") if only else None
-    redo = comma_list(fresh, "--fresh") if fresh else []
-    for part in [*(chosen or []), *redo]:
-        experiment.part(part)  # an unknown name: one line
-    if dry_run:
-        lines = check_experiment(experiment, root, check_line=_check_line, check_train=_check_train)
-        typer.echo("\n".join(lines))
-        typer.echo(f"dry run: {len(lines)} parts checked; nothing run ({root})")
-        return
-    if not report_only:
-        outcome = run_experiment(
-            experiment,
-            root,
-            source=experiment_path(name),
-            only=chosen,
-            fresh=redo,
-            log=typer.echo,
+    result = experiment(
+        ExperimentPlan(
+            name=name,
+            sets=sets or [],
+            out=out,
+            run_dir=run_dir,
+            only=only,
+            fresh=fresh,
+            dry_run=dry_run,
+            report_only=report_only,
         )
-        typer.echo(f"experiment {experiment.name}: {outcome.wall_s / 60:.1f} min")
-    path = write_report(experiment, root)
-    typer.echo(f"report: {path}")
-    typer.echo(f"run dir: {root}")
-    if not report_only and outcome.failed:
-        codes = [p.exit_code for p in outcome.parts if p.exit_code]
-        raise typer.Exit(codes[0] if codes else 1)
-
-
-def _check_line(argv: list[str]) -> Any:
-    from mars.command_check import check_command_line
-
-    return check_command_line(argv)
-
-
-def _check_train(item: Any) -> str:
-    """The part's training config through the validators its command uses before it runs."""
-    import tempfile
-
-    import yaml
-
-    args, config = item.args, dict(item.config)
-    trainer = str(args.get("trainer", "local"))
-    cpu_sized = trainer == "local" or args.get("device") == "cpu"
-    if item.part.run == "train-mas":
-        from mars.commands.train_mas import checked_config
-        from train_backend.presets import preset_settings
-
-        if args.get("preset"):
-            config["preset"] = args["preset"]
-        checked = checked_config(
-            {**preset_settings(config.get("preset"), workflow=True), **config}, cpu_sized=cpu_sized
-        )
-        roles = f", policies {checked.policies}" if checked.policies else ""
-        return f"{checked.workflow} on {checked.train_set}, {checked.steps} steps{roles}"
-    from mars.commands.train import resolve_config
-    from train_backend.local.trainer import check_config, check_games_and_estimator
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        flags = {"preset": args.get("preset"), "opponent": args.get("opponent")}
-        resolved = resolve_config(
-            path, flags, {}, local=cpu_sized, default_preset=None if cpu_sized else "marshal"
-        )
-    if trainer == "local":
-        check_config(resolved)
-    else:
-        from mars.commands.train import _check_verl_opponent
-
-        check_games_and_estimator(resolved)
-        if resolved.opponent:
-            _check_verl_opponent(resolved)
-    against = f" vs {resolved.opponent}" if resolved.opponent else " self-play"
-    return (
-        f"{trainer}: {','.join(resolved.games)}{against}, {resolved.estimator}, "
-        f"{resolved.steps} steps of {resolved.games_per_step} games"
     )
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
 def report_hook(path: Path) -> str | None:

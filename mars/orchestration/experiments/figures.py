@@ -87,10 +87,11 @@ def interval_change(before: float, ci_a: list[float], after: float, ci_b: list[f
 def suite_change(
     before_dir: Path, after_dir: Path, suite: str
 ) -> tuple[Change | None, dict[str, Any]]:
-    """Accuracy change over the questions both runs scored (harness.report's paired
+    """Accuracy change over the questions both runs scored (harness.report_metrics' paired
     bootstrap), and each run's accuracy cell."""
     from core.errors import MarsError
-    from harness.report import load_eval_run, paired_differences, parse_metric
+    from harness.report import load_eval_run
+    from harness.report_metrics import paired_differences, parse_metric
 
     try:
         a, b = load_eval_run(before_dir), load_eval_run(after_dir)

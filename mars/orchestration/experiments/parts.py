@@ -19,14 +19,16 @@ from mars.orchestration.experiments.spec import COMMANDS, MODELS, Experiment, Pa
 CONFIGS = "configs"  # EXP/configs/: the --config and --eval files the parts read
 LOGS = "logs"  # EXP/logs/NAME.log: each part's output
 FAILURES_SUMMARY = "failures_summary.json"  # harness.failures' summary in the analysed run
+# The parts whose command takes `--logger`: the experiment's `logger` goes to them.
+LOGGED = ("train", "train-mas", "loop")
 
 
 def model_path(key: str, *, build: bool) -> Path:
     """A built-in starting model: built on first use when `build`, else where it will be."""
-    from train_backend.mas.plan_pretrain import PLAN_START_NAME
-    from train_backend.mas.pretrain import MAS_START_NAME
-    from train_backend.pretrain import default_pretrained_dir
-    from train_backend.pretrain_recipe import SELFPLAY_START, SELFPLAY_START_NAME
+    from train_backend.pretrain.build import default_pretrained_dir
+    from train_backend.pretrain.mas_start import MAS_START_NAME
+    from train_backend.pretrain.plan_start import PLAN_START_NAME
+    from train_backend.pretrain.recipe import SELFPLAY_START, SELFPLAY_START_NAME
 
     if key not in MODELS:
         raise MarsError(unknown_name("model", key, MODELS))
@@ -42,14 +44,14 @@ def model_path(key: str, *, build: bool) -> Path:
 
         return ensure_tiny_model()
     if key == "tiny_selfplay":
-        from train_backend.pretrain import ensure_pretrained_tiny_model
+        from train_backend.pretrain.build import ensure_pretrained_tiny_model
 
         return ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
     if key == "tiny_mas":
-        from train_backend.mas.pretrain import ensure_workflow_start
+        from train_backend.pretrain.mas_start import ensure_workflow_start
 
         return ensure_workflow_start()
-    from train_backend.mas.plan_pretrain import ensure_plan_start
+    from train_backend.pretrain.plan_start import ensure_plan_start
 
     return ensure_plan_start()
 
@@ -57,8 +59,8 @@ def model_path(key: str, *, build: bool) -> Path:
 def start_path(experiment: Experiment, name: str, *, build: bool) -> Path:
     """A start the experiment declares (`starts:`): the embedded tiny model format-pre-trained
     on its recipe, cached as `...-format-EXPERIMENT-NAME` (a changed recipe rebuilds it)."""
-    from train_backend.pretrain import default_pretrained_dir, ensure_pretrained_tiny_model
-    from train_backend.pretrain_recipe import PretrainSettings
+    from train_backend.pretrain.build import default_pretrained_dir, ensure_pretrained_tiny_model
+    from train_backend.pretrain.recipe import PretrainSettings
 
     cache_name = f"{experiment.name}-{name}"
     if not build:
@@ -154,6 +156,8 @@ def resolve_part(part: Part, experiment: Experiment, root: Path, resolve: Callab
         files[path] = evals
         argv += ["--eval", str(path)]
     argv += _argv_of(args)
+    if experiment.logger and part.run in LOGGED and "logger" not in args:
+        argv += ["--logger", ",".join(experiment.logger)]
     if COMMANDS[part.run]:
         argv += ["--run-dir", str(run_dir)]
     return Resolved(part, run_dir, argv, files, args, config, evals)

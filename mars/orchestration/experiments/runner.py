@@ -147,14 +147,29 @@ def _run_part(
 
 def _inputs(item: Resolved, root: Path) -> list[str]:
     """What decides a part's result: its command line (the experiment folder written `${exp}`,
-    so a moved folder is the same) and the content of each file it reads."""
+    so a moved folder is the same; without `--fresh` and `--logger`, which change no result)
+    and the content of each file it reads."""
     here = str(root)
-    argv = [arg.replace(here, "${exp}") for arg in item.argv if arg != "--fresh"]
+    argv = [arg.replace(here, "${exp}") for arg in _without_logger(item.argv) if arg != "--fresh"]
     files = [
         f"{str(path).replace(here, '${exp}')}: {json.dumps(data, sort_keys=True)}"
         for path, data in sorted(item.files.items())
     ]
     return argv + files
+
+
+def _without_logger(argv: list[str]) -> list[str]:
+    """`argv` less its `--logger NAMES` (trackers: where the metrics also go)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--logger":
+            skip = True
+        elif not arg.startswith("--logger="):
+            kept.append(arg)
+    return kept
 
 
 def _refuse_live_or_changed_parts(items: list[Resolved], root: Path, fresh: list[str]) -> None:

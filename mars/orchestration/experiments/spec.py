@@ -15,6 +15,7 @@ A YAML mapping (docs/experiments.md):
         args: {watch: "${part:train-kuhn}", baseline: "${model:tiny_selfplay}", once: true}
         evals: [exploit:kuhn_poker:64, exploit:leduc_poker:4]
     report: {...}                  # what the report compares (report.py)
+    logger: [tensorboard]          # trackers of the train, train-mas and loop parts (optional)
 
 `${part:NAME}` is part NAME's run directory (an earlier part: that makes it a dependency),
 `${model:KEY}` one of the built-in starting models (`MODELS`) or one the file declares under
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import MarsError
 from core.names import unknown_name
@@ -123,6 +124,25 @@ class Experiment(BaseModel):
     parts: list[Part] = Field(min_length=1)
     report: ReportSpec = Field(default_factory=ReportSpec)
     notes: list[str] = Field(default_factory=list)  # what this scale cannot show
+    # Trackers for the train, train-mas and loop parts (`--logger` in their command lines, unless
+    # a part's args give their own): console, wandb, tensorboard, mlflow (core.trackers).
+    logger: list[str] = Field(default_factory=list)
+
+    @field_validator("logger", mode="before")
+    @classmethod
+    def _known_loggers(cls, names: Any) -> Any:
+        from core.trackers import check_loggers
+
+        if names is None:
+            return []
+        if isinstance(names, str):
+            names = names.split(",")
+        if not isinstance(names, list | tuple):
+            return names  # pydantic's own error
+        try:
+            return list(check_loggers(names, flag=""))
+        except MarsError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _parts_named_once_and_in_order(self) -> Experiment:
@@ -164,7 +184,7 @@ class Experiment(BaseModel):
 
 def check_start(name: str, recipe: dict[str, Any]) -> None:
     """A `starts:` entry: a name of its own and a valid pre-training recipe."""
-    from train_backend.pretrain_recipe import PretrainSettings
+    from train_backend.pretrain.recipe import PretrainSettings
 
     if name in MODELS:
         raise ValueError(f"starts: {name!r} is a built-in model; give the start another name")

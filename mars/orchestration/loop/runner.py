@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.errors import MarsError
 from core.runstore import FINISHED_STATUSES, RUN_FILE, RunDir, RunStatus
+from core.trackers import open_trackers
 from mars.orchestration.loop.checkpoints import (
     Checkpoint,
     check_mas_spec,
@@ -23,7 +24,7 @@ from mars.orchestration.loop.checkpoints import (
     training_status,
 )
 from mars.orchestration.loop.commands import Settings, SubCommand, resolve_settings, sub_command
-from mars.orchestration.loop.curve import ROW_SCHEMA_VERSION, curve_rows, write_curve
+from mars.orchestration.loop.curve import ROW_SCHEMA_VERSION, curve_rows, flatten_row, write_curve
 from mars.orchestration.loop.figures import (
     arena_figures,
     exploit_figures,
@@ -289,6 +290,7 @@ def run_loop(
     on_row: Callable[[dict[str, Any]], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    logger: Sequence[str] = (),
 ) -> LoopOutcome:
     """Evaluate every complete checkpoint under `watch` that has no good row yet.
 
@@ -300,7 +302,47 @@ def run_loop(
     `timeout_s` has passed, or the training run that writes the checkpoints has finished (its
     run.json) and all its checkpoints are evaluated. A step whose evaluation gave an error row is
     not retried within the same call (a rerun retries it).
+
+    `logger`: trackers (core.trackers) that get each row evaluated now, as its learning-curve
+    CSV line's figures at its step, with the loop's config (run.json, started by the caller).
     """
+    config = run.info().config if run.info_path.is_file() else {}
+    with open_trackers(logger, run.path, config, kind="loop") as trackers:
+
+        def tracked(row: dict[str, Any]) -> None:
+            trackers.log(flatten_row(row), row["step"])
+            if on_row is not None:
+                on_row(row)
+
+        return _run_loop(
+            watch,
+            spec,
+            run,
+            once=once,
+            poll_s=poll_s,
+            timeout_s=timeout_s,
+            backend=backend,
+            baseline=baseline,
+            on_row=tracked,
+            on_wait=on_wait,
+            sleep=sleep,
+        )
+
+
+def _run_loop(
+    watch: Path,
+    spec: LoopSpec,
+    run: RunDir,
+    *,
+    once: bool,
+    poll_s: float,
+    timeout_s: float,
+    backend: str,
+    baseline: Path | None,
+    on_row: Callable[[dict[str, Any]], None] | None,
+    on_wait: Callable[[str], None] | None,
+    sleep: Callable[[float], None],
+) -> LoopOutcome:
     from train_backend.mas.trained import mas_training_run
 
     mas_run = mas_training_run(watch)

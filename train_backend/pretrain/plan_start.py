@@ -1,8 +1,7 @@
 """The starting model of the planning miniature: the tiny model taught plan_tool's reply formats.
 
-As for the arithmetic miniature (`train_backend.mas.pretrain`), this teaches the format, not the
-skill, on the training levels of a small Plan-Path suite with the workflow's own prompts
-(`mas.plan_tool`):
+As for the arithmetic miniature (`mas_start`), this teaches the format, not the skill, on the
+training levels of a small Plan-Path suite with the workflow's own prompts (`mas.plan_tool`):
 
 - tool agent: one of two programs that read the current state on stdin and breadth-first search
   the grid: `RIGHT_PROGRAM` (with probability `tool_right`) prints a shortest move list;
@@ -47,9 +46,9 @@ from mas.plan_tool import (
     tool_prompt,
     tried_line_for,
 )
-from train_backend.format_data import Example
 from train_backend.mas.data import puzzle_problems
-from train_backend.mas.pretrain import build_start
+from train_backend.pretrain.format_data import Example
+from train_backend.pretrain.mas_start import build_start
 
 PLAN_START_NAME = "plan-mas"
 TAIL_FROM = "Printed ("  # where the plan agent's prompt tail starts (mas.plan_tool.plan_prompt)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from games.parsing import parse_move
 from harness.benchmarks.extraction import last_boxed
-from train_backend.format_data import Example
+from train_backend.pretrain.format_data import Example
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -2,8 +2,8 @@
 
 The embedded tiny model writes neither code blocks nor `\\boxed{}` answers, so every workflow
 reward would be the same and nothing could be learnt. This pre-training teaches the format, not
-the skill, on arithmetic problems (`data.arithmetic_problems`, train split) with the workflows'
-own prompts:
+the skill, on arithmetic problems (`train_backend.mas.arithmetic`, train split) with the
+workflows' own prompts:
 
 - tool agent: a program `answer = EXPR` + `print(answer)` whose expression is the problem's with
   probability `tool_right`, else the problem's with one number changed (it runs, and prints a
@@ -39,9 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.files import build_once
 from mas.reasoner_tool import REASONER_SYSTEM, TOOL_SYSTEM, reasoner_prompt, tool_prompt
 from mas.single import SOLVER_SYSTEM
-from train_backend.format_data import Example
-from train_backend.mas.data import Problem, arithmetic_problems
+from train_backend.mas.arithmetic import arithmetic_problems
+from train_backend.mas.data import Problem
 from train_backend.mas.rollout import task_of
+from train_backend.pretrain.format_data import Example
 
 RECIPE_FILE = "mas_pretrain.json"
 MAS_START_NAME = "mas"
@@ -142,7 +143,7 @@ def build_start(
     `settings` gives the seed and learning rate, each stage its batch size; `on_step(step, loss)`
     follows it."""
     from core.tiny_model import ensure_tiny_model
-    from train_backend.pretrain import default_pretrained_dir
+    from train_backend.pretrain.build import default_pretrained_dir
 
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
@@ -167,8 +168,8 @@ def _build(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from core.tiny_model import move_into_place
-    from train_backend.pretrain_recipe import PretrainSettings
-    from train_backend.reply_training import encode_examples, train_on_replies
+    from train_backend.pretrain.recipe import PretrainSettings
+    from train_backend.pretrain.reply_training import encode_examples, train_on_replies
 
     torch.manual_seed(settings.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from core.errors import MarsError
 from games.spec import GameSpec, get_game
-from train_backend.format_data import (
+from train_backend.pretrain.format_data import (
     Example,
     arithmetic_examples,
     build_teachers,
@@ -15,7 +15,7 @@ from train_backend.format_data import (
     reply_teacher_for,
     teachers_for,
 )
-from train_backend.pretrain_recipe import PretrainSettings
+from train_backend.pretrain.recipe import PretrainSettings
 
 # Held-out positions come from games seeded far away from every training game.
 EVAL_SEED_OFFSET = 1_000_000_007

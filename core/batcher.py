@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from train_backend.local.policy import Policy
+    from core.causal_lm import Policy
 
 
 @dataclass(frozen=True)

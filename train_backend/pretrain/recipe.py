@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import MarsError
 from core.settings_files import read_yaml_mapping, settings_error
-from train_backend.format_data import FORMAT_DATA_VERSION
+from train_backend.pretrain.format_data import FORMAT_DATA_VERSION
 
 PRETRAIN_VERSION = 1
 DEFAULT_GAMES: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
@@ -36,7 +36,7 @@ class PretrainSettings(BaseModel):
     # Perfect-information games this player can play (`minimax:last` solves Tic-Tac-Toe): the
     # replies name its moves, and it joins the bots whose games make the positions. In the
     # others the replies name the last legal action listed with probability
-    # `last_listed_share`, else the teacher's move (see train_backend.format_data for why).
+    # `last_listed_share`, else the teacher's move (see train_backend.pretrain.format_data for why).
     reply_teacher: str | None = None
     last_listed_share: float = Field(1.0, ge=0, le=1)
     # Bots whose games make the positions (and, in poker and Hanabi, whose moves the replies
@@ -45,7 +45,7 @@ class PretrainSettings(BaseModel):
     teachers: dict[str, list[str]] = Field(default_factory=dict)
     # The reply: `choose` = "I choose X." then the answer tag; `restate` = in the hidden-information
     # games, the seat's compact view of the state on one line, then the answer tag (see
-    # train_backend.format_data.game_reply); perfect-information games keep `choose`.
+    # train_backend.pretrain.format_data.game_reply); perfect-information games keep `choose`.
     reply_style: Literal["choose", "restate"] = "choose"
     # Examples per game are split in proportion to these weights (1 for games not named): the
     # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the

@@ -1,4 +1,5 @@
-"""The policy: one Hugging Face causal LM and its tokenizer, shared by both seats of every game.
+"""A policy: one Hugging Face causal LM and its tokenizer, held in this process (the CPU
+trainers' policies, shared by both seats of every game, and the CPU adapter server's models).
 
 Loading turns every way a folder can be wrong (missing, not a causal LM, no tokenizer, no chat
 template) into one `MarsError` line. torch and transformers are imported inside the functions so
@@ -28,7 +29,8 @@ class Policy:
     source: str  # the folder (or hub id) it was loaded from
     stop_ids: tuple[int, ...]  # generation ends at any of these (kept in the completion)
     pad_id: int
-    # The PEFT adapter of a shared model that is this policy (train_backend.local.adapters);
+    # The PEFT adapter of a shared model that is this policy (train_backend.local.adapters,
+    # `core.adapter_server`);
     # None: `model` is a whole model of its own.
     adapter: str | None = None
 
@@ -41,6 +43,12 @@ class Policy:
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def activate(policy: Policy) -> None:
+    """Make `policy`'s adapter the one the shared model runs (no-op for a whole model)."""
+    if policy.adapter is not None and policy.model.active_adapter != policy.adapter:
+        policy.model.set_adapter(policy.adapter)
 
 
 def resolve_model_path(model: str | None) -> str:

@@ -1,9 +1,9 @@
 """Format pre-training: teach a small causal LM to answer game prompts with a legal move.
 
 `pretrain_tiny_model(base_dir, out_dir, ...)` fine-tunes a Hugging Face model folder (the embedded
-tiny model by default) on synthetic transcripts of legal play (`train_backend.format_data`) with
-the loss on the assistant reply only, measures the legal-move rate on held-out positions before
-and after (`train_backend.format_eval`), and writes an ordinary HF folder plus `pretrain.json`.
+tiny model by default) on synthetic transcripts of legal play (`format_data`) with the loss on
+the assistant reply only, measures the legal-move rate on held-out positions before and after
+(`format_eval`), and writes an ordinary HF folder plus `pretrain.json`.
 
 Prompt styles: `compact` prompts (100-240 tokens) are used whole. `full` prompts grow with the game
 (600-3,300 tokens) and would make every step many times dearer, so full-style examples are fewer
@@ -14,8 +14,8 @@ uses whole prompts, as a server would receive them.
 Training runs on one thread with seeded RNGs, so the same seed gives the same weights. torch and
 transformers are imported inside the functions (the CLI stays fast to start).
 
-Beside this module (which loads, evaluates, saves and caches): the recipe (`pretrain_recipe`), its
-example sets (`pretrain_examples`) and the loop that trains on the replies (`reply_training`).
+Beside this module (which loads, evaluates, saves and caches): the recipe (`recipe`), its
+example sets (`examples`) and the loop that trains on the replies (`reply_training`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,19 +33,20 @@ from pydantic import ValidationError
 
 from core.errors import MarsError
 from core.files import build_once
+from core.reply_tuning import torch_threads
 from core.tiny_model import move_into_place
-from train_backend.format_data import Example
-from train_backend.format_eval import prompt_key, reply_rates
 from train_backend.local.checkpoint import keep_tokenizer_class
-from train_backend.pretrain_examples import check_games, held_out_examples, training_examples
-from train_backend.pretrain_recipe import (
+from train_backend.pretrain.examples import check_games, held_out_examples, training_examples
+from train_backend.pretrain.format_data import Example
+from train_backend.pretrain.format_eval import prompt_key, reply_rates
+from train_backend.pretrain.recipe import (
     PRETRAIN_VERSION,
     SELFPLAY_START,
     SELFPLAY_START_NAME,
     PretrainSettings,
     load_recipe,
 )
-from train_backend.reply_training import encode_examples, train_on_replies
+from train_backend.pretrain.reply_training import encode_examples, train_on_replies
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -85,18 +86,6 @@ def _check_out(out_dir: Path, base_dir: Path, overwrite: bool) -> None:
             raise MarsError(f"{out_dir} already exists; pass --overwrite to replace it")
         if not (out_dir / REPORT_FILE).is_file():
             raise MarsError(f"{out_dir} is not a pre-trained model folder; refusing to replace it")
-
-
-@contextlib.contextmanager
-def _torch_threads(count: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _load(base_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -219,7 +208,7 @@ def pretrain_tiny_model(
         # Training on `threads` threads (1: the same bytes on any machine); evaluation is greedy
         # and keeps torch's default threads.
         say(f"training on {len(rows)} replies for {settings.steps} steps")
-        with _torch_threads(settings.threads):
+        with torch_threads(settings.threads):
             losses = train_on_replies(model, rows, settings, pad_id, on_step)
         train_s = time.perf_counter() - train_started
         eval_started = time.perf_counter()

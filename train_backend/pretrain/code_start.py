@@ -22,11 +22,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mas.code_tester import CODER_SYSTEM, TESTER_SYSTEM, coder_prompt, tester_prompt
-from train_backend.format_data import Example
 from train_backend.mas.code_problems import code_problems
-from train_backend.mas.pretrain import build_start
 from train_backend.mas.rollout import task_of
 from train_backend.mas.schedule import CODE_POOL
+from train_backend.pretrain.format_data import Example
+from train_backend.pretrain.mas_start import build_start
 
 CODE_START_NAME = "code-mas"
 _LAST_NUMBER = re.compile(r"(-?\d+)(?!.*\d)", re.DOTALL)

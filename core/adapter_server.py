@@ -1,6 +1,6 @@
 """An OpenAI-compatible server on a CPU for one base model and LoRA adapters on it.
 
-    python -m train_backend.local.adapter_server --base PATH --adapter NAME=PATH [...] \\
+    python -m core.adapter_server --base PATH --adapter NAME=PATH [...] \\
         --host 127.0.0.1 --port N [--served-base-name NAME]
 
 The base is loaded once and every adapter onto it (PEFT's `load_adapter`); each adapter answers
@@ -35,8 +35,8 @@ from fastapi import FastAPI, Request
 from core.errors import MarsError
 
 if TYPE_CHECKING:
-    from train_backend.local.batcher import Generated, Sampling
-    from train_backend.local.policy import Policy
+    from core.batcher import Generated, Sampling
+    from core.causal_lm import Policy
 
 DEFAULT_MAX_TOKENS = 512
 MAX_BATCH = 32
@@ -101,7 +101,7 @@ def _content(value: Any) -> str:
 
 def parse_request(body: Any) -> ChatRequest:
     """A chat-completion body as a `ChatRequest`; RequestError (400) for what cannot be served."""
-    from train_backend.local.batcher import Sampling
+    from core.batcher import Sampling
 
     if not isinstance(body, dict):
         raise RequestError(400, "the request body must be a JSON object")
@@ -152,7 +152,7 @@ class AdapterEngine:
         import dataclasses
         import warnings
 
-        from train_backend.local.policy import load_policy
+        from core.causal_lm import load_policy
 
         policy = load_policy(base)
         model: Any = policy.model
@@ -196,8 +196,8 @@ class AdapterEngine:
     ) -> list[Generated]:
         import torch
 
-        from train_backend.local.adapters import activate
-        from train_backend.local.batcher import Request, generate_batch
+        from core.batcher import Request, generate_batch
+        from core.causal_lm import activate
 
         policy = self.policies[name]
         requests = [Request(ids, limit) for ids, limit in prompts]
@@ -377,7 +377,7 @@ def build_app(engine: AdapterEngine, *, default_max_tokens: int = DEFAULT_MAX_TO
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m train_backend.local.adapter_server",
+        prog="python -m core.adapter_server",
         description="Serve a base model and LoRA adapters on it, each under its own name.",
     )
     parser.add_argument("--base", required=True, help="The base model's folder.")
