@@ -14,7 +14,7 @@ VERL   := verl==0.9.1
 # whose source has changed since.
 COMPILE := $(BIN)/python -m compileall -q -j 0 core dashboard games harness mas mars train_backend >/dev/null
 
-.PHONY: setup test demo lint bench setup-verl setup-verl-gpu clean
+.PHONY: setup test test-fast demo lint bench setup-verl setup-verl-gpu clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,13 @@ test: setup-verl
 	  || echo "warning: chromium could not be installed; the browser test will be skipped"; }
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -ra --durations=40 -n 2 --no-loadscope-reorder
+
+# The unit tests alone, in about two minutes: the tests not marked `slow` (tests/conftest.py says
+# which are: those that build, train or serve the tiny model, need verl or drive a browser).
+# Needs neither verl nor Chromium; `make test` runs every test.
+test-fast: setup
+	$(COMPILE)
+	$(BIN)/python -m pytest -q -ra --durations=15 -n 2 -m "not slow"
 
 demo: setup
 	$(COMPILE)

@@ -2,9 +2,9 @@
 
 Each field below is one command-line option: its flag, default, help and bounds live in the
 field. `mars` turns the fields into the options of each command that talks to a model
-(`mars.commands.model_options`), `mars loop` turns an options object back into the argument list of the
-commands it runs (`as_argv`), and `open_endpoint` turns it into a model endpoint. Adding an option
-is one field here, plus its use in `open_endpoint` or `generation` when it changes a request.
+(`mars.commands.model_options`), `mars loop` turns an options object back into the argument list
+of the commands it runs (`as_argv`), and `open_endpoint` turns it into a model endpoint. Adding an
+option is one field here, plus its use in `open_endpoint` or `generation` when it changes a request.
 
 A command may give an option another default (self-play samples at temperature 0.6); the
 defaults of every command are listed in docs/run-format.md, and a test keeps that list true.

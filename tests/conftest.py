@@ -88,25 +88,36 @@ def _is_verl(nodeid: str) -> bool:
     return name.startswith("test_verl") and name.endswith("_cpu.py")
 
 
-# The fast tier: `make test-fast` runs `pytest -m "not slow"`, the unit tests. A test is `slow`
-# when its file marks it so, when its file is in SLOW_FILES, or when it uses one of HEAVY: the
-# word (any case) is in its code, in a fixture's it uses, in what those call among the functions,
-# classes and constants of its file or of a test kit it imports (tests/*testkit.py, conftest), or
-# in the imports and top-level calls of its file and of those kits. Read from the source, so a new
-# test that trains the tiny model or needs verl is slow without anyone listing it
-# (tests/test_test_tiers.py checks the rule on the files that must be slow).
+# The tiers: `make test` runs every test, `make test-fast` those not marked `slow`: the unit tests,
+# none of which builds, trains, loads or serves the tiny model, needs verl or drives a browser.
+# A test is `slow` when its file marks it so (`@pytest.mark.slow`), when SLOW_TESTS names it or
+# its file, or when it uses one of HEAVY: the word (any case) is in its own code, in a fixture's
+# it uses, in what those name among the functions, classes and constants of its file or of a test
+# kit it imports (tests/*testkit.py, conftest.py), or in the imports and top-level calls of its
+# file and those kits. So a new test that trains the tiny model or needs verl is slow without
+# anyone listing it; and a test not marked slow that reaches the tiny model or a model server
+# anyway (through the project's code) fails with a line that says so (`_refuse_heavy`).
 HEAVY = {
-    "ensure_tiny_model": "the tiny model: trained on a cold cache (half a minute), then loaded",
-    "model_testkit": "the tiny model format-pre-trained for the tests",
-    "workflow_testkit": "a MAS workflow trained on the tiny model",
     "verl": "needs verl (`make setup-verl`); its real runs each start a Ray cluster",
-    "verl_testkit": "imports verl",
+    "verl_testkit": "needs verl",
     "chromium": "drives headless Chromium",
+    "ensure_tiny_model": "the tiny model (trained on a cold cache, half a minute on 2 cores)",
+    "resolve_model_path": "the tiny model when no model is given",
+    "build_tiny_model": "builds and pre-trains a tiny model",
+    "pretrain_tiny_model": "format-pre-trains the tiny model",
+    "ensure_workflow_start": "format-pre-trains the tiny model for a MAS workflow",
+    "model_testkit": "the tiny model format-pre-trained for the tests",
+    "workflow_testkit": "trains a MAS workflow on the tiny model",
+    "LocalTrainer": "trains the tiny model on the CPU",
 }
-# Files slow for what no word shows: a `mars` process that serves or trains the tiny model, or
-# seconds of waiting on subprocesses.
-SLOW_FILES = {
+# What no word shows: `mars` processes that train or serve the tiny model, minutes of waiting.
+# "FILE", "FILE::TEST" (every case of it) or "FILE::TEST[case]".
+SLOW_TESTS = {
     "test_readme_quickstart.py": "`mars serve`: the tiny model behind `transformers serve`",
+    "test_run_lifecycle.py::test_a_rerun_with_other_settings_is_refused_alike_and_changes_nothing"
+    "[train]": "`mars train`: trains the tiny model",
+    "test_train_cli.py::test_train_writes_run_dir_checkpoints_and_resumes": "`mars train` (in "
+    "process): trains the tiny model",
 }
 
 
@@ -199,26 +210,56 @@ def _used_words(path: Path, names: set[str]) -> set[str]:
     return words
 
 
-def slow_reason(path: Path, names: set[str]) -> str | None:
-    """Why a test of `path` that uses `names` (its function, its class, its fixtures) is slow by
-    SLOW_FILES or HEAVY, or None."""
-    if path.name in SLOW_FILES:
-        return SLOW_FILES[path.name]
-    used = {word.lower() for word in _source(path).top | _used_words(path, names)}
-    heavy = sorted(used & HEAVY.keys())
-    return f"uses {heavy[0]}: {HEAVY[heavy[0]]}" if heavy else None
+def slow_reason(path: Path, test: str, names: set[str]) -> str | None:
+    """Why `test` (a name as pytest shows it: `test_x[case]`) of `path`, which uses `names` (its
+    fixtures, its class), is slow by SLOW_TESTS or HEAVY; None if it is not."""
+    function = test.split("[", 1)[0]
+    for key in (path.name, f"{path.name}::{function}", f"{path.name}::{test}"):
+        if key in SLOW_TESTS:
+            return SLOW_TESTS[key]
+    used = {word.lower() for word in _source(path).top | _used_words(path, {function, *names})}
+    for word, why in HEAVY.items():
+        if word.lower() in used:
+            return f"{word}: {why}"
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") is None and isinstance(item, pytest.Function):
-            names = {item.originalname, *item.fixturenames}
-            if item.cls is not None:
-                names.add(item.cls.__name__)
-            reason = slow_reason(item.path, names)
+            names = set(item.fixturenames) | ({item.cls.__name__} if item.cls else set())
+            reason = slow_reason(item.path, item.name, names)
             if reason is not None:
                 item.add_marker(pytest.mark.slow(reason=reason))
     items.sort(key=lambda item: not _is_verl(item.nodeid))  # stable: verl's files first
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A test not marked slow that reaches the tiny model or starts a model server in this
+    process (fixtures of any scope included) fails: it belongs to the slow tier."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    import core.servers
+    import core.tiny_model
+
+    def _refuse_heavy(what: str) -> object:
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError(
+                f"{item.nodeid} {what}, which makes it slow: mark it `@pytest.mark.slow` "
+                "(`make test-fast` leaves it out; tests/conftest.py: HEAVY)"
+            )
+
+        return refuse
+
+    patches = pytest.MonkeyPatch()
+    patches.setattr(core.tiny_model, "ensure_tiny_model", _refuse_heavy("uses the tiny model"))
+    patches.setattr(core.tiny_model, "build_tiny_model", _refuse_heavy("builds a tiny model"))
+    patches.setattr(core.servers.ModelServer, "start", _refuse_heavy("starts a model server"))
+    try:
+        return (yield)
+    finally:
+        patches.undo()
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist runs the tests one by one

@@ -124,12 +124,7 @@ def apps_tests(row: Row) -> list[Test]:
         raise MalformedRow("input_output is not an object")
     if io.get("fn_name"):
         raise MalformedRow("call-based tests (fn_name) are not supported")
-    inputs, outputs = io.get("inputs"), io.get("outputs")
-    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
-        raise MalformedRow("no tests")
-    if len(inputs) != len(outputs):
-        raise MalformedRow("inputs and outputs differ in number")
-    return [test_of(stdin, expected) for stdin, expected in zip(inputs, outputs, strict=True)]
+    return paired_tests(io.get("inputs"), io.get("outputs"), none="no tests")
 
 
 def codecontests_tests(row: Row) -> list[Test]:
@@ -140,9 +135,14 @@ def codecontests_tests(row: Row) -> list[Test]:
     public = row.get("public_tests")
     if not isinstance(public, dict):
         raise MalformedRow("public_tests is not an object")
-    inputs, outputs = public.get("input"), public.get("output")
+    return paired_tests(public.get("input"), public.get("output"), none="no public tests")
+
+
+def paired_tests(inputs: object, outputs: object, *, none: str) -> list[Test]:
+    """One test per (input, output) of two equally long lists; MalformedRow (`none` when there
+    is no test at all) otherwise."""
     if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
-        raise MalformedRow("no public tests")
+        raise MalformedRow(none)
     if len(inputs) != len(outputs):
         raise MalformedRow("inputs and outputs differ in number")
     return [test_of(stdin, expected) for stdin, expected in zip(inputs, outputs, strict=True)]

@@ -7,7 +7,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from harness.puzzles.base import ListOutcome, PuzzleState
+from harness.puzzles.base import Level, ListOutcome, PuzzleState
 
 MOVES: tuple[str, ...] = ("U", "D", "L", "R")
 DELTAS: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -89,7 +89,12 @@ class MoveListState(PuzzleState):
     invalid_reward: ClassVar[float]
     step_limit: ClassVar[int]
     step_limit_penalty: ClassVar[float]
-    history: list[str]
+
+    def __init__(self, level: Level) -> None:
+        self.level = level
+        self.moves_taken = 0
+        self.history: list[str] = []
+        self.done = self.solved = False
 
     @abstractmethod
     def step(self, move: int) -> tuple[float, bool]:

@@ -82,12 +82,9 @@ class PlanPathState(MoveListState):
     step_limit_penalty = STEP_LIMIT_PENALTY
 
     def __init__(self, level: Level) -> None:
-        self.level = level
+        super().__init__(level)
         self._board = _board(level)
         self.position = self._board.start
-        self.moves_taken = 0
-        self.history: list[str] = []
-        self.done = self.solved = False
 
     def copy(self) -> PlanPathState:
         twin = PlanPathState.__new__(PlanPathState)

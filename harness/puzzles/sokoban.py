@@ -79,16 +79,13 @@ class SokobanState(MoveListState):
     step_limit_penalty = STEP_LIMIT_PENALTY
 
     def __init__(self, level: Level) -> None:
-        self.level = level
+        super().__init__(level)
         self._board = board = _board(level)
         layout: SokobanLayout = level.layout
         self.player = layout.player[0] * board.size + layout.player[1]
         self.boxes = set(_cells(layout, layout.boxes))
         self.on_goal = len(self.boxes & board.goals)
         self.distance_sum = sum(board.nearest_goal[box] for box in self.boxes)  # -phi
-        self.moves_taken = 0
-        self.history: list[str] = []
-        self.done = self.solved = False
 
     def copy(self) -> SokobanState:
         twin = SokobanState.__new__(SokobanState)

@@ -70,3 +70,14 @@ def names(value: str | Sequence[str] | None, flag: str) -> tuple[str, ...]:
         return ()
     text = value if isinstance(value, str) else ",".join(str(item) for item in value)
     return tuple(comma_list(text, flag))
+
+
+def loggers(value: str | Sequence[str] | None) -> list[str] | None:
+    """Trackers as text (`wandb,tensorboard`) or a sequence, checked (an unknown name, or one
+    whose package is missing, is one line); None: not given, the config decides."""
+    if value is None:
+        return None
+    from core.trackers import check_loggers
+
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return list(check_loggers(items, flag="--logger"))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import MarsError
 from core.names import a_run_of
 from mars.api.paths import with_paths
-from mars.api.plans import build_plan, names
+from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class TrainPlan:
     resume: Path | None = None
     dry_run: bool = False
     quiet: bool = False
+    logger: str | Sequence[str] | None = None  # trackers; None: the config's
     ray_address: str | None = None
     device: str | None = None
 
@@ -121,6 +122,7 @@ def _config(plan: TrainPlan, trainer: str, run_path: Path | None) -> TrainConfig
         "eval_every": plan.eval_every,
         "save_every": plan.save_every,
         "seed": plan.seed,
+        "logger": loggers(plan.logger),
     }
     flags = {**plan.settings, **{key: value for key, value in named.items() if value is not None}}
     # The CPU-sized defaults serve the local trainer and verl on a CPU (--device cpu) alike.

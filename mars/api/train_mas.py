@@ -19,7 +19,7 @@ from typing import Any
 
 from core.errors import MarsError
 from mars.api.paths import with_paths
-from mars.api.plans import build_plan, names
+from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
 from mars.api.train import dry_run_result, launch_verl_run, refuse_other_training, trainer_name
 
@@ -53,6 +53,7 @@ class TrainMasPlan:
     out: Path = Path("runs")
     threads: int = 1
     quiet: bool = False
+    logger: str | Sequence[str] | None = None  # trackers; None: the config's
     dry_run: bool = False
     trainer: str | None = None  # local (default) | verl
     device: str | None = None
@@ -108,6 +109,7 @@ def _settings(plan: TrainMasPlan) -> dict[str, Any]:
         "top_p": plan.top_p,
         "max_new_tokens": plan.max_tokens,
         "seed": plan.seed,
+        "logger": loggers(plan.logger),
     }
     data = read_yaml_mapping(plan.config_file, "config") if plan.config_file else {}
     data.update({key: value for key, value in flags.items() if value is not None})

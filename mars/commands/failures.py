@@ -13,6 +13,31 @@ from core.model_options import ModelOptions
 from mars.commands.app import app
 from mars.commands.model_options import model_options
 
+RUNS_OPTION = typer.Argument(
+    ..., help="An eval run directory; or `compare RUN_A RUN_B` (or --compare RUN_A RUN_B)."
+)
+COMPARE_OPTION = typer.Option(
+    False, "--compare", help="Compare the failure rates of two analysed runs (B minus A)."
+)
+INCLUDE_ALL_OPTION = typer.Option(
+    False, "--all", help="Judge every transcript, not only the failed ones."
+)
+TRANSCRIPT_CHARS_OPTION = typer.Option(
+    16000, "--max-transcript-chars", min=500, help="Transcript budget in the judge prompt."
+)
+RETRY_UNPARSED_OPTION = typer.Option(
+    False, "--retry-unparsed", help="On resume, also re-judge replies that did not parse."
+)
+FRESH_OPTION = typer.Option(
+    False, "--fresh", help="Discard the run's earlier failures.jsonl and start over."
+)
+RULES_OPTION = typer.Option(
+    False,
+    "--rules",
+    help="Judge by rules instead of a model: the 8 modes a transcript's structure shows "
+    "(harness.failures.rules); deterministic, no server.",
+)
+
 
 @app.command("failures")
 @model_options(
@@ -23,36 +48,19 @@ from mars.commands.model_options import model_options
     },
 )
 def failures_command(
-    runs: list[Path] = typer.Argument(
-        ..., help="An eval run directory; or `compare RUN_A RUN_B` (or --compare RUN_A RUN_B)."
-    ),
-    compare: bool = typer.Option(
-        False, "--compare", help="Compare the failure rates of two analysed runs (B minus A)."
-    ),
-    include_all: bool = typer.Option(
-        False, "--all", help="Judge every transcript, not only the failed ones."
-    ),
+    runs: list[Path] = RUNS_OPTION,
+    compare: bool = COMPARE_OPTION,
+    include_all: bool = INCLUDE_ALL_OPTION,
     judge: ModelOptions = ModelOptions(),
     max_tokens: int = typer.Option(1024, "--max-tokens", min=16, help="Judge reply tokens."),
-    transcript_chars: int = typer.Option(
-        16000, "--max-transcript-chars", min=500, help="Transcript budget in the judge prompt."
-    ),
+    transcript_chars: int = TRANSCRIPT_CHARS_OPTION,
     limit: int = typer.Option(None, "--limit", min=1, help="Judge at most N transcripts."),
-    retry_unparsed: bool = typer.Option(
-        False, "--retry-unparsed", help="On resume, also re-judge replies that did not parse."
-    ),
-    fresh: bool = typer.Option(
-        False, "--fresh", help="Discard the run's earlier failures.jsonl and start over."
-    ),
+    retry_unparsed: bool = RETRY_UNPARSED_OPTION,
+    fresh: bool = FRESH_OPTION,
     n_boot: int = typer.Option(2000, "--n-boot", min=100, help="Bootstrap resamples (compare)."),
     as_json: bool = typer.Option(False, "--json", help="Compare: also print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-    rules: bool = typer.Option(
-        False,
-        "--rules",
-        help="Judge by rules instead of a model: the 8 modes a transcript's structure shows "
-        "(harness.failures.rules); deterministic, no server.",
-    ),
+    rules: bool = RULES_OPTION,
 ) -> None:
     """Classify failed MAS transcripts into the 14 MAST failure modes with an LLM judge."""
     from harness.unscored import exit_if_unscored

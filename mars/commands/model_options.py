@@ -40,8 +40,7 @@ def model_options(
     """Expand the command's `ModelOptions` / `SamplingOptions` parameters into options.
 
     `defaults`, `helps` and `flags` are keyed by field name: this command's own default, help
-    line or flag for that option. `hidden` names options left out of `--help` (a training
-    command takes those only to refuse them in one line).
+    line or flag for that option; `hidden` names options kept out of its `--help`.
     """
     defaults, helps, flags = defaults or {}, helps or {}, flags or {}
 

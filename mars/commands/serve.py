@@ -22,37 +22,44 @@ if TYPE_CHECKING:
     from core.servers import ModelServer
 
 
+MODEL_OPTION = typer.Argument(
+    None,
+    help="Checkpoint folder or hub id (default: the tiny model); an adapter checkpoint is "
+    "served on its base.",
+)
+ADAPTER_OPTION = typer.Option(
+    [],
+    "--adapter",
+    help="A LoRA adapter checkpoint served on MODEL (the base) as NAME: NAME=PATH "
+    "(repeatable). Without MODEL, the adapters' own base.",
+)
+CONTINUOUS_BATCHING_OPTION = typer.Option(
+    True,
+    "--continuous-batching/--no-continuous-batching",
+    help="transformers: batch requests (fast), sampling every request at --temperature / "
+    "--top-p; without it each request's own settings apply, one request at a time.",
+)
+TEMPERATURE_OPTION = typer.Option(
+    0.0, "--temperature", min=0.0, help="transformers with batching: the sampling temperature."
+)
+TOP_P_OPTION = typer.Option(
+    1.0, "--top-p", min=0.0, max=1.0, help="transformers with batching: the sampling top_p."
+)
+
+
 @app.command("serve")
 def serve(
-    model: str = typer.Argument(
-        None,
-        help="Checkpoint folder or hub id (default: the tiny model); an adapter checkpoint is "
-        "served on its base.",
-    ),
+    model: str = MODEL_OPTION,
     model_option: str = typer.Option(None, "--model", help="The same as MODEL."),
-    adapter: list[str] = typer.Option(
-        [],
-        "--adapter",
-        help="A LoRA adapter checkpoint served on MODEL (the base) as NAME: NAME=PATH "
-        "(repeatable). Without MODEL, the adapters' own base.",
-    ),
+    adapter: list[str] = ADAPTER_OPTION,
     backend: str = typer.Option("auto", help="auto | vllm | transformers"),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(None, help="Port (default: a free one)."),
     startup_timeout: float = typer.Option(300.0, help="Seconds to wait for /v1/models."),
     log_dir: Path = typer.Option(None, help="Folder for the server log (default: a temp dir)."),
-    continuous_batching: bool = typer.Option(
-        True,
-        "--continuous-batching/--no-continuous-batching",
-        help="transformers: batch requests (fast), sampling every request at --temperature / "
-        "--top-p; without it each request's own settings apply, one request at a time.",
-    ),
-    temperature: float = typer.Option(
-        0.0, "--temperature", min=0.0, help="transformers with batching: the sampling temperature."
-    ),
-    top_p: float = typer.Option(
-        1.0, "--top-p", min=0.0, max=1.0, help="transformers with batching: the sampling top_p."
-    ),
+    continuous_batching: bool = CONTINUOUS_BATCHING_OPTION,
+    temperature: float = TEMPERATURE_OPTION,
+    top_p: float = TOP_P_OPTION,
 ) -> None:
     """Serve MODEL; print the model name to send and the base URL; stop on Ctrl-C / SIGTERM."""
     from core.adapter_serving import parse_adapter_options

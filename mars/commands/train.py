@@ -16,6 +16,7 @@ import typer
 from core.model_options import ModelOptions, SamplingOptions
 from mars.commands import options
 from mars.commands.app import app
+from mars.commands.logger_option import LOGGER
 from mars.commands.model_options import model_options
 
 GAMES = typer.Option(None, "--games", help="Comma-separated, e.g. tic_tac_toe,kuhn_poker.")
@@ -64,6 +65,7 @@ def train_command(
     resume: Path = RESUME,
     dry_run: bool = DRY_RUN,
     quiet: bool = options.QUIET_STEPS,
+    logger: str = LOGGER,
     ray_address: str = RAY_ADDRESS,
     device: str = options.DEVICE,
     model_options: ModelOptions = ModelOptions(),
@@ -95,6 +97,7 @@ def train_command(
             resume=resume,
             dry_run=dry_run,
             quiet=quiet,
+            logger=logger,
             ray_address=ray_address,
             device=device,
             **shared,

@@ -16,6 +16,7 @@ import typer
 from core.model_options import ModelOptions, SamplingOptions
 from mars.commands import options
 from mars.commands.app import app
+from mars.commands.logger_option import LOGGER
 from mars.commands.model_options import model_options
 
 WORKFLOW = typer.Option(
@@ -79,6 +80,7 @@ def train_mas_command(
     out: Path = typer.Option(Path("runs"), "--out", help="Parent folder of a new run directory."),
     threads: int = options.THREADS,
     quiet: bool = options.QUIET_STEPS,
+    logger: str = LOGGER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
     trainer: str = options.TRAINER,
     device: str = options.DEVICE,
@@ -107,6 +109,7 @@ def train_mas_command(
             out=out,
             threads=threads,
             quiet=quiet,
+            logger=logger,
             dry_run=dry_run,
             trainer=trainer,
             device=device,

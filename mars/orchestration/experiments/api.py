@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mars.api.paths import with_paths
-from mars.api.plans import build_plan, names
+from mars.api.plans import build_plan, loggers, names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ExperimentPlan:
     fresh: str | Sequence[str] | None = None
     dry_run: bool = False
     report_only: bool = False
+    logger: str | Sequence[str] | None = None  # trackers of every training and loop part
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,9 @@ def experiment(plan: ExperimentPlan | None = None, /, **kwargs: Any) -> Experime
     plan = with_paths(build_plan(ExperimentPlan, plan, kwargs))
     sets = plan.sets if isinstance(plan.sets, Mapping) else parse_sets(list(plan.sets))
     loaded = load_experiment(plan.name, dict(sets))
+    chosen_loggers = loggers(plan.logger)
+    if chosen_loggers is not None:
+        loaded = loaded.model_copy(update={"logger": list(chosen_loggers)})
     root = (plan.run_dir or Path(plan.out) / loaded.name).expanduser().resolve()
     chosen = list(names(plan.only, "--only")) if plan.only else None
     redo = list(names(plan.fresh, "--fresh")) if plan.fresh else []

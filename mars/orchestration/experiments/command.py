@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from mars.commands.app import app
+from mars.commands.logger_option import LOGGER
 
 
 @app.command("experiment")
@@ -43,6 +44,7 @@ def experiment_command(
         False, "--report", help="Write the report from what has run; run nothing."
     ),
     list_parts: bool = typer.Option(False, "--list", help="List the shipped experiments."),
+    logger: str = LOGGER,
 ) -> None:
     """Run a paper's experiment: every part as its `mars` command, resumable, then the report."""
     from mars.orchestration.experiments import recipe_names
@@ -61,14 +63,8 @@ def experiment_command(
             fresh=fresh,
             dry_run=dry_run,
             report_only=report_only,
+            logger=logger,
         )
     )
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-def report_hook(path: Path) -> str | None:
-    """For `mars report`: the experiment report of an experiment folder, else None."""
-    from mars.orchestration.experiments.report import report_folder
-
-    return report_folder(path)

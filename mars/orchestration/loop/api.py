@@ -12,7 +12,7 @@ from typing import Any
 from core.errors import MarsError
 from core.names import counted
 from mars.api.paths import with_paths
-from mars.api.plans import build_plan
+from mars.api.plans import build_plan, loggers
 from mars.api.results import Figure, RunResult
 
 
@@ -37,6 +37,7 @@ class LoopPlan:
     backend: str = "auto"
     out: Path = Path("runs")
     run_dir: Path | None = None
+    logger: str | Sequence[str] | None = None  # trackers of the curve's rows
 
 
 def loop(plan: LoopPlan | None = None, /, **kwargs: Any) -> RunResult:
@@ -56,9 +57,10 @@ def loop(plan: LoopPlan | None = None, /, **kwargs: Any) -> RunResult:
         "timeout_s": plan.timeout_s,
         "backend": plan.backend,
         "baseline": str(baseline) if baseline is not None else None,
+        "logger": list(loggers(plan.logger) or ()),
     }
     # How long to watch and how often to look may change between attempts; what is evaluated not.
-    identity = identity_of("loop", config, resumable=("once", "poll_s", "timeout_s"))
+    identity = identity_of("loop", config, resumable=("once", "poll_s", "timeout_s", "logger"))
     with run_lifecycle(
         out=plan.out, run_dir=plan.run_dir, kind="loop", slug=watch.name, identity=identity
     ) as life:
@@ -129,6 +131,7 @@ def _watch(
             baseline=baseline,
             on_row=lambda row: print(describe_row(row)),
             on_wait=print,
+            logger=tuple(loggers(plan.logger) or ()),
         )
     finally:
         rows = write_curve(run)  # the rows so far, also when interrupted

@@ -10,6 +10,7 @@ import typer
 
 from mars.commands import options
 from mars.commands.app import app
+from mars.commands.logger_option import LOGGER
 
 EVAL_HELP = (
     "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
@@ -49,6 +50,7 @@ def loop_command(
     ),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
+    logger: str = LOGGER,
 ) -> None:
     """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
     from mars.orchestration.loop.api import LoopPlan, loop
@@ -69,5 +71,6 @@ def loop_command(
             backend=backend,
             out=out,
             run_dir=run_dir,
+            logger=logger,
         )
     )
