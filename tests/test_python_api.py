@@ -30,22 +30,24 @@ def _samples() -> dict[str, list[Any]]:
 
 
 def _script(samples: dict[str, list[Any]]) -> Any:
-    """Right or wrong by a hash of the whole conversation: the debate (whose prompts carry the
-    other agents' answers) and the single agent disagree on some questions, and a rerun of the
-    same prompts gets the same replies."""
+    """A benchmark question: right or wrong by a hash of the whole conversation, so the debate
+    (whose prompts carry the other agents' answers) and the single agent disagree on some, and a
+    rerun of the same prompts gets the same replies. A game: a legal action, chosen the same way.
+    """
+    from games.prompts import legal_actions_in
 
     def script(request: dict[str, Any]) -> Reply:
         text = "\n".join(str(m.get("content") or "") for m in request["messages"])
+        digest = zlib.crc32(text.encode())
+        legal = legal_actions_in(str(request["messages"][-1].get("content") or ""))
+        if legal:
+            return Reply(text=f"<answer>{legal[digest % len(legal)]}</answer>")
         sample = next(s for items in samples.values() for s in items if s.question[:80] in text)
-        right = zlib.crc32(text.encode()) % 3 != 0
-        wrong = (
-            ("A" if sample.gold != "A" else "B")
-            if sample.choices
-            else str(int(float(sample.gold)) + 1)
-        )
-        return Reply(
-            text=f"Step by step.\nThe answer is \\boxed{{{sample.gold if right else wrong}}}."
-        )
+        wrong = "A" if sample.gold != "A" else "B"
+        if not sample.choices:
+            wrong = str(int(float(sample.gold)) + 1)
+        answer = sample.gold if digest % 3 else wrong
+        return Reply(text=f"Step by step.\nThe answer is \\boxed{{{answer}}}.")
 
     return script
 
@@ -123,3 +125,41 @@ def test_a_plan_from_keywords_checks_its_names_and_values(tmp_path: Path) -> Non
     assert cli.returncode == unknown.value.exit_code
     assert f"error: {unknown.value}" in " ".join(cli.stderr.split())
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def _function_examples() -> list[str]:
+    section = DOC.read_text().split("## The functions", 1)[1]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+@pytest.mark.slow  # trains and serves the tiny model
+def test_every_api_function_has_an_example_and_every_example_runs(tmp_path: Path) -> None:
+    examples = _function_examples()
+    documented = set(re.findall(r"^### `mars\.(\w+)\(", DOC.read_text(), flags=re.M))
+    assert documented >= {
+        "evaluate", "arena", "selfplay", "exploitability", "train", "train_mas", "loop",
+        "experiment", "report",
+    }  # fmt: skip
+    called = {name for code in examples for name in re.findall(r"\bmars\.(\w+)\(", code)}
+    assert {*documented, "failures", "ratings", "open_run"} <= called
+    namespace: dict[str, Any] = {"__name__": "docs"}
+    printed = io.StringIO()
+    with ScriptedServer(_script(_samples())) as server, contextlib.redirect_stdout(printed):
+        for code in examples:
+            exec(
+                code.replace('"http://127.0.0.1:8000/v1"', repr(server.base_url)).replace(
+                    '"runs/api"', repr(str(tmp_path))
+                ),
+                namespace,
+            )
+    # What the examples print is what their runs wrote.
+    result, duel, trained = namespace["result"], namespace["duel"], namespace["trained"]
+    accuracy = json.loads((result.run_dir / "summary.json").read_text())["suites"]["gsm8k"]
+    assert result.figures["gsm8k"].value == accuracy["accuracy"]
+    assert str(result.figures["gsm8k"]) in printed.getvalue()
+    seats = json.loads((duel.run_dir / "summary.json").read_text())["seats"]
+    assert duel.figures["seat first"].value == seats["first"]["mean_return"]
+    assert namespace["policy"].figures["exploitability"].value == pytest.approx(0.4583, abs=1e-3)
+    assert namespace["games"].records() and trained.figures["step"].value == 1.0
+    assert namespace["curve"].figures and namespace["checked"].checked
+    assert namespace["plan"].summary["config"]["policies"] == {"reasoner": "a", "tool": "b"}

@@ -102,6 +102,7 @@ class MoveListState(PuzzleState):
         valid (an invalid one changes nothing)."""
 
     def apply(self, actions: Sequence[Any]) -> ListOutcome:
+        step, record, limit = self.step, self.history.append, self.step_limit
         rewards: list[float] = []
         invalid = 0
         for action in actions:
@@ -113,11 +114,11 @@ class MoveListState(PuzzleState):
                 invalid += 1
                 continue
             self.moves_taken += 1
-            self.history.append(MOVES[move])
-            reward, valid = self.step(move)
+            record(MOVES[move])
+            reward, valid = step(move)
             if not valid:
                 invalid += 1
-            if not self.done and self.moves_taken >= self.step_limit:
+            if not self.done and self.moves_taken >= limit:
                 reward += self.step_limit_penalty
                 self.done = True
             rewards.append(reward)

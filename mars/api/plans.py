@@ -4,12 +4,14 @@ Every API function takes one typed plan (a frozen dataclass) or the keyword argu
 it. A plan's own fields are given by name; so are the fields of the model and sampling options
 (`model`, `base_url`, `concurrency`, ..., `temperature`, `max_tokens`, `seed`), which land in the
 plan's `model_options` and `sampling`. Anything else is one line naming the closest field.
+A path may be given as text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from core.errors import MarsError
@@ -22,13 +24,17 @@ _GROUPS = {"model_options": ModelOptions, "sampling": SamplingOptions}
 
 
 def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any]) -> Plan:
-    """`plan` as given, or one built from `kwargs` (not both)."""
+    """`plan` as given, or one built from `kwargs` (not both). A first argument that is not a
+    plan is the plan's first field: `mars.experiment("marshal-mini", dry_run=True)`."""
+    if plan is not None and not isinstance(plan, plan_type):
+        first = dataclasses.fields(plan_type)[0].name  # type: ignore[arg-type]
+        if first in kwargs:
+            raise MarsError(f"{plan_type.__name__}: {first} is given twice")
+        plan, kwargs = None, {first: plan, **kwargs}
     if plan is not None:
         if kwargs:
             raise MarsError(f"give a {plan_type.__name__} or keyword arguments, not both")
-        if not isinstance(plan, plan_type):
-            raise MarsError(f"expected a {plan_type.__name__}, got {type(plan).__name__}")
-        return plan
+        return _with_paths(plan)
     own = {field.name for field in dataclasses.fields(plan_type)}  # type: ignore[arg-type]
     groups = {name: group for name, group in _GROUPS.items() if name in own}
     grouped: dict[str, dict[str, Any]] = {name: {} for name in groups}
@@ -49,7 +55,17 @@ def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any])
         if values:
             base = plain.get(name) or _default(plan_type, name)
             plain[name] = dataclasses.replace(base, **values)
-    return plan_type(**plain)
+    return _with_paths(plan_type(**plain))
+
+
+def _with_paths(plan: Plan) -> Plan:
+    """`plan` with every field declared a `Path` that holds text (`out="runs/nb"`) a `Path`."""
+    changes = {
+        spec.name: Path(value)
+        for spec in dataclasses.fields(plan)  # type: ignore[arg-type]
+        if "Path" in str(spec.type) and isinstance(value := getattr(plan, spec.name), str)
+    }
+    return dataclasses.replace(plan, **changes) if changes else plan  # type: ignore[type-var]
 
 
 def _default(plan_type: type, name: str) -> Any:

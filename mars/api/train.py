@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
 from core.names import a_run_of
-from mars.api.paths import with_paths
 from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
 
@@ -68,7 +67,7 @@ def train(plan: TrainPlan | None = None, /, **kwargs: Any) -> RunResult:
     figures are the last metrics row and the last in-training evaluation
     (`mars.api.results.train_figures`). A rerun into the same run directory resumes. A dry run
     trains nothing: its summary holds the resolved `config` and `dry_run: True`."""
-    plan = with_paths(build_plan(TrainPlan, plan, kwargs))
+    plan = build_plan(TrainPlan, plan, kwargs)
     trainer = trainer_name(plan.trainer)
     run_path = _run_path(plan.run_dir, plan.resume)
     refuse_other_training(run_path, workflow=False)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import MarsError
-from mars.api.paths import with_paths
 from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
 from mars.api.train import dry_run_result, launch_verl_run, refuse_other_training, trainer_name
@@ -63,7 +62,7 @@ def train_mas(plan: TrainMasPlan | None = None, /, **kwargs: Any) -> RunResult:
     """Train as `plan` (or the plan the keyword arguments build) says and return the run (its
     figures: `mars.api.results.train_figures`). A rerun into the same run directory resumes; a
     dry run trains nothing: its summary holds the resolved `config` and `dry_run: True`."""
-    plan = with_paths(build_plan(TrainMasPlan, plan, kwargs))
+    plan = build_plan(TrainMasPlan, plan, kwargs)
     trainer = trainer_name(plan.trainer)
     refuse_other_training(plan.run_dir, workflow=True)
     data = _settings(plan)

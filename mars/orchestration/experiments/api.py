@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mars.api.paths import with_paths
 from mars.api.plans import build_plan, loggers, names
 
 
@@ -59,7 +58,7 @@ def experiment(plan: ExperimentPlan | None = None, /, **kwargs: Any) -> Experime
     the finished ones skipped, the unfinished resumed, then the report."""
     from mars.orchestration.experiments import load_experiment, parse_sets
 
-    plan = with_paths(build_plan(ExperimentPlan, plan, kwargs))
+    plan = build_plan(ExperimentPlan, plan, kwargs)
     sets = plan.sets if isinstance(plan.sets, Mapping) else parse_sets(list(plan.sets))
     loaded = load_experiment(plan.name, dict(sets))
     chosen_loggers = loggers(plan.logger)

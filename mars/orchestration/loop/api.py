@@ -11,7 +11,6 @@ from typing import Any
 
 from core.errors import MarsError
 from core.names import counted
-from mars.api.paths import with_paths
 from mars.api.plans import build_plan, loggers
 from mars.api.results import Figure, RunResult
 
@@ -47,7 +46,7 @@ def loop(plan: LoopPlan | None = None, /, **kwargs: Any) -> RunResult:
     from core.lifecycle import run_lifecycle
     from core.runstore import RunStatus, identity_of
 
-    plan = with_paths(build_plan(LoopPlan, plan, kwargs))
+    plan = build_plan(LoopPlan, plan, kwargs)
     spec, watch, baseline = _prepare(plan)
     config = {
         "watch": str(watch),
