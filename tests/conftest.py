@@ -109,6 +109,7 @@ HEAVY = {
     "model_testkit": "the tiny model format-pre-trained for the tests",
     "workflow_testkit": "trains a MAS workflow on the tiny model",
     "LocalTrainer": "trains the tiny model on the CPU",
+    "build_runs": "real `mars` runs for the dashboard, `mars train` on the tiny model among them",
 }
 # What no word shows: `mars` processes that train or serve the tiny model, minutes of waiting.
 # "FILE", "FILE::TEST" (every case of it) or "FILE::TEST[case]".
@@ -118,6 +119,9 @@ SLOW_TESTS = {
     "[train]": "`mars train`: trains the tiny model",
     "test_train_cli.py::test_train_writes_run_dir_checkpoints_and_resumes": "`mars train` (in "
     "process): trains the tiny model",
+    "test_run_writer.py::test_twenty_races_of_two_writers_end_with_one_refused_and_exact_records"
+    "": "forty `mars` processes",
+    "test_reward_hacks.py::test_all_164_canonical_solutions_pass": "164 programs in the sandbox",
 }
 
 
@@ -236,11 +240,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
-    """A test not marked slow that reaches the tiny model or starts a model server in this
-    process (fixtures of any scope included) fails: it belongs to the slow tier."""
+    """A test not marked slow that reaches the tiny model in this process (in a fixture of any
+    scope too) fails: it belongs to the slow tier, even where the model is already built."""
     if item.get_closest_marker("slow") is not None:
         return (yield)
-    import core.servers
     import core.tiny_model
 
     def _refuse_heavy(what: str) -> object:
@@ -255,7 +258,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     patches = pytest.MonkeyPatch()
     patches.setattr(core.tiny_model, "ensure_tiny_model", _refuse_heavy("uses the tiny model"))
     patches.setattr(core.tiny_model, "build_tiny_model", _refuse_heavy("builds a tiny model"))
-    patches.setattr(core.servers.ModelServer, "start", _refuse_heavy("starts a model server"))
     try:
         return (yield)
     finally:

@@ -129,7 +129,7 @@ def test_every_mars_line_of_the_docs_and_help_parses(capsys: pytest.CaptureFixtu
     [
         ("mars eval --suite gsm8k --limt 3", True, "No such option: --limt"),
         ("mars eval --suite gsm8k --limit many", True, "Invalid value for '--limit'"),
-        ("mars loop --top-p 0.9", False, "no such option: --top-p"),
+        ("mars loop --top-k 9", False, "no such option: --top-k"),
         ("mars evaluate --suite gsm8k", False, "no such command 'evaluate'"),
         ("mars eval --limit 3", True, "Missing option '--suite'"),
     ],

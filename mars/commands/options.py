@@ -56,19 +56,17 @@ def training_options(
     `max_tokens`, `seed`); any other one given is refused in one line. `--backend` names the
     model server everywhere: `--backend verl|local` (the training commands' old name for
     `--trainer`) says so."""
-    for spec in dataclasses.fields(ModelOptions):
-        value = getattr(model_options, spec.name)
-        if spec.name not in NOT_FOR_TRAINERS or value is None:
-            continue
-        if spec.name == "backend" and value in ("local", "verl"):
-            raise MarsError(
-                f"--backend {value}: --backend names the model server now; choose the trainer "
-                f"with --trainer {value}"
-            )
+    if model_options.backend in ("local", "verl"):
         raise MarsError(
-            f"{spec.metadata['flag']} is not a {command} option: the trainer loads --model "
-            "itself and talks to no model server"
+            f"--backend {model_options.backend}: --backend names the model server now; choose "
+            f"the trainer with --trainer {model_options.backend}"
         )
+    refuse_unused(
+        command,
+        (model_options, sampling),
+        NOT_FOR_TRAINERS,
+        "the trainer loads --model itself and talks to no model server",
+    )
     max_tokens = sampling.max_tokens
     if max_new_tokens is not None:
         print("warning: --max-new-tokens is deprecated; use --max-tokens", file=sys.stderr)
@@ -120,3 +118,34 @@ ROLE_SAMPLING = typer.Option(
 RUN_DIR = typer.Option(
     None, "--run-dir", help="Exactly this run directory; rerunning with the same path resumes."
 )
+
+
+def refuse_unused(command: str, groups: tuple[Any, ...], unused: tuple[str, ...], why: str) -> None:
+    """A shared model or sampling option that `command` takes only to refuse (its `unused`
+    fields, hidden from its help): one line naming the flag and why, when one is given."""
+    for group in groups:
+        for spec in dataclasses.fields(group):
+            if spec.name in unused and getattr(group, spec.name) is not None:
+                raise MarsError(f"{spec.metadata['flag']} is not a {command} option: {why}")
+
+
+# `mars loop` serves each checkpoint itself: of the shared options it honours the server's
+# backend, the requests in flight and the sampling of each evaluation.
+NOT_FOR_THE_LOOP = ("model", "base_url", "api_key_env", "timeout", "max_retries", "cache")
+NOT_FOR_THE_LOOP_SAMPLING = ("top_p", "seed")
+LOOP_SETTINGS = ("temperature", "max_tokens", "concurrency")  # the checkpoint's unless given
+LOOP_OPTIONS: dict[str, Any] = {
+    "defaults": {
+        name: None
+        for name in (*NOT_FOR_THE_LOOP, *NOT_FOR_THE_LOOP_SAMPLING, *LOOP_SETTINGS)
+    },
+    "hidden": (*NOT_FOR_THE_LOOP, *NOT_FOR_THE_LOOP_SAMPLING),
+    # `--timeout` is the loop's own (how long to keep polling); a request's is not the loop's.
+    "flags": {"timeout": "--request-timeout"},
+    "helps": {
+        "backend": "Server for each checkpoint: auto | vllm | transformers.",
+        "concurrency": "Requests in flight per evaluation (default 16).",
+        "temperature": "Sampling temperature of the evaluations (default 0).",
+        "max_tokens": "New tokens per reply (default: the checkpoint's).",
+    },
+}  # fmt: skip

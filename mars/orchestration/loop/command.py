@@ -8,9 +8,11 @@ from pathlib import Path
 
 import typer
 
+from core.model_options import ModelOptions, SamplingOptions
 from mars.commands import options
 from mars.commands.app import app
 from mars.commands.logger_option import LOGGER
+from mars.commands.model_options import model_options
 
 EVAL_HELP = (
     "What to run on each checkpoint: a YAML/JSON file, or inline items separated by commas: "
@@ -23,6 +25,7 @@ EVAL_HELP = (
 
 
 @app.command("loop")
+@model_options(**options.LOOP_OPTIONS)
 def loop_command(
     watch: Path = typer.Option(
         ..., "--watch", help="Folder of step_N/ checkpoints (or a training run holding one)."
@@ -30,24 +33,18 @@ def loop_command(
     eval_spec: str = typer.Option(..., "--eval", help=EVAL_HELP),
     once: bool = typer.Option(False, "--once", help="Evaluate what is there now and exit."),
     poll: float = typer.Option(30.0, "--poll", min=0.1, help="Seconds between looks."),
-    timeout: float = typer.Option(
+    poll_timeout: float = typer.Option(
         86_400.0, "--timeout", min=0.0, help="Stop polling after this many seconds."
     ),
     prompt_style: str = typer.Option(
         None, "--prompt-style", help="Arena prompts: full | compact (default: the checkpoint's)."
     ),
-    max_tokens: int = typer.Option(
-        None, "--max-tokens", min=1, help="New tokens per reply (default: the checkpoint's)."
-    ),
-    temperature: float = typer.Option(None, "--temperature", min=0.0, help="Default 0."),
-    concurrency: int = typer.Option(None, "--concurrency", min=1, help="Default 16."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Local benchmark files for eval."),
     baseline: Path = typer.Option(
         None, "--baseline", help="Also evaluate this model folder as step 0 (where training began)."
     ),
-    backend: str = typer.Option(
-        "auto", "--backend", help="Server for each checkpoint: auto | vllm | transformers."
-    ),
+    model_options: ModelOptions = ModelOptions(),
+    sampling: SamplingOptions = SamplingOptions(),
     out: Path = options.OUT,
     run_dir: Path = options.RUN_DIR,
     logger: str = LOGGER,
@@ -55,20 +52,23 @@ def loop_command(
     """Serve every new complete checkpoint, run the evaluations, append a learning-curve row."""
     from mars.orchestration.loop.api import LoopPlan, loop
 
+    unused = (options.NOT_FOR_THE_LOOP, options.NOT_FOR_THE_LOOP_SAMPLING)
+    why = "the loop serves each checkpoint itself"
+    options.refuse_unused("mars loop", (model_options, sampling), sum(unused, ()), why)
     loop(
         LoopPlan(
             watch=watch,
             evals=eval_spec,
             once=once,
             poll_s=poll,
-            timeout_s=timeout,
+            timeout_s=poll_timeout,
             prompt_style=prompt_style,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            concurrency=concurrency,
+            max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            concurrency=model_options.concurrency,
             data_dir=data_dir,
             baseline=baseline,
-            backend=backend,
+            backend=model_options.backend,
             out=out,
             run_dir=run_dir,
             logger=logger,
