@@ -111,17 +111,14 @@ HEAVY = {
     "LocalTrainer": "trains the tiny model on the CPU",
     "build_runs": "real `mars` runs for the dashboard, `mars train` on the tiny model among them",
 }
-# What no word shows: `mars` processes that train or serve the tiny model, minutes of waiting.
-# "FILE", "FILE::TEST" (every case of it) or "FILE::TEST[case]".
+# What no word shows (`mars` processes that train or serve the tiny model, tens of processes):
+# "FILE", or "FILE::PART": its tests whose names (parameters included: `test_x[case]`) hold PART.
 SLOW_TESTS = {
     "test_readme_quickstart.py": "`mars serve`: the tiny model behind `transformers serve`",
-    "test_run_lifecycle.py::test_a_rerun_with_other_settings_is_refused_alike_and_changes_nothing"
-    "[train]": "`mars train`: trains the tiny model",
-    "test_train_cli.py::test_train_writes_run_dir_checkpoints_and_resumes": "`mars train` (in "
-    "process): trains the tiny model",
-    "test_run_writer.py::test_twenty_races_of_two_writers_end_with_one_refused_and_exact_records"
-    "": "forty `mars` processes",
-    "test_reward_hacks.py::test_all_164_canonical_solutions_pass": "164 programs in the sandbox",
+    "test_run_lifecycle.py::changes_nothing[train]": "`mars train`: trains the tiny model",
+    "test_train_cli.py::test_train_writes_run_dir": "`mars train`, in process: the tiny model",
+    "test_run_writer.py::test_twenty_races": "forty `mars` processes",
+    "test_reward_hacks.py::test_all_164_canonical": "164 programs in the sandbox",
 }
 
 
@@ -218,9 +215,10 @@ def slow_reason(path: Path, test: str, names: set[str]) -> str | None:
     """Why `test` (a name as pytest shows it: `test_x[case]`) of `path`, which uses `names` (its
     fixtures, its class), is slow by SLOW_TESTS or HEAVY; None if it is not."""
     function = test.split("[", 1)[0]
-    for key in (path.name, f"{path.name}::{function}", f"{path.name}::{test}"):
-        if key in SLOW_TESTS:
-            return SLOW_TESTS[key]
+    for key, why in SLOW_TESTS.items():
+        file, _, part = key.partition("::")
+        if path.name == file and part in test:
+            return why
     used = {word.lower() for word in _source(path).top | _used_words(path, {function, *names})}
     for word, why in HEAVY.items():
         if word.lower() in used:
