@@ -338,3 +338,19 @@ def open_trackers(
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MarsError(f"--logger {name}: could not start ({first})") from exc
     return Trackers(opened, warn=warn)
+
+
+def logger_setting(names: Any) -> Any:
+    """A config file's `logger:` (a list, or `a,b`) as a pydantic "before" validator reads it:
+    the checked names, or a ValueError with the one-line reason; anything else is left to
+    pydantic's own type error."""
+    if names is None:
+        return []
+    if isinstance(names, str):
+        names = names.split(",")
+    if not isinstance(names, list | tuple):
+        return names
+    try:
+        return list(check_loggers(names, flag=""))
+    except MarsError as exc:
+        raise ValueError(str(exc)) from None

@@ -189,19 +189,9 @@ class TrainConfig(BaseModel):
     @classmethod
     def _known_loggers(cls, names: Any) -> Any:
         """Known names whose packages are installed (one line otherwise); `a,b` works too."""
-        from core.errors import MarsError
-        from core.trackers import check_loggers
+        from core.trackers import logger_setting
 
-        if names is None:
-            return []
-        if isinstance(names, str):
-            names = names.split(",")
-        if not isinstance(names, list | tuple):
-            return names  # pydantic's own error
-        try:
-            return list(check_loggers(names, flag=""))
-        except MarsError as exc:
-            raise ValueError(str(exc)) from None
+        return logger_setting(names)
 
     @field_validator("adam_betas")
     @classmethod

@@ -131,18 +131,10 @@ class Experiment(BaseModel):
     @field_validator("logger", mode="before")
     @classmethod
     def _known_loggers(cls, names: Any) -> Any:
-        from core.trackers import check_loggers
+        """Known names whose packages are installed (one line otherwise); `a,b` works too."""
+        from core.trackers import logger_setting
 
-        if names is None:
-            return []
-        if isinstance(names, str):
-            names = names.split(",")
-        if not isinstance(names, list | tuple):
-            return names  # pydantic's own error
-        try:
-            return list(check_loggers(names, flag=""))
-        except MarsError as exc:
-            raise ValueError(str(exc)) from None
+        return logger_setting(names)
 
     @model_validator(mode="after")
     def _parts_named_once_and_in_order(self) -> Experiment:
