@@ -103,7 +103,8 @@ def heldout_success(seed: int, models: dict[str, str], args: argparse.Namespace)
     from core.batcher import MicroBatcher, Sampling, generate_batch
     from core.causal_lm import load_policy
     from train_backend.mas.code_problems import code_problems
-    from train_backend.mas.trainer import answered_right, role_model
+    from train_backend.mas.role_models import role_model
+    from train_backend.mas.trainer import answered_right
 
     torch.set_num_threads(1)
     config = heldout_config(seed)

@@ -213,7 +213,8 @@ def measure(arm: str, seed: int, models: dict[str, str], args: argparse.Namespac
     from train_backend.mas.config import SHARED_POLICY
     from train_backend.mas.data import puzzle_problems
     from train_backend.mas.rewards import ROLES
-    from train_backend.mas.trainer import answered_right, role_model
+    from train_backend.mas.role_models import role_model
+    from train_backend.mas.trainer import answered_right
 
     torch.set_num_threads(1)
     tokens = MAX_NEW_TOKENS[args.domain]

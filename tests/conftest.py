@@ -1,5 +1,7 @@
 """Shared fixtures: run the real `mars` CLI in a subprocess, find the shared benchmark data.
 
+`make test-fast` runs the tests not marked `slow`: which are, and why, is under HEAVY below.
+
 With `MARS_TESTS_NO_SKIPS=1` (set by .ci/run) a session that skipped anything fails: a green CI
 then means every test ran.
 
@@ -17,8 +19,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,38 +92,46 @@ def _is_verl(nodeid: str) -> bool:
     return name.startswith("test_verl") and name.endswith("_cpu.py")
 
 
-# The tiers: `make test` runs every test, `make test-fast` those not marked `slow`: the unit tests,
-# none of which builds, trains, loads or serves the tiny model, needs verl or drives a browser.
-# A test is `slow` when its file marks it so (`@pytest.mark.slow`), when SLOW_TESTS names it or
-# its file, or when it uses one of HEAVY: the word (any case) is in its own code, in a fixture's
-# it uses, in what those name among the functions, classes and constants of its file or of a test
-# kit it imports (tests/*testkit.py, conftest.py), or in the imports and top-level calls of its
-# file and those kits. So a new test that trains the tiny model or needs verl is slow without
-# anyone listing it; and a test not marked slow that reaches the tiny model or a model server
-# anyway (through the project's code) fails with a line that says so (`_refuse_heavy`).
+# The tiers. `make test` runs every test; `make test-fast` (`-m "not slow"`) the unit tests: none
+# builds, trains, loads or serves the tiny model, needs verl or drives a browser. A test is slow
+# - when its file marks it `@pytest.mark.slow`, or SLOW_TESTS names it or its file;
+# - or when it uses a word of HEAVY (any case): in its own code, in its fixtures', in what those
+#   name among the functions, classes and constants of its file or of a module of tests/ it
+#   imports (the test kits, conftest.py), or in the imports and top-level calls of those files.
+# So a new test that trains the tiny model or needs verl is slow without anyone listing it. One
+# that reaches the tiny model unseen, through the project's code in this process, fails with a
+# line that says so (pytest_runtest_protocol below); `mars` processes it starts are not watched:
+# SLOW_TESTS lists those. tests/test_test_tiers.py checks the rule.
 HEAVY = {
     "verl": "needs verl (`make setup-verl`); its real runs each start a Ray cluster",
-    "verl_testkit": "needs verl",
     "chromium": "drives headless Chromium",
     "ensure_tiny_model": "the tiny model (trained on a cold cache, half a minute on 2 cores)",
     "resolve_model_path": "the tiny model when no model is given",
     "build_tiny_model": "builds and pre-trains a tiny model",
     "pretrain_tiny_model": "format-pre-trains the tiny model",
     "ensure_workflow_start": "format-pre-trains the tiny model for a MAS workflow",
-    "model_testkit": "the tiny model format-pre-trained for the tests",
     "workflow_testkit": "trains a MAS workflow on the tiny model",
     "LocalTrainer": "trains the tiny model on the CPU",
     "build_runs": "real `mars` runs for the dashboard, `mars train` on the tiny model among them",
 }
-# What no word shows (`mars` processes that train or serve the tiny model, tens of processes):
+# What no word in tests/ shows (`mars` processes that train or serve the tiny model, a bench that
+# needs verl) and what takes long (tens of processes):
 # "FILE", or "FILE::PART": its tests whose names (parameters included: `test_x[case]`) hold PART.
 SLOW_TESTS = {
     "test_readme_quickstart.py": "`mars serve`: the tiny model behind `transformers serve`",
+    "test_tiny_model.py": "builds tiny models",
+    "test_train_cli.py": "`mars train` in process: the tiny model, loaded or trained",
+    "test_api_training.py": "mars.api's training: the tiny model, loaded or trained",
     "test_run_lifecycle.py::changes_nothing[train]": "`mars train`: trains the tiny model",
-    "test_train_cli.py::test_train_writes_run_dir": "`mars train`, in process: the tiny model",
+    "test_parity.py::test_the_local_dry_run": "`mars train --dry-run`: loads the tiny model",
+    "test_trackers.py::test_a_cpu_training_run": "`mars train`: trains the tiny model",
     "test_run_writer.py::test_twenty_races": "forty `mars` processes",
     "test_reward_hacks.py::test_all_164_canonical": "164 programs in the sandbox",
+    "test_parsers_linear.py": "a mebibyte of hostile text through each parser",
+    "test_bench_dry_runs.py::passes[plugin_import.py": "bench/plugin_import.py: needs verl",
 }
+# Files whose words do not count: the rule's own test names HEAVY's words to check the others.
+NOT_READ = {"test_test_tiers.py"}
 
 
 @dataclass
@@ -219,6 +231,8 @@ def slow_reason(path: Path, test: str, names: set[str]) -> str | None:
         file, _, part = key.partition("::")
         if path.name == file and part in test:
             return why
+    if path.name in NOT_READ:
+        return None
     used = {word.lower() for word in _source(path).top | _used_words(path, {function, *names})}
     for word, why in HEAVY.items():
         if word.lower() in used:
@@ -236,30 +250,67 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: not _is_verl(item.nodeid))  # stable: verl's files first
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`-m "not slow"` does not even import a file whose tests are all slow (verl's files take
+    seconds each)."""
+    path = collection_path
+    if config.getoption("markexpr") != "not slow" or not path.name.startswith("test_"):
+        return None
+    return (path.suffix == ".py" and _all_slow(path)) or None
+
+
+def _all_slow(path: Path) -> bool:
+    """Every test of `path` is slow: SLOW_TESTS names the file, or its imports use HEAVY."""
+    if path.name in SLOW_TESTS:
+        return True
+    if path.name in NOT_READ:
+        return False
+    try:
+        top = {word.lower() for word in _source(path).top}
+    except SyntaxError:  # pytest reports it when it imports the file
+        return False
+    return any(word.lower() in top for word in HEAVY)
+
+
+_FAST_TEST: list[str] = []  # the id of the test running now if it is not marked slow
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
-    """A test not marked slow that reaches the tiny model in this process (in a fixture of any
-    scope too) fails: it belongs to the slow tier, even where the model is already built."""
-    if item.get_closest_marker("slow") is not None:
-        return (yield)
-    import core.tiny_model
-
-    def _refuse_heavy(what: str) -> object:
-        def refuse(*args: object, **kwargs: object) -> None:
-            raise AssertionError(
-                f"{item.nodeid} {what}, which makes it slow: mark it `@pytest.mark.slow` "
-                "(`make test-fast` leaves it out; tests/conftest.py: HEAVY)"
-            )
-
-        return refuse
-
-    patches = pytest.MonkeyPatch()
-    patches.setattr(core.tiny_model, "ensure_tiny_model", _refuse_heavy("uses the tiny model"))
-    patches.setattr(core.tiny_model, "build_tiny_model", _refuse_heavy("builds a tiny model"))
+    """While a test not marked slow runs, the tiny model's builders refuse (see below)."""
+    if item.get_closest_marker("slow") is None:
+        _FAST_TEST.append(item.nodeid)
     try:
         return (yield)
     finally:
-        patches.undo()
+        _FAST_TEST.clear()
+
+
+def _refused_in_fast_tests(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function`, which fails in a test not marked slow (its fixtures of any scope included)."""
+
+    @functools.wraps(function)
+    def refused_in_fast_tests(*args: Any, **kwargs: Any) -> Any:
+        if _FAST_TEST:
+            raise AssertionError(
+                f"{_FAST_TEST[0]} reaches the tiny model ({function.__name__}), which makes it "
+                "slow: mark it `@pytest.mark.slow` (tests/conftest.py: HEAVY, SLOW_TESTS)"
+            )
+        return function(*args, **kwargs)
+
+    return refused_in_fast_tests
+
+
+def _guard_the_tiny_model() -> None:
+    """Wrap the tiny model's two builders before any test file imports them: every way to the
+    tiny model in this process goes through them (a `mars` process a test starts does not)."""
+    import core.tiny_model
+
+    for name in ("ensure_tiny_model", "build_tiny_model"):
+        setattr(core.tiny_model, name, _refused_in_fast_tests(getattr(core.tiny_model, name)))
+
+
+_guard_the_tiny_model()
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest without xdist runs the tests one by one

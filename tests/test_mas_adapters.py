@@ -22,7 +22,8 @@ from train_backend.local.adapters import BaseModel, load_merged
 from train_backend.local.checkpoint import list_checkpoints
 from train_backend.mas import trainer as workflow_trainer
 from train_backend.mas.config import RoleSampling, WorkflowTrainConfig
-from train_backend.mas.trainer import WorkflowTrainer, cut_at_stop, role_generation
+from train_backend.mas.role_models import cut_at_stop, role_generation
+from train_backend.mas.trainer import WorkflowTrainer
 
 
 def _lora_state(model: Any) -> dict[str, torch.Tensor]:

@@ -285,7 +285,8 @@ def test_a_stage_with_stop_below_ends_once_its_loss_has_fallen() -> None:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from train_backend.pretrain.reply_training import STOP_WINDOW, train_on_replies
+    from core.reply_tuning import STOP_WINDOW
+    from train_backend.pretrain.reply_training import train_on_replies
 
     def trained(stop_below: float | None, steps: int) -> list[float]:
         torch.manual_seed(0)

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from core import branch_log
-from core.batcher import Sampling
 from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.errors import MarsError
 from core.runstore import RunDir
@@ -34,7 +33,7 @@ from train_backend.local import checkpoint, runlog
 from train_backend.local.adapters import BaseModel, adapter_parameters, adapter_policies, load_any
 from train_backend.local.rollout import StepRollout, make_responder
 from train_backend.local.step_metrics import NO_UPDATE_WARNING
-from train_backend.local.trainer import learning_rate_at, sampling_of
+from train_backend.local.trainer import learning_rate_at
 from train_backend.local.update import (
     UpdateStats,
     step_generator,
@@ -44,6 +43,7 @@ from train_backend.local.update import (
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, main_line_figures, reward_function
+from train_backend.mas.role_models import RoleGeneration, role_generation, role_model
 from train_backend.mas.rollout import (
     RoleModel,
     play_workflow_step,
@@ -370,58 +370,6 @@ def answered_right(
         return [run.correct for run in runs]
 
     return asyncio.run(play_all())
-
-
-@dataclass(frozen=True)
-class RoleGeneration:
-    """How one role's replies are sampled."""
-
-    sampling: Sampling
-    max_new_tokens: int
-    stop: tuple[str, ...] = ()
-
-
-def role_generation(
-    config: WorkflowTrainConfig, role: str, *, evaluation: bool = False
-) -> RoleGeneration:
-    """The role's own settings (`role_sampling`, or `eval_role_sampling` when evaluating) over
-    the run's."""
-    own = (config.eval_role_sampling if evaluation else config.role_sampling).get(role)
-    run = sampling_of(config)
-    if own is None:
-        return RoleGeneration(run, config.max_new_tokens)
-    return RoleGeneration(
-        Sampling(
-            temperature=run.temperature if own.temperature is None else own.temperature,
-            top_p=run.top_p if own.top_p is None else own.top_p,
-            top_k=run.top_k if own.top_k is None else own.top_k,
-        ),
-        own.max_new_tokens or config.max_new_tokens,
-        tuple(own.stop or ()),
-    )
-
-
-def role_model(
-    name: str, policy: Policy, batcher: Any, max_new_tokens: int, stop: Sequence[str] = ()
-) -> RoleModel:
-    """A role's model backed by `policy`, its replies generated through `batcher` and cut after
-    the first of `stop` (the reply keeps the stop text, as the sampled tokens do)."""
-
-    async def generate(prompt_ids: list[int]) -> list[int]:
-        generated = await batcher.submit(prompt_ids, max_new_tokens)
-        return cut_at_stop(policy, generated.completion_ids, stop)
-
-    return RoleModel(name, policy.encode_chat, generate, policy.decode)
-
-
-def cut_at_stop(policy: Policy, ids: list[int], stop: Sequence[str]) -> list[int]:
-    """The shortest prefix of `ids` whose text holds one of `stop` (all of `ids` if none)."""
-    if not stop or not any(text in policy.decode(ids) for text in stop):
-        return ids
-    for end in range(1, len(ids) + 1):
-        if any(text in policy.decode(ids[:end]) for text in stop):
-            return ids[:end]
-    return ids
 
 
 def parameters_in_memory(models: Sequence[Any]) -> int:
