@@ -70,7 +70,8 @@ def report(
             text = reader(paths[0])
             if text is not None:
                 return _folder_result(text, quiet)
-    from harness.report import build_report, nothing_to_report, parse_metric
+    from harness.report import build_report, nothing_to_report
+    from harness.report_metrics import parse_metric
 
     data = build_report(paths, parse_metric(metric))
     if not data["cells"]:
