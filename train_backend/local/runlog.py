@@ -119,3 +119,20 @@ def train_recorded(
         raise
     run.finish(RunStatus.COMPLETED)
     return summary
+
+
+def train_tracked(
+    run: RunDir, trainer: Any, config: Any, *, command: list[str], model: str
+) -> dict[str, Any]:
+    """`train_recorded` of a loaded trainer (its `train`, `start_step` and `trackers`), with the
+    trackers `config.logger` names open for the run: each metrics row goes to them too."""
+    from core.trackers import open_trackers
+
+    settings = config.model_dump(mode="json")
+    with open_trackers(
+        config.logger, run.path, settings, resume_step=trainer.start_step
+    ) as trackers:
+        trainer.trackers = trackers
+        return train_recorded(
+            run, trainer.train, command=command, config=settings, model=model, seed=config.seed
+        )

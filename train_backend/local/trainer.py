@@ -37,7 +37,7 @@ from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.checkpoints import read_checkpoint
 from core.errors import MarsError
 from core.runstore import RunDir
-from core.trackers import Trackers, open_trackers
+from core.trackers import Trackers
 from games.engine import EpisodeOptions
 from games.players.base import Player
 from games.selfplay import TURN_COLUMNS
@@ -468,16 +468,6 @@ def train_local(
     """
     trainer = LocalTrainer(config, run, log=log)
     trainer.load(policy)
-    settings = config.model_dump(mode="json")
-    with open_trackers(
-        config.logger, run.path, settings, resume_step=trainer.start_step
-    ) as trackers:
-        trainer.trackers = trackers
-        return runlog.train_recorded(
-            run,
-            trainer.train,
-            command=command,
-            config=settings,
-            model=str(trainer.model_source),
-            seed=config.seed,
-        )
+    return runlog.train_tracked(
+        run, trainer, config, command=command, model=str(trainer.model_source)
+    )

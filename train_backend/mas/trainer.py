@@ -26,7 +26,7 @@ from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.errors import MarsError
 from core.runstore import RunDir
 from core.stats import wilson_ci
-from core.trackers import Trackers, open_trackers
+from core.trackers import Trackers
 from train_backend.advantage import compute_advantages, needs_state
 from train_backend.group_filter import GroupFilter, Selection, kept_advantages, select_step
 from train_backend.local import checkpoint, runlog
@@ -437,16 +437,6 @@ def train_workflow(
 ) -> dict[str, Any]:
     trainer = WorkflowTrainer(config, run, log=log)
     trainer.load()
-    settings = config.model_dump(mode="json")
-    with open_trackers(
-        config.logger, run.path, settings, resume_step=trainer.start_step
-    ) as trackers:
-        trainer.trackers = trackers
-        return runlog.train_recorded(
-            run,
-            trainer.train,
-            command=command,
-            config=settings,
-            model=str(resolve_model_path(config.model)),
-            seed=config.seed,
-        )
+    return runlog.train_tracked(
+        run, trainer, config, command=command, model=str(resolve_model_path(config.model))
+    )
