@@ -79,6 +79,11 @@ def model_argument(model: str) -> str:
     return str(path.resolve()) if path.is_dir() else model
 
 
+def _serve_command(tool: str, model: str, host: str, port: int) -> list[str]:
+    """`<tool> serve <model> --host <host> --port <port>`, the start both servers share."""
+    return [_executable(tool), "serve", model, "--host", host, "--port", str(port)]
+
+
 def vllm_command(
     model: str,
     *,
@@ -88,17 +93,7 @@ def vllm_command(
     reasoning_parser: str | None = "qwen3",
     extra_args: tuple[str, ...] = (),
 ) -> list[str]:
-    command = [
-        _executable("vllm"),
-        "serve",
-        model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--served-model-name",
-        served_name,
-    ]
+    command = [*_serve_command("vllm", model, host, port), "--served-model-name", served_name]
     if reasoning_parser:
         command += ["--reasoning-parser", reasoning_parser]
     return command + list(extra_args)
@@ -119,17 +114,7 @@ def transformers_command(
     continuous_batching: bool = True,
     extra_args: tuple[str, ...] = (),
 ) -> list[str]:
-    command = [
-        _executable("transformers"),
-        "serve",
-        model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--device",
-        "cpu",
-    ]
+    command = [*_serve_command("transformers", model, host, port), "--device", "cpu"]
     if continuous_batching:
         command += [
             "--continuous-batching",

@@ -34,13 +34,19 @@ def yaml_error_line(exc: yaml.YAMLError, what: str, path: Path) -> str:
     return f"{what} {path} is not valid YAML{where}: {problem}"
 
 
-def settings_error(exc: ValidationError, kind: str) -> MarsError:
-    """The first problem of a validation error as one line: an unknown key or a bad value."""
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """Where the first problem of a validation error is (dotted, "" at the top) and what it is
+    (without pydantic's "Value error, " before a validator's own message)."""
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "extra_forbidden":
+    return where, str(first["msg"]).removeprefix("Value error, ")
+
+
+def settings_error(exc: ValidationError, kind: str) -> MarsError:
+    """The first problem of a validation error as one line: an unknown key or a bad value."""
+    where, message = first_problem(exc)
+    if exc.errors()[0]["type"] == "extra_forbidden":
         return MarsError(f"unknown {kind} setting {where!r}")
-    message = str(first["msg"]).removeprefix("Value error, ")
     return MarsError(f"bad {kind} setting{f' {where}' if where else ''}: {message}")
 
 

@@ -45,6 +45,15 @@ def _game_system(game: str) -> str:
     return f"You are playing {game}. Think about the game and choose the best action."
 
 
+def _game_chat(rng: random.Random, game: str, user: str, reasoning: str, choice: str) -> Messages:
+    """A game turn: the game's system prompt, the position (`user`), the reasoned action."""
+    return [
+        {"role": "system", "content": _game_system(game)},
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": _reply(rng, reasoning, choice)},
+    ]
+
+
 def _instructions() -> str:
     return (
         "Reason step by step, then give your action as <answer>ACTION</answer>, "
@@ -71,11 +80,7 @@ def _tic_tac_toe(rng: random.Random) -> Messages:
         f"Legal actions: {', '.join(legal)}\n{_instructions()}"
     )
     reasoning = f"I am {me}. The free cells are {len(free)}. I take the cell {choice}."
-    return [
-        {"role": "system", "content": _game_system("Tic-Tac-Toe")},
-        {"role": "user", "content": user},
-        {"role": "assistant", "content": _reply(rng, reasoning, choice)},
-    ]
+    return _game_chat(rng, "Tic-Tac-Toe", user, reasoning, choice)
 
 
 def _connect_four(rng: random.Random) -> Messages:
@@ -88,11 +93,7 @@ def _connect_four(rng: random.Random) -> Messages:
         f"Column heights: {heights}\nLegal actions: {', '.join(legal)}\n{_instructions()}"
     )
     reasoning = f"The center matters most. I drop {choice}."
-    return [
-        {"role": "system", "content": _game_system("Connect Four")},
-        {"role": "user", "content": user},
-        {"role": "assistant", "content": _reply(rng, reasoning, choice)},
-    ]
+    return _game_chat(rng, "Connect Four", user, reasoning, choice)
 
 
 def _poker(rng: random.Random) -> Messages:
@@ -113,11 +114,7 @@ def _poker(rng: random.Random) -> Messages:
         f"Opponent actions so far: {history}\nLegal actions: {', '.join(legal)}\n{_instructions()}"
     )
     reasoning = f"My card is {card}. Against this history I choose {choice}."
-    return [
-        {"role": "system", "content": _game_system(game)},
-        {"role": "user", "content": user},
-        {"role": "assistant", "content": _reply(rng, reasoning, choice)},
-    ]
+    return _game_chat(rng, game, user, reasoning, choice)
 
 
 def _hanabi(rng: random.Random) -> Messages:
@@ -136,11 +133,7 @@ def _hanabi(rng: random.Random) -> Messages:
         f"Other player's hand: {other}\nLegal actions: {', '.join(legal)}\n{_instructions()}"
     )
     reasoning = f"My partner holds {other}. The most useful move is {choice}."
-    return [
-        {"role": "system", "content": _game_system("Hanabi")},
-        {"role": "user", "content": user},
-        {"role": "assistant", "content": _reply(rng, reasoning, choice)},
-    ]
+    return _game_chat(rng, "Hanabi", user, reasoning, choice)
 
 
 def _word_problem(rng: random.Random) -> Messages:

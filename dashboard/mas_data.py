@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.checkpoints import adapter_info
+from core.checkpoints import adapter_info, complete_checkpoints
 from core.errors import MarsError
 from dashboard.data import RunEntry
 from dashboard.paths import PathRefused, inside_root
@@ -35,7 +34,6 @@ SHARED_POLICY = "policy"
 WORKFLOW_KIND = "workflow"
 TRAIN_SERIES = "train (main lines)"
 HELDOUT_SERIES = "held-out"
-_STEP_FOLDER = re.compile(r"step_(\d+)")
 
 
 # ---------------------------------------------------------------- runs
@@ -235,16 +233,9 @@ def checkpoint_kind(folder: Path | None) -> str:
 def saved_steps(root: Path, checkpoints: Path) -> list[int]:
     """The steps of the complete checkpoints under `checkpoints` (none outside the root)."""
     try:
-        folder = inside_root(root, checkpoints)
-        entries = list(folder.iterdir()) if folder.is_dir() else []
+        return [step for step, _ in complete_checkpoints(inside_root(root, checkpoints))]
     except (PathRefused, OSError):
         return []
-    steps = []
-    for entry in entries:
-        match = _STEP_FOLDER.fullmatch(entry.name)
-        if match and (entry / "checkpoint.json").is_file():
-            steps.append(int(match.group(1)))
-    return sorted(steps)
 
 
 # ---------------------------------------------------------------- workflow records

@@ -19,7 +19,6 @@ from pydantic import (
     model_validator,
 )
 
-from core.names import unknown_name
 from core.settings_files import read_yaml_mapping, settings_error
 from games.rules import (
     InvalidOutcome,
@@ -179,11 +178,9 @@ class TrainConfig(BaseModel):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, name: str | None) -> str | None:
-        from train_backend.presets import NO_PRESET, PRESETS
+        from train_backend.presets import checked_preset
 
-        if name is not None and name != NO_PRESET and name not in PRESETS:
-            raise ValueError(unknown_name("preset", name, [*PRESETS, NO_PRESET]))
-        return None if name == NO_PRESET else name
+        return checked_preset(name)
 
     @field_validator("logger", mode="before")
     @classmethod

@@ -127,6 +127,15 @@ def preset_settings(name: str | None, *, workflow: bool = False) -> dict[str, An
     return {key: _copy(value) for key, value in presets[name].items()}
 
 
+def checked_preset(name: str | None, *, workflow: bool = False) -> str | None:
+    """A config's `preset` field as validated: None for None or "none", else a known preset's
+    name (ValueError naming the choices for another). `workflow`: as in `preset_settings`."""
+    presets = WORKFLOW_PRESETS if workflow else PRESETS
+    if name is not None and name != NO_PRESET and name not in presets:
+        raise ValueError(unknown_name("preset", name, [*presets, NO_PRESET]))
+    return None if name == NO_PRESET else name
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, list | dict):
         return type(value)(value)

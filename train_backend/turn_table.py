@@ -22,8 +22,24 @@ from core.errors import MarsError
 REQUIRED_COLUMNS = ("episode", "game", "seat", "turn", "reward")
 
 
+class _SlotOrder:
+    """What a table laid out in slots knows of the caller's rows (`row_of_slot`)."""
+
+    row_of_slot: np.ndarray  # the caller's row index of each slot
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.row_of_slot.size)
+
+    def to_rows(self, per_slot: np.ndarray) -> np.ndarray:
+        """Put a per-slot array back into the caller's row order."""
+        out = np.empty(self.n_rows, dtype=np.float64)
+        out[self.row_of_slot] = per_slot
+        return out
+
+
 @dataclass(frozen=True)
-class TurnTable:
+class TurnTable(_SlotOrder):
     """Turns in slot order, with per-trajectory keys as small integer codes."""
 
     row_of_slot: np.ndarray  # the caller's row index of each slot
@@ -38,18 +54,8 @@ class TurnTable:
     state: np.ndarray | None = None  # information-state code per slot, when asked for
 
     @property
-    def n_rows(self) -> int:
-        return int(self.row_of_slot.size)
-
-    @property
     def n_trajectories(self) -> int:
         return int(self.lengths.size)
-
-    def to_rows(self, per_slot: np.ndarray) -> np.ndarray:
-        """Put a per-slot array back into the caller's row order."""
-        out = np.empty(self.n_rows, dtype=np.float64)
-        out[self.row_of_slot] = per_slot
-        return out
 
 
 def load_turn_table(
@@ -113,7 +119,7 @@ def load_turn_table(
 
 
 @dataclass(frozen=True)
-class BranchTable:
+class BranchTable(_SlotOrder):
     """Tree-sampled replies in canonical order: by group, then return, then state."""
 
     row_of_slot: np.ndarray
@@ -121,15 +127,6 @@ class BranchTable:
     group: np.ndarray  # code of (game, episode, seat, turn) per slot
     n_groups: int
     state: np.ndarray | None  # information-state code per slot, when asked for
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.row_of_slot.size)
-
-    def to_rows(self, per_slot: np.ndarray) -> np.ndarray:
-        out = np.empty(self.n_rows, dtype=np.float64)
-        out[self.row_of_slot] = per_slot
-        return out
 
 
 def load_branch_table(turns: Any, *, with_state: bool = False) -> BranchTable:

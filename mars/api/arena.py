@@ -20,7 +20,7 @@ from core.model_options import ModelOptions, SamplingOptions
 from core.names import counted
 from mars.api.game_runs import check_model_flags, close_endpoint, progress_ticker
 from mars.api.plans import build_plan
-from mars.api.results import RunResult, arena_figures
+from mars.api.results import RunResult, arena_figures, finished_run
 
 if TYPE_CHECKING:
     from core.endpoint import EndpointConfig, GenerationConfig
@@ -86,15 +86,7 @@ def arena(plan: ArenaPlan | None = None, /, **kwargs: Any) -> RunResult:
         summary, errors, unscored = _play_arena(prepared, life)
     print_arena_table(summary)
     print_ending(errors, life.path)
-    summary = life.run.summary() or summary  # as written (with its schema version)
-    return RunResult(
-        kind="arena",
-        run_dir=life.path,
-        summary=summary,
-        figures=arena_figures(summary),
-        unscored=tuple(unscored),
-        record_key=record_key,
-    )
+    return finished_run(life, "arena", summary, arena_figures, unscored, record_key)
 
 
 def _prepare_arena(plan: ArenaPlan) -> _Arena:

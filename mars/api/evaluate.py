@@ -16,7 +16,7 @@ from typing import Any
 from core.errors import MarsError
 from core.model_options import ModelOptions, SamplingOptions
 from mars.api.plans import build_plan, names
-from mars.api.results import RunResult, eval_figures
+from mars.api.results import RunResult, eval_figures, finished_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,15 +95,7 @@ def evaluate(plan: EvalPlan | None = None, /, **kwargs: Any) -> RunResult:
         ExitStack() as servers,
     ):
         unscored = _run(prepared, life, servers, identity)
-    summary = life.run.summary() or {}
-    return RunResult(
-        kind="eval",
-        run_dir=life.path,
-        summary=summary,
-        figures=eval_figures(summary),
-        unscored=tuple(unscored),
-        record_key=record_key,
-    )
+    return finished_run(life, "eval", {}, eval_figures, unscored, record_key)
 
 
 def _prepare(plan: EvalPlan) -> _Prepared:

@@ -5,11 +5,14 @@ returned in a notebook and a run opened later (`open_run`) are the same thing.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
+
+if TYPE_CHECKING:
+    from core.lifecycle import RunLifecycle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +111,27 @@ def exploitability_figures(summary: dict[str, Any]) -> dict[str, Figure]:
             summary.get("nash_conv"), _interval(summary.get("nash_conv_ci95")), samples
         ),
     }
+
+
+def finished_run(
+    life: RunLifecycle,
+    kind: str,
+    summary: dict[str, Any],
+    figures: Callable[[dict[str, Any]], dict[str, Figure]],
+    unscored: Iterable[str] = (),
+    record_key: Callable[[dict[str, Any]], Hashable] | None = None,
+) -> RunResult:
+    """The result of the run `life` just ended: its summary.json as written (with its schema
+    version), else `summary`, and the figures read from it."""
+    summary = life.run.summary() or summary
+    return RunResult(
+        kind=kind,
+        run_dir=life.path,
+        summary=summary,
+        figures=figures(summary),
+        unscored=tuple(unscored),
+        record_key=record_key,
+    )
 
 
 def read_result(run_dir: Path, kind: str, figures: Callable[[dict[str, Any]], dict[str, Figure]]):

@@ -16,7 +16,7 @@ from core.names import counted
 from mars.api import arena as arena_api
 from mars.api.game_runs import check_model_flags, close_endpoint, progress_ticker
 from mars.api.plans import build_plan, names
-from mars.api.results import RunResult, selfplay_figures
+from mars.api.results import RunResult, finished_run, selfplay_figures
 
 if TYPE_CHECKING:
     from core.endpoint import EndpointConfig
@@ -57,15 +57,7 @@ def selfplay(plan: SelfplayPlan | None = None, /, **kwargs: Any) -> RunResult:
         summary, errors, unscored = _play_selfplay(prepared, life)
     _print_selfplay(summary)
     arena_api.print_ending(errors, life.path)
-    summary = life.run.summary() or summary  # as written (with its schema version)
-    return RunResult(
-        kind="selfplay",
-        run_dir=life.path,
-        summary=summary,
-        figures=selfplay_figures(summary),
-        unscored=tuple(unscored),
-        record_key=selfplay_key,
-    )
+    return finished_run(life, "selfplay", summary, selfplay_figures, unscored, selfplay_key)
 
 
 @dataclasses.dataclass(frozen=True)

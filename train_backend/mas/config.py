@@ -81,11 +81,9 @@ class WorkflowTrainConfig(TrainConfig):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, name: str | None) -> str | None:
-        from train_backend.presets import NO_PRESET, WORKFLOW_PRESETS
+        from train_backend.presets import checked_preset
 
-        if name is not None and name != NO_PRESET and name not in WORKFLOW_PRESETS:
-            raise ValueError(unknown_name("preset", name, [*WORKFLOW_PRESETS, NO_PRESET]))
-        return None if name == NO_PRESET else name
+        return checked_preset(name, workflow=True)
 
     @field_validator("policies")
     @classmethod

@@ -255,13 +255,19 @@ def _refuse_duplicate_ids(train_set: TrainSet) -> None:
 
 def _guard_overlap(train_set: TrainSet, benchmarks_dir: Path | None, drop_overlap: bool) -> None:
     hashes = benchmark_question_hashes(benchmarks_dir)
+    _drop_overlap(train_set, hashes, drop_overlap)
+    train_set.notes.append(f"checked against {len(hashes)} distinct test-set questions")
+
+
+def _drop_overlap(train_set: TrainSet, hashes: Mapping[str, str], drop_overlap: bool) -> None:
+    """Refuse the problems whose question is in `hashes` (MarsError), or with `drop_overlap`
+    leave them out and count them."""
     overlap = find_overlap(train_set.problems, hashes)
     if overlap and not drop_overlap:
         raise overlap_error(overlap, train_set.source)
     overlapping = {problem.id for problem, _ in overlap}
     train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
     train_set.dropped_overlap = len(overlapping)
-    train_set.notes.append(f"checked against {len(hashes)} distinct test-set questions")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,13 +300,7 @@ def load_code_train_file(
             f"{CODE_FILE_HINT})"
         )
     _refuse_duplicate_ids(train_set)
-    hashes = code_question_hashes(benchmarks_dir)
-    overlap = find_overlap(train_set.problems, hashes)
-    if overlap and not drop_overlap:
-        raise overlap_error(overlap, train_set.source)
-    overlapping = {problem.id for problem, _ in overlap}
-    train_set.problems = [p for p in train_set.problems if p.id not in overlapping]
-    train_set.dropped_overlap = len(overlapping)
+    _drop_overlap(train_set, code_question_hashes(benchmarks_dir), drop_overlap)
     return train_set
 
 

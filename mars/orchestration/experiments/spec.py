@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.errors import MarsError
 from core.names import unknown_name
-from core.settings_files import yaml_error_line
+from core.settings_files import first_problem, yaml_error_line
 
 RECIPES = Path(__file__).parent / "recipes"
 # The `mars` commands a part may run, and whether each takes `--run-dir`.
@@ -245,9 +245,7 @@ def load_experiment(name_or_file: str, overrides: dict[str, Any] | None = None) 
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
+        where, message = first_problem(exc)
         raise MarsError(
             f"experiment {path.name}: {where + ': ' if where else ''}{message}"
         ) from exc

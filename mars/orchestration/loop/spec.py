@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from core.errors import MarsError
-from core.settings_files import yaml_error_line
+from core.settings_files import first_problem, yaml_error_line
 
 CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
 
@@ -197,9 +197,7 @@ def parse_spec(text: str, **overrides: Any) -> LoopSpec:
     try:
         return LoopSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
+        where, message = first_problem(exc)
         raise MarsError(f"bad eval spec{f' at {where}' if where else ''}: {message}") from exc
 
 
