@@ -140,7 +140,7 @@ def test_an_experiments_dry_run_returns_each_part_checked(tmp_path: Path) -> Non
 
 
 def test_the_learning_curve_as_figures() -> None:
-    from mars.orchestration.loop.api import curve_figures
+    from mars.api.results import curve_figures
 
     seat = {"normalized_return": 40.0, "normalized_return_ci": [10.0, 70.0], "n": 2}
     rows = [

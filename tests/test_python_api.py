@@ -161,5 +161,7 @@ def test_every_api_function_has_an_example_and_every_example_runs(tmp_path: Path
     assert duel.figures["seat first"].value == seats["first"]["mean_return"]
     assert namespace["policy"].figures["exploitability"].value == pytest.approx(0.4583, abs=1e-3)
     assert namespace["games"].records() and trained.figures["step"].value == 1.0
-    assert namespace["curve"].figures and namespace["checked"].checked
+    curve = namespace["curve"]
+    assert curve.figures and namespace["checked"].checked
+    assert mars.open_run(curve.run_dir).figures == curve.figures  # a loop reads back alike
     assert namespace["plan"].summary["config"]["policies"] == {"reasoner": "a", "tool": "b"}

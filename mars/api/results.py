@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from core.lifecycle import RunLifecycle
 
 
+LOOP_CURVE = "learning_curve.jsonl"  # a loop's rows, one per step (mars.orchestration.loop.curve)
+
+
 @dataclasses.dataclass(frozen=True)
 class Figure:
     """One summary figure: its value (None: no score), 95% interval and sample count."""
@@ -154,6 +157,8 @@ def open_run(run_dir: str | Path) -> RunResult:
     kind = RunDir.read_info(path).kind
     if kind == "train":  # its figures are in metrics.jsonl, and verl writes no summary.json
         return read_train(path)
+    if kind == "loop":  # its figures are the learning curve's rows
+        return read_loop(path)
     readers = {
         "eval": eval_figures,
         "arena": arena_figures,
@@ -166,6 +171,16 @@ def open_run(run_dir: str | Path) -> RunResult:
 
         result = dataclasses.replace(result, record_key=record_key)
     return result
+
+
+def read_loop(path: Path) -> RunResult:
+    """A loop's run folder: its summary and its learning curve's rows as figures."""
+    from core.files import read_jsonl
+    from core.runstore import RunDir
+
+    rows = read_jsonl(path / LOOP_CURVE).rows if (path / LOOP_CURVE).is_file() else []
+    summary = RunDir(path, "loop").summary() or {}
+    return RunResult(kind="loop", run_dir=path, summary=summary, figures=curve_figures(rows))
 
 
 def plain_figures(summary: dict[str, Any]) -> dict[str, Figure]:
@@ -239,3 +254,40 @@ def read_train(run_dir: Path) -> RunResult:
     own, verl = path / "metrics.jsonl", path / "verl" / "metrics.jsonl"
     rows = read_jsonl(own if own.is_file() or not verl.is_file() else verl).rows
     return RunResult(kind="train", run_dir=path, summary=summary, figures=train_figures(rows))
+
+
+def _entry_figure(entry: dict[str, Any]) -> Figure:
+    """A suite's accuracy, an exploitability or a rating, with its 95% interval."""
+    kind = entry.get("kind")
+    name, count = {
+        "exploit": ("exploitability", "samples"),
+        "rating": ("rating", "games"),
+    }.get(kind, ("accuracy", "n"))
+    value = entry.get(name)
+    return Figure(
+        None if entry.get("error") or value is None else float(value),
+        _interval(entry.get("ci95")),
+        entry.get(count),
+    )
+
+
+def curve_figures(rows: list[dict[str, Any]]) -> dict[str, Figure]:
+    """The learning curve as figures, one per step and evaluation: `step_N/KEY` (a suite's
+    accuracy, an exploitability, a rating) or `step_N/KEY/SEAT` (an arena seat's normalized
+    return), each with its 95% interval; no score where the evaluation failed."""
+    figures: dict[str, Figure] = {}
+    for row in rows:
+        step = f"step_{row['step']}"
+        if row.get("error") and not row.get("evals"):
+            figures[step] = Figure(None)
+        for key, entry in (row.get("evals") or {}).items():
+            seats = entry.get("seats")
+            if entry.get("kind") != "arena" or not isinstance(seats, dict):
+                figures[f"{step}/{key}"] = _entry_figure(entry)
+                continue
+            for seat, stats in seats.items():
+                value = None if entry.get("error") else stats.get("normalized_return")
+                figures[f"{step}/{key}/{seat}"] = Figure(
+                    value, _interval(stats.get("normalized_return_ci")), stats.get("n")
+                )
+    return figures

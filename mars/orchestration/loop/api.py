@@ -12,7 +12,7 @@ from typing import Any
 from core.errors import MarsError
 from core.names import counted
 from mars.api.plans import build_plan, loggers
-from mars.api.results import Figure, RunResult
+from mars.api.results import RunResult, curve_figures
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,49 +160,6 @@ def _refuse_runs_without_checkpoints(watch: Path) -> None:
             f"--watch {watch} holds {a_run_of(kind)}, which writes no checkpoints; watch a "
             "training run (mars train, mars train-mas) or a folder of step_N/ checkpoints"
         )
-
-
-def _interval(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, list | tuple) and len(value) == 2 and None not in value:
-        return (float(value[0]), float(value[1]))
-    return None
-
-
-def _entry_figure(entry: dict[str, Any]) -> Figure:
-    """A suite's accuracy, an exploitability or a rating, with its 95% interval."""
-    kind = entry.get("kind")
-    name, count = {
-        "exploit": ("exploitability", "samples"),
-        "rating": ("rating", "games"),
-    }.get(kind, ("accuracy", "n"))
-    value = entry.get(name)
-    return Figure(
-        None if entry.get("error") or value is None else float(value),
-        _interval(entry.get("ci95")),
-        entry.get(count),
-    )
-
-
-def curve_figures(rows: list[dict[str, Any]]) -> dict[str, Figure]:
-    """The learning curve as figures, one per step and evaluation: `step_N/KEY` (a suite's
-    accuracy, an exploitability, a rating) or `step_N/KEY/SEAT` (an arena seat's normalized
-    return), each with its 95% interval; no score where the evaluation failed."""
-    figures: dict[str, Figure] = {}
-    for row in rows:
-        step = f"step_{row['step']}"
-        if row.get("error") and not row.get("evals"):
-            figures[step] = Figure(None)
-        for key, entry in (row.get("evals") or {}).items():
-            seats = entry.get("seats")
-            if entry.get("kind") != "arena" or not isinstance(seats, dict):
-                figures[f"{step}/{key}"] = _entry_figure(entry)
-                continue
-            for seat, stats in seats.items():
-                value = None if entry.get("error") else stats.get("normalized_return")
-                figures[f"{step}/{key}/{seat}"] = Figure(
-                    value, _interval(stats.get("normalized_return_ci")), stats.get("n")
-                )
-    return figures
 
 
 def _arena_seat(game: str, seat: str, stats: dict[str, Any]) -> str:

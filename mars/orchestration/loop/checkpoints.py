@@ -13,8 +13,6 @@ from core.errors import MarsError
 from core.runstore import FINISHED_STATUSES, RUN_FILE
 from mars.orchestration.loop.spec import LoopSpec, SuiteItem
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
-
 
 @dataclass(frozen=True)
 class Checkpoint:

@@ -12,8 +12,6 @@ from core.model_options import ModelOptions, SamplingOptions, as_argv
 from mars.orchestration.loop.checkpoints import Checkpoint, checkpoint_defaults
 from mars.orchestration.loop.spec import ArenaItem, ExploitItem, Item, LoopSpec, RatingItem
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
-
 
 @dataclass(frozen=True)
 class Settings:

@@ -10,8 +10,9 @@ from typing import Any
 from core.errors import MarsError
 from core.files import write_atomic
 from core.runstore import RunDir
+from mars.api.results import LOOP_CURVE
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
+CURVE_JSONL, CURVE_CSV = LOOP_CURVE, "learning_curve.csv"
 
 
 ROW_SCHEMA_VERSION = 1

@@ -16,9 +16,6 @@ from core.summaries import (
 from mars.orchestration.loop.checkpoints import Checkpoint
 from mars.orchestration.loop.spec import RatingItem, slug
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
-
-
 SEAT_FIGURES = fields(
     SeatFigures,
     "n", "win", "draw", "loss", "normalized_return", "normalized_return_ci", "mean_return",

@@ -34,8 +34,6 @@ from mars.orchestration.loop.figures import (
 )
 from mars.orchestration.loop.spec import ArenaItem, ExploitItem, Item, LoopSpec, RatingItem
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
-
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]

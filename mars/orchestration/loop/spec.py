@@ -12,8 +12,6 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from core.errors import MarsError
 from core.settings_files import first_problem, yaml_error_line
 
-CURVE_JSONL, CURVE_CSV = "learning_curve.jsonl", "learning_curve.csv"
-
 
 class ArenaItem(BaseModel):
     kind: Literal["arena"] = "arena"
