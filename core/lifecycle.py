@@ -20,11 +20,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from core.run_lock import WriterLock
 from core.runstore import RunDir, RunStatus
+
+# What run.json records as the command that started a run: the `mars` command line when the
+# program runs one (mars.main sets COMMAND_LINE), else the library call (mars.api.plans sets
+# LIBRARY_CALL), else this process's arguments.
+COMMAND_LINE: list[str] | None = None
+LIBRARY_CALL: ContextVar[list[str] | None] = ContextVar("library_call", default=None)
+
+
+def invocation() -> list[str]:
+    """The command line, or the library call, that started this run."""
+    if COMMAND_LINE is not None:
+        return list(COMMAND_LINE)
+    return LIBRARY_CALL.get() or ["mars", *sys.argv[1:]]
 
 
 class RunLifecycle:
@@ -47,7 +61,7 @@ class RunLifecycle:
 
     def start(self, **info: Any) -> None:
         """Write run.json (`info`: config, model, endpoint, seeds) with the command line."""
-        self.run.start(command=["mars", *sys.argv[1:]], identity=self.identity, **info)
+        self.run.start(command=invocation(), identity=self.identity, **info)
 
     def finish(self, status: RunStatus) -> None:
         self.run.finish(status)

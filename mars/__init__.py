@@ -26,6 +26,7 @@ _API: dict[str, str] = {
     "TrainMasPlan": "mars.api.train_mas",
     "report": "mars.api.report",
     "failures": "mars.api.failures",
+    "FailuresPlan": "mars.api.failures",
     "compare_failures": "mars.api.failures",
     "ratings": "mars.api.ratings",
     "loop": "mars.orchestration.loop.api",

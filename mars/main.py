@@ -140,6 +140,16 @@ def _check_environment() -> None:
 
 
 def _run() -> None:
+    import core.lifecycle
+
+    core.lifecycle.COMMAND_LINE = ["mars", *sys.argv[1:]]  # what run.json records
+    try:
+        _run_command()
+    finally:  # a test may call the program in its own process, then the library
+        core.lifecycle.COMMAND_LINE = None
+
+
+def _run_command() -> None:
     import click
     import typer
 

@@ -159,9 +159,42 @@ def test_every_api_function_has_an_example_and_every_example_runs(tmp_path: Path
     assert str(result.figures["gsm8k"]) in printed.getvalue()
     seats = json.loads((duel.run_dir / "summary.json").read_text())["seats"]
     assert duel.figures["seat first"].value == seats["first"]["mean_return"]
+    assert mars.open_run(duel.run_dir).records() == duel.records()
     assert namespace["policy"].figures["exploitability"].value == pytest.approx(0.4583, abs=1e-3)
     assert namespace["games"].records() and trained.figures["step"].value == 1.0
     curve = namespace["curve"]
     assert curve.figures and namespace["checked"].checked
     assert mars.open_run(curve.run_dir).figures == curve.figures  # a loop reads back alike
     assert namespace["plan"].summary["config"]["policies"] == {"reasoner": "a", "tool": "b"}
+
+
+def test_a_plan_is_checked_as_the_command_checks_it_and_its_run_records_the_call(
+    tmp_path: Path,
+) -> None:
+    from mars.api.inputs import checked_role_settings
+
+    for keywords, message in (
+        ({"concurrency": 0}, "--concurrency must be at least 1, not 0"),
+        ({"top_p": 1.5}, "--top-p must be at least 0.0 and at most 1.0, not 1.5"),
+        ({"epochs": 0}, "--epochs must be at least 1, not 0"),
+        ({"mas_options": ["rounds"]}, "--mas-option expects KEY=VALUE, got 'rounds'"),
+    ):
+        with pytest.raises(mars.MarsError, match=re.escape(message)):
+            mars.evaluate(suites="gsm8k", base_url="http://127.0.0.1:9/v1", **keywords)
+    with pytest.raises(mars.MarsError, match="--limit must be at least 1"):
+        mars.failures(run=tmp_path, limit=0)
+    # A role's stops given as a list keep their commas and bars (the text form cannot).
+    assert checked_role_settings("judge", {"stop": ["a,b", "c|d"], "max_tokens": 64}) == {
+        "stop": ["a,b", "c|d"],
+        "max_tokens": 64,
+    }
+    with ScriptedServer(_script(_samples())) as server:
+        result = mars.evaluate(
+            suites="gsm8k", mas="mad", mas_options=["rounds=1"], base_url=server.base_url,
+            limit=2, run_dir=tmp_path / "run", quiet=True, data_dir=DATA_DIR,
+        )  # fmt: skip
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["config"]["mas_config"] == {"rounds": 1}
+    assert info["command"][:2] == ["python", "-c"]
+    assert info["command"][2].startswith("import mars; mars.evaluate(mars.EvalPlan(suites=")
+    assert mars.open_run(result.run_dir).records() == result.records()

@@ -31,7 +31,7 @@ class EvalPlan:
     role_sampling: dict[str, dict[str, Any]] | Sequence[str] = dataclasses.field(
         default_factory=dict
     )
-    mas_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    mas_options: dict[str, Any] | Sequence[str] = dataclasses.field(default_factory=dict)
     grader: str = "rules"
     judge_temperature: float = 0.5
     judge_max_tokens: int = 2048
@@ -117,9 +117,12 @@ def _prepare(plan: EvalPlan) -> _Prepared:
         check_data_dir(plan.data_dir)  # missing or empty: one line, never another root instead
     role_targets = _role_targets(plan.roles, parse_role_mapping)
     role_settings = _role_settings(plan.role_sampling, parse_role_sampling)
-    mas_config = dict(plan.mas_options)
-    if isinstance(plan.mas_options, list | tuple):
+    if isinstance(plan.mas_options, dict):
+        mas_config = dict(plan.mas_options)
+    else:  # `KEY=VALUE` items, as --mas-option gives them
         mas_config = parse_mas_options(list(plan.mas_options))
+    if plan.epochs is not None and plan.epochs < 1:
+        raise MarsError(f"--epochs must be at least 1, not {plan.epochs}")
     mas_name, model_options = plan.mas, plan.model_options
     role_models: dict[str, str] = {}  # role -> a local model folder served for it alone
     # role -> (adapter name, folder): a LoRA adapter served beside the default model's adapter
@@ -195,14 +198,9 @@ def _role_settings(
     """`--role-sampling` values, or a dict of role -> settings (checked the same way)."""
     if not isinstance(settings, dict):
         return parse(list(settings))
-    lines = []
-    for role, own in settings.items():
-        pairs = ",".join(
-            f"{key}={'|'.join(value) if isinstance(value, list | tuple) else value}"
-            for key, value in own.items()
-        )
-        lines.append(f"{role}:{pairs}")
-    return parse(lines)
+    from mars.api.inputs import checked_role_settings
+
+    return {role: checked_role_settings(role, own) for role, own in settings.items()}
 
 
 def _compute_target(plan: EvalPlan, mas_name: str, suite_names: list[str]) -> Any:

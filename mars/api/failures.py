@@ -75,6 +75,7 @@ def failures(plan: FailuresPlan | None = None, /, **kwargs: Any) -> FailuresResu
     from harness.failures import FAILURES_SUMMARY_FILE, summarize_failures
 
     plan = build_plan(FailuresPlan, plan, kwargs)
+    _check_bounds(plan)
     run = open_eval_run(plan.run, "failures")
     selected, settings, identity = _prepare(plan, run)
     # --fresh judges into a new file beside the old one, which is replaced only once the new
@@ -118,6 +119,17 @@ def open_eval_run(path: Path, command: str) -> Any:
     if run.kind != "eval":
         raise MarsError(f"{path} is {a_run_of(run.kind)}; mars {command} reads eval runs")
     return run
+
+
+def _check_bounds(plan: FailuresPlan) -> None:
+    """The command line's bounds of `mars failures`' own options, in one line each."""
+    for flag, value, low in (
+        ("--limit", plan.limit, 1),
+        ("--max-tokens", plan.max_tokens, 16),
+        ("--max-transcript-chars", plan.transcript_chars, 500),
+    ):
+        if value is not None and value < low:
+            raise MarsError(f"{flag} must be at least {low}, not {value}")
 
 
 def _prepare(plan: FailuresPlan, run: Any) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:

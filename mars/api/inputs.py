@@ -109,3 +109,20 @@ def parse_mas_options(values: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             config[key.strip()] = raw
     return config
+
+
+def checked_role_settings(role: str, own: dict[str, Any]) -> dict[str, Any]:
+    """One role's generation settings given as a dict (the Python API's `role_sampling`),
+    checked as `--role-sampling` checks them; `stop` is a string or a list of strings."""
+    from core.names import unknown_name
+
+    checked: dict[str, Any] = {}
+    for key, value in own.items():
+        if key not in ROLE_SAMPLING_KEYS:
+            raise MarsError(f"--role-sampling: {unknown_name('setting', key, ROLE_SAMPLING_KEYS)}")
+        if key == "stop":
+            stops = [value] if isinstance(value, str) else list(value)
+            checked[key] = [str(stop) for stop in stops if stop]
+        else:
+            checked[key] = _sampling_value(key, str(value), f"{role}:{key}={value}")
+    return checked

@@ -34,7 +34,7 @@ def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any])
     if plan is not None:
         if kwargs:
             raise MarsError(f"give a {plan_type.__name__} or keyword arguments, not both")
-        return _with_paths(plan)
+        return _recorded(_check_bounds(_with_paths(plan)))
     own = {field.name for field in dataclasses.fields(plan_type)}  # type: ignore[arg-type]
     groups = {name: group for name, group in _GROUPS.items() if name in own}
     grouped: dict[str, dict[str, Any]] = {name: {} for name in groups}
@@ -55,7 +55,59 @@ def build_plan(plan_type: type[Plan], plan: Plan | None, kwargs: dict[str, Any])
         if values:
             base = plain.get(name) or _default(plan_type, name)
             plain[name] = dataclasses.replace(base, **values)
-    return _with_paths(plan_type(**plain))
+    return _recorded(_check_bounds(_with_paths(plan_type(**plain))))
+
+
+# Each plan's function, for the call a run.json records.
+_FUNCTIONS = {
+    "EvalPlan": "evaluate",
+    "ArenaPlan": "arena",
+    "SelfplayPlan": "selfplay",
+    "ExploitabilityPlan": "exploitability",
+    "TrainPlan": "train",
+    "TrainMasPlan": "train_mas",
+    "LoopPlan": "loop",
+    "ExperimentPlan": "experiment",
+    "FailuresPlan": "failures",
+}
+
+
+def _recorded(plan: Plan) -> Plan:
+    """Note the library call that is starting a run, for its run.json
+    (`core.lifecycle.invocation`; the `mars` program records its own command line instead)."""
+    from core.lifecycle import LIBRARY_CALL
+
+    function = _FUNCTIONS.get(type(plan).__name__, "api")
+    LIBRARY_CALL.set(["python", "-c", f"import mars; mars.{function}(mars.{plan!r})"])
+    return plan
+
+
+def _check_bounds(plan: Plan) -> Plan:
+    """The model and sampling options' bounds (declared on their fields, the command line's
+    own `min`/`max`): a value out of range is one line naming the option."""
+    for name in _GROUPS:
+        group = getattr(plan, name, None)
+        if group is None:
+            continue
+        for spec in dataclasses.fields(group):
+            value, low, high = (
+                getattr(group, spec.name),
+                spec.metadata.get("min"),
+                spec.metadata.get("max"),
+            )
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            if (low is not None and value < low) or (high is not None and value > high):
+                bounds = " and ".join(
+                    part
+                    for part in (
+                        f"at least {low}" if low is not None else "",
+                        f"at most {high}" if high is not None else "",
+                    )
+                    if part
+                )
+                raise MarsError(f"{spec.metadata['flag']} must be {bounds}, not {value}")
+    return plan
 
 
 def _with_paths(plan: Plan) -> Plan:

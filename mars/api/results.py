@@ -166,11 +166,29 @@ def open_run(run_dir: str | Path) -> RunResult:
         "exploitability": exploitability_figures,
     }
     result = read_result(path, kind, readers.get(kind, plain_figures))
+    return dataclasses.replace(result, record_key=_record_key(kind))
+
+
+def _record_key(kind: str) -> Callable[[dict[str, Any]], Hashable] | None:
+    """What makes one attempt of a run of `kind` (a redone one is read once), as the command
+    that wrote the run resumes by it."""
     if kind == "eval":
         from harness.evaluation import record_key
 
-        result = dataclasses.replace(result, record_key=record_key)
-    return result
+        return record_key
+    if kind == "arena":
+        from games.arena import record_key as episode_key
+
+        return episode_key
+    if kind == "selfplay":
+        from games.selfplay import selfplay_key
+
+        return selfplay_key
+    if kind == "exploitability":
+        from mars.api.exploitability import record_key as state_key
+
+        return state_key
+    return None
 
 
 def read_loop(path: Path) -> RunResult:

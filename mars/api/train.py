@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
+from core.lifecycle import invocation
 from core.names import a_run_of
 from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
@@ -80,7 +80,7 @@ def train(plan: TrainPlan | None = None, /, **kwargs: Any) -> RunResult:
             out=plan.out,
             run_path=run_path,
             dry_run=plan.dry_run,
-            command=["mars", *sys.argv[1:]],
+            command=invocation(),
             threads=plan.threads,
             quiet=plan.quiet,
         )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from core.errors import MarsError
+from core.lifecycle import invocation
 from mars.api.plans import build_plan, loggers, names
 from mars.api.results import RunResult, read_train
 from mars.api.train import dry_run_result, launch_verl_run, refuse_other_training, trainer_name
@@ -131,7 +131,7 @@ def _train_local(config: Any, plan: TrainMasPlan) -> Path:
     with run_lifecycle(
         out=plan.out, run_dir=plan.run_dir, kind="train", slug=slug, identity=identity
     ) as life:
-        train_workflow(config, life.run, command=["mars", *sys.argv[1:]], log=log)
+        train_workflow(config, life.run, command=invocation(), log=log)
     print(f"run dir: {life.path}")
     return life.path
 
