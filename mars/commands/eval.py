@@ -64,7 +64,6 @@ def eval_command(
     """Run reasoning suites through a MAS and grade every answer."""
     from harness.unscored import exit_if_unscored
     from mars.api.evaluate import EvalPlan, evaluate
-    from mars.api.inputs import parse_mas_options
 
     result = evaluate(
         EvalPlan(
@@ -72,7 +71,7 @@ def eval_command(
             mas=mas_name,
             roles=role,
             role_sampling=role_sampling,
-            mas_options=parse_mas_options(mas_option),
+            mas_options=mas_option,
             grader=grader,
             judge_temperature=judge_temperature,
             judge_max_tokens=judge_max_tokens,
