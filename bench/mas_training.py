@@ -163,7 +163,7 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
     config_file = root / f"{arm}-seed{seed}.yaml"
     config_file.write_text(yaml.safe_dump(train_config(arm, seed, model, args)))
     started = time.perf_counter()
-    command = train_mas_command(config_file, run_dir)
+    command = train_mas_command(config_file, run_dir, *trainer_options(args, model))
     log = root / f"{arm}-seed{seed}.log"
     with log.open("w") as output:
         child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
@@ -176,9 +176,19 @@ def train_arm(arm: str, seed: int, model: str, args: argparse.Namespace, root: P
     return run_dir
 
 
+def trainer_options(args: argparse.Namespace, model: str) -> list[str]:
+    """The CPU trainer (default), or verl's trainer on this CPU (`--trainer verl`: one verl job,
+    every policy every step; the start model given as verl's --model)."""
+    if args.trainer == "local":
+        return []
+    return ["--trainer", "verl", "--device", "cpu", "--model", model]
+
+
 def training_cost(run_dir: Path, usage: Any) -> dict[str, float]:
     """Trainable parameters, peak resident memory (MiB, Linux's ru_maxrss is in KiB) and the
     mean seconds per step (and its update part) of one training process."""
+    if (run_dir / "verl").is_dir():
+        return verl_training_cost(run_dir, usage)
     summary = json.loads((run_dir / "summary.json").read_text())
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trainable = sum(summary.get("trainable_parameters", {}).values())
@@ -190,6 +200,21 @@ def training_cost(run_dir: Path, usage: Any) -> dict[str, float]:
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "seconds_per_step": round(sum(m["seconds_per_step"] for m in steps) / len(steps), 3),
         "update_seconds": round(sum(m["update_s"] for m in steps) / len(steps), 3),
+    }
+
+
+def verl_training_cost(run_dir: Path, usage: Any) -> dict[str, float]:
+    """A verl run's step times from verl's own metrics (its workers' memory is not this
+    process's: the peak is the launcher's alone)."""
+    steps = []
+    for line in (run_dir / "verl" / "metrics.jsonl").read_text().splitlines():
+        steps.append(json.loads(line)["data"])
+    return {
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "seconds_per_step": round(sum(m.get("timing_s/step", 0.0) for m in steps) / len(steps), 3),
+        "update_seconds": round(
+            sum(m.get("timing_s/update_actor", 0.0) for m in steps) / len(steps), 3
+        ),
     }
 
 
@@ -263,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, help="default: 3e-4 (arithmetic), 2e-4 (plan)")
     parser.add_argument("--lora-lr", type=float, default=2e-3, help="the mas_lora arm's")
     parser.add_argument("--kl-coef", type=float, default=0.0)
+    parser.add_argument(
+        "--trainer", choices=("local", "verl"), default="local", help="verl: on this CPU"
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--seeds", default="0,1,2")
@@ -364,7 +392,13 @@ def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     root = args.out / "dry-run"  # named, not made
     for arm, seed in chosen_jobs(args):
         workflow_config(dry, train_config(arm, seed, start, args))
-        dry.mars(train_mas_command(root / f"{arm}-seed{seed}.yaml", root / f"{arm}-seed{seed}"))
+        dry.mars(
+            train_mas_command(
+                root / f"{arm}-seed{seed}.yaml",
+                root / f"{arm}-seed{seed}",
+                *trainer_options(args, start),
+            )
+        )
         config = dry.config(lambda a=arm, s=seed: measure_config(a, s, args), "measure config")
         config.role_policies(ROLES[config.workflow])
         dry.script(job_command(arm, seed, root, args), build_parser())
@@ -387,7 +421,8 @@ def run_job(arm: str, seed: int, start: str, args: argparse.Namespace, root: Pat
 
 # what a job process is told: the settings that shape the training and the measuring
 JOB_SETTINGS = (
-    "domain", "steps", "problems", "branches", "lr", "lora_lr", "kl_coef", "epochs", "heldout"
+    "domain", "steps", "problems", "branches", "lr", "lora_lr", "kl_coef", "epochs", "heldout",
+    "trainer",
 )  # fmt: skip
 
 

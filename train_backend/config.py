@@ -47,6 +47,10 @@ class VerlSettings(BaseModel):
     gpu_memory_utilization: float = 0.6
     ray_address: str | None = None
     extra_overrides: list[str] = Field(default_factory=list)
+    # One policy per role (train-mas --policies): every policy in one verl job, colocated on the
+    # GPUs (policies.py); false = one verl launch per phase, one trained model on the GPUs at a
+    # time and the others served beside it (mas_phases.py).
+    one_job: bool = True
 
     @model_validator(mode="after")
     def _one_rank_on_cpu(self) -> VerlSettings:

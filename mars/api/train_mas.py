@@ -3,7 +3,7 @@
 One shared policy for every role by default; `policies={"tool": "coder", "reasoner": "thinker"}`
 (`--policies tool=coder,reasoner=thinker`) trains one policy per role (each with its own optimiser
 and checkpoints), on the embedded CPU trainer. `trainer="verl"` trains through verl's agent loop
-(one policy per role: alternating phases). docs/mas_training.md, docs/verl.md.
+(one policy per role: every policy in one verl job). docs/mas_training.md, docs/verl.md.
 
 `mars train-mas` parses its options into a `TrainMasPlan` and calls `train_mas`.
 """
@@ -201,7 +201,7 @@ def _train_verl(
     config: Any, *, device: str | None, run_path: Path | None, out: Path, dry_run: bool
 ) -> Path:
     """verl's agent loop (train_backend/verl/workflow_loop.py): one shared policy in one run, or
-    one policy per role in alternating phases (train_backend/verl/mas_phases.py)."""
+    one policy per role, every policy in one job (train_backend/verl/mas_job.py)."""
     if config.model is None:
         raise MarsError("--trainer verl needs --model: a Hugging Face model folder or hub id")
     verl = config.verl.model_dump(exclude_unset=True) | ({"device": device} if device else {})
@@ -218,13 +218,16 @@ def _train_verl(
         raise MarsError("verl backend not installed: make setup-verl") from exc
 
     def launch(config: Any, run: Any, *, dry_run: bool) -> None:
-        if config.multi_policy:  # one verl run per phase, the other policies served
-            from core.model_access import model_endpoint
-            from train_backend.verl.mas_phases import train_phases
-
-            train_phases(config, run, dry_run=dry_run, run_verl=run_verl, serve=model_endpoint)
-        else:
+        if not config.multi_policy:
             run_verl(config, run, dry_run=dry_run)
+            return
+        from core.model_access import model_endpoint
+        from train_backend.verl.mas_job import runs_in_one_job, train_job
+        from train_backend.verl.mas_phases import train_phases
+
+        # every trained policy in one job, or (verl.one_job: false) one launch per phase
+        trainer = train_job if runs_in_one_job(config) else train_phases
+        trainer(config, run, dry_run=dry_run, run_verl=run_verl, serve=model_endpoint)
 
     return launch_verl_run(
         config, out=out, run_path=run_path, slug=f"mas-{config.workflow}",

@@ -69,14 +69,18 @@ class WorkflowTrainConfig(TrainConfig):
     role_sampling: dict[str, RoleSampling] = Field(default_factory=dict)
     eval_role_sampling: dict[str, RoleSampling] = Field(default_factory=dict)
     # With several policies, which update when: N > 0 = the policies take turns, N updates each
-    # (the others frozen meanwhile); 0 = every policy every step (CPU trainer) or one phase of
-    # `steps` each (verl, where a phase is one verl run: train_backend/verl/mas_phases.py).
+    # (the others frozen meanwhile); 0 = every policy every step (the CPU trainer, and verl's
+    # one job), or on verl with `verl.one_job: false` one phase of `steps` each
+    # (train_backend/verl/mas_phases.py).
     phase_alternate_steps: int = Field(
         0, ge=0, validation_alias=AliasChoices("phase_alternate_steps", "phase_steps")
     )
     # Set by the phase runner, not by hand: role -> endpoint config of the frozen partner that
     # answers for it in this phase (its policy's latest checkpoint, served).
     frozen_partners: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Set by the verl launcher, not by hand: role -> policy, in a verl job that trains several
+    # policies at once (train_backend/verl/policies.py); empty otherwise.
+    job_policies: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("preset")
     @classmethod

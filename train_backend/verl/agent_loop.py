@@ -323,13 +323,17 @@ class SelfPlayAgentLoop(AgentLoopBase):
         *,
         request_id: str,
         priority: int,
+        policy: str | None = None,
     ) -> Generation:
         started = time.perf_counter()
+        # `policy`: in a job of several policies, the one whose rollout answers (policies.py)
+        routing = {"policy": policy} if policy else {}
         output = await self.server_manager.generate(
             request_id=request_id,
             prompt_ids=prompt_ids,
             sampling_params=dict(sampling_params),
             priority=priority,
+            **routing,
         )
         seconds = time.perf_counter() - started
         limit = int(sampling_params.get("max_tokens", self.response_length))

@@ -96,15 +96,16 @@ def latest_saved_step(verl_checkpoints: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def saved_steps(verl_checkpoints: Path) -> list[int]:
-    """Steps whose actor checkpoint verl has finished writing, ascending."""
+def saved_steps(verl_checkpoints: Path, actor: str = "actor") -> list[int]:
+    """Steps whose actor checkpoint (in a job of several policies, the policy's `actor`
+    folder) verl has finished writing, ascending."""
     latest = latest_saved_step(verl_checkpoints)
     if latest is None or not verl_checkpoints.is_dir():
         return []
     steps = []
     for entry in verl_checkpoints.iterdir():
         match = _STEP_DIR.match(entry.name)
-        if match and int(match.group(1)) <= latest and (entry / "actor").is_dir():
+        if match and int(match.group(1)) <= latest and (entry / actor).is_dir():
             steps.append(int(match.group(1)))
     return sorted(steps)
 
@@ -184,6 +185,7 @@ class CheckpointPublisher:
         dtype: str | None = None,
         adapter: AdapterTarget | None = None,
         exporter: Exporter | None = None,
+        actor: str = "actor",
     ) -> None:
         self.run_dir = run_dir
         self.verl_checkpoints = verl_checkpoints
@@ -195,6 +197,7 @@ class CheckpointPublisher:
         self.dtype = dtype  # the base model's: merged weights are cast back to it
         self.adapter = adapter  # a LoRA run: only the adapter is published (adapter_export.py)
         self.exporter = exporter
+        self.actor = actor  # the folder of a verl step that holds this policy's actor
         self._adapter_info: dict[str, Any] | None = None
         self.failures: dict[int, str] = {}  # step -> why its last merge attempt failed
         self.attempts: dict[int, int] = {}
@@ -209,7 +212,7 @@ class CheckpointPublisher:
         """Publish every finished step not yet published; a failed merge is tried again on later
         calls, `MERGE_ATTEMPTS` times in all (while verl still keeps that step's checkpoint)."""
         done = []
-        for step in saved_steps(self.verl_checkpoints):
+        for step in saved_steps(self.verl_checkpoints, self.actor):
             if self.is_published(step) or self.attempts.get(step, 0) >= MERGE_ATTEMPTS:
                 continue
             self.attempts[step] = self.attempts.get(step, 0) + 1
@@ -238,7 +241,7 @@ class CheckpointPublisher:
         return failed
 
     def publish(self, step: int) -> bool:
-        actor_dir = self.verl_checkpoints / f"global_step_{step}" / "actor"
+        actor_dir = self.verl_checkpoints / f"global_step_{step}" / self.actor
         final = self.step_dir(step)
         staging = self.checkpoints / f".step_{step}.tmp-{os.getpid()}"
         log_path = self.logs / f"merge-step_{step}.log"
@@ -309,3 +312,24 @@ class CheckpointPublisher:
                 data = entry.get("data")
                 return data if isinstance(data, dict) else {}
         return {}
+
+
+class PolicyPublishers:
+    """The publishers of a job with several policies, one per policy, used as one."""
+
+    def __init__(self, publishers: dict[str, CheckpointPublisher]) -> None:
+        self.publishers = publishers
+
+    @property
+    def failures(self) -> dict[str, dict[int, str]]:
+        return {name: own.failures for name, own in self.publishers.items() if own.failures}
+
+    def publish_new(self) -> list[int]:
+        return sorted({step for own in self.publishers.values() for step in own.publish_new()})
+
+    def failure_report(self) -> str:
+        return "; ".join(
+            f"policy {name}: {own.failure_report()}"
+            for name, own in self.publishers.items()
+            if own.failures
+        )

@@ -36,6 +36,7 @@ import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
 from train_backend.verl import names
+from train_backend.verl.policy_spec import policy_of
 
 PLATFORM = "cpu"
 GLOO = "cpu:gloo"
@@ -229,8 +230,11 @@ def _install_private_hooks() -> None:
     rollout_base._ROLLOUT_REGISTRY[(names.CPU_ROLLOUT, "async")] = f"{__name__}.CPURolloutAdapter"
 
 
-def server_name(replica_rank: int) -> str:
-    return f"{SERVER_PREFIX}{replica_rank}"
+def server_name(replica_rank: int, rollout_config: Any = None) -> str:
+    """The Ray name of a replica's server; in a job with several policies (policies.py) each
+    policy's rollout config names its policy, so their servers of one rank stay apart."""
+    policy = policy_of(rollout_config) if rollout_config is not None else None
+    return f"{SERVER_PREFIX}{policy + '_' if policy else ''}{replica_rank}"
 
 
 @ray.remote(num_cpus=0)
@@ -250,6 +254,7 @@ class CPURolloutServer:
         self.config = config
         self.policy = load_policy(model_path)
         self.replica_rank = replica_rank
+        self.name = server_name(replica_rank, config)
         self.global_steps: int | None = None
         self.generator = torch.Generator().manual_seed(int(config.seed) + replica_rank)
         self.pending: list[tuple[dict[str, Any], asyncio.Future[Any]]] = []
@@ -380,7 +385,8 @@ class CPURolloutServer:
             self.policy = dataclasses.replace(self.policy, model=model)
             # in verl's log: what the tests (and a rehearsal's reader) check the rollout ran
             print(
-                f"{names.ROLLOUT_ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors",
+                f"{names.ROLLOUT_ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors "
+                f"on {self.name}",
                 flush=True,
             )
         else:
@@ -407,7 +413,7 @@ class CPURolloutReplica(RolloutReplica):
     """One rollout server per replica, started next to verl's hybrid workers."""
 
     async def launch_servers(self) -> None:
-        name = server_name(self.replica_rank)
+        name = server_name(self.replica_rank, self.config)
         server = CPURolloutServer.options(name=name, max_concurrency=1000).remote(
             self.config,
             str(self.model_config.get("local_path") or self.model_config.path),
@@ -453,7 +459,7 @@ class CPURolloutAdapter(BaseRollout):
         if not self.is_leader_rank:
             return
         if self.server is None:
-            self.server = ray.get_actor(server_name(self.replica_rank))
+            self.server = ray.get_actor(server_name(self.replica_rank, self.config))
         await self.server.update_weights.remote(
             state,
             kwargs.get("global_steps"),

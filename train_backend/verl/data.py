@@ -109,6 +109,7 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
     pool, _heldout = training_problems(config)
     options = json.dumps(config.workflow_options, sort_keys=True)
     partners = json.dumps(config.frozen_partners, sort_keys=True)
+    role_policies = json.dumps(config.job_policies, sort_keys=True)
     role_sampling = json.dumps(
         {
             role: sampling.model_dump(exclude_none=True, exclude={"stop"})
@@ -139,6 +140,7 @@ def workflow_rows(config: WorkflowTrainConfig) -> list[dict[str, Any]]:
                     "seed": config.seed * 1_000_003 + index,
                     "max_new_tokens": config.max_new_tokens,
                     "partners": partners,
+                    "role_policies": role_policies,
                     "role_sampling": role_sampling,
                     "extra_info": {"index": index, "step": step, "problem_id": problem.id},
                 }

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,16 +39,24 @@ from core.errors import MarsError
 from core.processes import log_tail, stop_process_group
 from core.runstore import RunDir, RunStatus
 from train_backend.config import TrainConfig
+from train_backend.mas.trained import policy_root
 from train_backend.verl.adapter_export import adapter_target
-from train_backend.verl.checkpoints import CheckpointPublisher, model_dtype
+from train_backend.verl.checkpoints import CheckpointPublisher, PolicyPublishers, model_dtype
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
+from train_backend.verl.policy_spec import actor_folder, job_spec
 from train_backend.verl.preflight import Machine, Report, config_rows, run_dir_rows
 
 POLL_SECONDS = 2.0  # a look at one small file: publish each checkpoint soon after it lands
 STOP_GRACE_SECONDS = 30.0
 SESSION_GRACE_SECONDS = 5.0
-CPU_RAY_ENVIRONMENT = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+CPU_RAY_ENVIRONMENT = {
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
+    # every line of every worker in verl.log: Ray folds lines that differ only in numbers
+    # (one rollout's "step 1" and "step 2") into one "[repeated Nx]"
+    "RAY_DEDUP_LOGS": "0",
+}
 
 
 def require_verl() -> None:
@@ -163,18 +172,44 @@ def _run_verl(config: TrainConfig, run: RunDir, *, dry_run: bool, machine: Machi
     if dry_run:
         return
     keep_earlier_metrics(paths.verl_metrics)
+    environment = launch_environment(paths, config.verl.device)
+    train(command, environment, paths, publisher_of(config, paths))
+
+
+def publisher_of(config: TrainConfig, paths: RunPaths) -> CheckpointPublisher | PolicyPublishers:
+    """Who publishes the run's checkpoints: into `RUN/checkpoints/`, or in a job of several
+    policies each policy's into its own `RUN/policies/<name>/checkpoints/`, as the CPU trainer
+    lays them out (`mars eval --trained` reads either)."""
+    details = {"config": config.model_dump(mode="json")}
+    spec = job_spec(config)
+    if spec is None:
+        return CheckpointPublisher(
+            run_dir=paths.root.resolve(),
+            verl_checkpoints=paths.verl_checkpoints,
+            checkpoints=paths.checkpoints,
+            logs=paths.logs,
+            details={"base_model": config.model, **details},
+            metrics_file=paths.verl_metrics,
+            dtype=model_dtype(config.model),
+            adapter=adapter_target(config),
+        )
     adapter = adapter_target(config)
-    publisher = CheckpointPublisher(
-        run_dir=paths.root.resolve(),
-        verl_checkpoints=paths.verl_checkpoints,
-        checkpoints=paths.checkpoints,
-        logs=paths.logs,
-        details={"base_model": config.model, "config": config.model_dump(mode="json")},
-        metrics_file=paths.verl_metrics,
-        dtype=model_dtype(config.model),
-        adapter=adapter,
+    return PolicyPublishers(
+        {
+            policy.name: CheckpointPublisher(
+                run_dir=paths.root.resolve(),
+                verl_checkpoints=paths.verl_checkpoints,
+                checkpoints=policy_root(paths.root, policy.name, True) / "checkpoints",
+                logs=paths.logs / "policies" / policy.name,
+                details={"base_model": policy.model, "policy": policy.name, **details},
+                metrics_file=paths.verl_metrics,
+                dtype=model_dtype(policy.model),
+                adapter=replace(adapter, name=policy.name) if adapter else None,
+                actor=actor_folder(spec, policy.name),
+            )
+            for policy in spec.policies
+        }
     )
-    train(command, launch_environment(paths, config.verl.device), paths, publisher)
 
 
 def keep_earlier_metrics(path: Path) -> Path | None:
@@ -263,7 +298,7 @@ def train(
     command: Sequence[str],
     env: dict[str, str],
     paths: RunPaths,
-    publisher: CheckpointPublisher,
+    publisher: CheckpointPublisher | PolicyPublishers,
     *,
     poll_seconds: float = POLL_SECONDS,
     echo: IO[str] | None = sys.stdout,

@@ -129,7 +129,7 @@ def train_phases(
         )
         with ExitStack() as servers:
             endpoints = {
-                name: _served(
+                name: served_partner(
                     servers,
                     serve,
                     model,
@@ -169,7 +169,7 @@ def train_phases(
     return ran
 
 
-def _served(
+def served_partner(
     servers: ExitStack,
     serve: Callable[..., Any],
     model: str,

@@ -23,6 +23,8 @@ from train_backend.group_filter import GroupFilter
 from train_backend.mas.config import LoraSettings, WorkflowTrainConfig
 from train_backend.verl import names
 from train_backend.verl.data import prompts_per_step, sample_unit
+from train_backend.verl.policy_spec import POLICIES_ENV, PoliciesSpec, job_spec
+from train_backend.verl.policy_spec import TRAINER_NAME as POLICIES_TRAINER
 
 # verl's dual clip bound must be > 1; a bound no ratio reaches turns it off.
 NO_DUAL_CLIP = 1.0e9
@@ -101,6 +103,7 @@ def worker_environment(
     switches: dict[str, Any] | None = None,
     group_filter: dict[str, Any] | None = None,
     loggers: list[str] | tuple[str, ...] = (),
+    policies: PoliciesSpec | None = None,
 ) -> dict[str, str]:
     """Variables every verl process needs: the modules to import, where metrics and turns go,
     the estimator switches and group filtering verl's config has no field for, and where the
@@ -126,6 +129,8 @@ def worker_environment(
         env[ESTIMATOR_SWITCHES_ENV] = json.dumps(switches, sort_keys=True)
     if group_filter:
         env[names.GROUP_FILTER_ENV] = json.dumps(group_filter, sort_keys=True)
+    if policies is not None:
+        env[POLICIES_ENV] = policies.to_json()
     env.update(tracker_environment(paths.root, loggers))
     return env
 
@@ -306,6 +311,29 @@ def cluster_memory_settings() -> dict[str, Any]:
     }
 
 
+def policies_settings(config: TrainConfig) -> dict[str, Any]:
+    """A job of several policies (policies.py), colocated on the job's GPUs: verl's trainer
+    for it and, on GPUs, each policy's rollout engine given its share of the memory the run
+    gives rollouts (`gpu_memory_utilization` / policies: every policy's engine is awake during
+    a step's rollout) and each actor's weights and optimiser state offloaded to the CPU
+    between its updates (only the updating policy's stay on the GPUs)."""
+    spec = job_spec(config)
+    if spec is None:
+        return {}
+    settings: dict[str, Any] = {"trainer.v1.trainer_mode": POLICIES_TRAINER}
+    if config.verl.device != "cpu":
+        share = config.verl.gpu_memory_utilization / len(spec.policies)
+        actor = "actor_rollout_ref.actor.fsdp_config"
+        settings.update(
+            {
+                "actor_rollout_ref.rollout.gpu_memory_utilization": round(share, 4),
+                f"{actor}.param_offload": True,
+                f"{actor}.optimizer_offload": True,
+            }
+        )
+    return settings
+
+
 def estimator_switches(config: TrainConfig) -> dict[str, Any]:
     """The estimator options verl's config cannot carry (sent in `ESTIMATOR_SWITCHES_ENV`)."""
     options = config.estimator_options
@@ -433,8 +461,10 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
             estimator_switches(config),
             group_filter_setting(config),
             config.logger,
+            job_spec(config),
         ),
     }
+    settings.update(policies_settings(config))
     if cluster.ray_address:
         settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
     if cluster.device == "cpu":

@@ -19,15 +19,19 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from train_backend.verl import names
+from train_backend.verl.policy_spec import POLICIES_ENV, name_servers_by_policy
 
 
 def _register_trainer(_: ModuleType) -> None:
     importlib.import_module("train_backend.verl.trainer")  # @register_trainer on import
+    if os.environ.get(POLICIES_ENV):  # a job with several policies (policies.py)
+        importlib.import_module("train_backend.verl.policies")
 
 
 def _register_estimators(_: ModuleType) -> None:
@@ -40,11 +44,20 @@ def _register_agent_loops(module: ModuleType) -> None:
         registry.setdefault(name, {"_target_": target})
 
 
-# verl's registry module -> what registers our pieces in it
+def _vllm_servers_by_policy(module: ModuleType) -> None:
+    for name in ("ServerAdapter", "vLLMReplica"):  # the worker side, the replica side
+        if hasattr(module, name):
+            name_servers_by_policy(getattr(module, name))
+
+
+# verl's registry module -> what registers our pieces in it; vLLM's rollout modules -> server
+# names that tell policies apart (policy_spec.name_servers_by_policy)
 HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "verl.trainer.ppo.v1": _register_trainer,
     "verl.trainer.ppo.core_algos": _register_estimators,
     "verl.experimental.agent_loop.agent_loop": _register_agent_loops,
+    "verl.workers.rollout.vllm_rollout.vllm_rollout": _vllm_servers_by_policy,
+    "verl.workers.rollout.vllm_rollout.vllm_async_server": _vllm_servers_by_policy,
 }
 
 

@@ -43,6 +43,7 @@ from train_backend.verl.model_files import (
     where_looked,
 )
 from train_backend.verl.names import VERL_VERSION
+from train_backend.verl.policy_spec import job_spec
 from train_backend.verl.stack import PINS, SUPPORTED
 
 # The module each flash attention implementation imports, and the package that brings it.
@@ -67,6 +68,15 @@ def local_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def local_gpu_memory() -> int | None:
+    """Bytes of memory of this machine's first GPU; None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(0).total_memory)
+
+
 def free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
 
@@ -77,6 +87,7 @@ class Machine:
 
     cuda: Callable[[], bool] = local_cuda
     disk_free: Callable[[Path], int] = free_bytes
+    gpu_memory: Callable[[], int | None] = local_gpu_memory
 
 
 @dataclass(frozen=True)
@@ -416,15 +427,89 @@ def lora_row(composed: Any, *, cpu: bool) -> Row | None:
     return Row("lora", found, OK)
 
 
+# Rollout memory a policy's engine needs beyond its weights (KV cache for a few sequences,
+# activations, CUDA graphs), as a share of its weights: the floor under which vLLM cannot start.
+ROLLOUT_HEADROOM = 0.25
+# The updating actor's state on the GPUs: fp32 weights, gradients and AdamW's two moments.
+TRAIN_BYTES_PER_PARAMETER = 16
+
+
+def policies_row(config: TrainConfig, composed: Any, machine: Machine) -> Row | None:
+    """A job of several policies (policies.py), sized: each GPU holds one actor process and
+    one rollout engine per policy. Refused (when this machine's GPU memory is known) when one
+    policy's share of rollout memory cannot hold its weights, or when the updating actor's
+    state does not fit beside the rollouts."""
+    spec = job_spec(config)
+    if spec is None:
+        return None
+    count = len(spec.policies)
+    cluster = config.verl
+    gpus = cluster.n_gpus_per_node * cluster.nnodes
+    found = (
+        f"{count} policies ({', '.join(spec.names)}) in one job, colocated on one pool of "
+        f"{gpus} GPU(s): one actor and one rollout per policy on each"
+    )
+    model = composed.actor_rollout_ref.model
+    rank = int(model.get("lora_rank") or 0)
+    if rank:
+        found += f"; LoRA: each actor holds the base and its adapter (rank {rank})"
+    if cluster.device == "cpu":
+        return Row("policies", found, OK)
+    share = float(composed.actor_rollout_ref.rollout.gpu_memory_utilization)
+    found += (
+        f"; each rollout {share:.2f} of a GPU ({cluster.gpu_memory_utilization} / {count}), "
+        "actors offloaded between updates"
+    )
+    memory = machine.gpu_memory()
+    params = parameter_count(str(model.path), read_model_config(str(model.path)))
+    if memory is None or params is None:
+        why = "no GPU on this machine" if memory is None else "model size unknown"
+        return Row("policies", found, OK, f"memory not checked: {why}")
+    found += f"; {_gb(memory)} a GPU"
+    weights = 2 * params.count / cluster.tensor_parallel_size  # bf16 in the rollout
+    if share * memory < weights * (1 + ROLLOUT_HEADROOM):
+        return Row(
+            "policies",
+            found,
+            REFUSED,
+            f"each of {count} policies' rollouts gets {_gb(share * memory)} of a GPU, less than "
+            f"its {_gb(weights)} of weights and room to generate: raise "
+            "verl.gpu_memory_utilization, raise verl.tensor_parallel_size, or train fewer "
+            "policies at once (phase_alternate_steps with verl.one_job: false)",
+        )
+    trained = (rank and lora_parameters_of(model, params)) or params.count
+    state = TRAIN_BYTES_PER_PARAMETER * trained / gpus + (weights if rank else 0)
+    room = (1 - cluster.gpu_memory_utilization) * memory
+    if state > room:
+        return Row(
+            "policies",
+            found,
+            REFUSED,
+            f"the updating policy's weights and optimiser state need {_gb(state)} a GPU, "
+            f"beside the rollouts' {cluster.gpu_memory_utilization} there is {_gb(room)}: "
+            "lower verl.gpu_memory_utilization or use more GPUs",
+        )
+    return Row("policies", found, OK)
+
+
+def lora_parameters_of(model: Any, params: Any) -> int:
+    config = read_model_config(str(model.path))
+    rank = int(model.get("lora_rank") or 0)
+    count = lora_parameters(config.text, rank, model.get("target_modules")) if config else None
+    return int(count or 0)
+
+
 def config_rows(
     config: TrainConfig, composed: Any, *, dry_run: bool, machine: Machine
 ) -> list[Row]:
-    """Stack, attention, context and LoRA: what needs no run directory."""
+    """Stack, attention, context, LoRA and the policies of one job: what needs no run
+    directory."""
     model = str(composed.actor_rollout_ref.model.path)
     max_model_len = int(composed.actor_rollout_ref.rollout.max_model_len)
     model_config = read_model_config(model)
     lora = lora_row(composed, cpu=config.verl.device == "cpu")
-    extra = [lora] if lora is not None else []
+    policies = policies_row(config, composed, machine)
+    extra = [row for row in (lora, policies) if row is not None]
     if config.verl.device == "cpu":
         return [
             Row("stack", "the CPU device: verl's trainer, eager attention, no vLLM", OK),

@@ -120,6 +120,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         options = {**json.loads(kwargs.get("workflow_options") or "{}")}
         options.update(workflow_runners())
         partners = json.loads(kwargs.get("partners") or "{}")
+        role_policies = json.loads(kwargs.get("role_policies") or "{}")
         roles = {
             role: self._role_model(
                 f"{episode}-c",
@@ -127,6 +128,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
                 int(kwargs.get("priority", 0)),
                 server_fields,
                 requests,
+                role_policies.get(role),
             )
             for role in ROLES[workflow]
             if role not in partners
@@ -170,10 +172,19 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         priority: int,
         server_fields: list[dict[str, Any]],
         requests: itertools.count,
+        policy: str | None = None,
     ) -> RoleModel:
+        """A role's model: verl's rollout of the job's one policy, or in a job of several
+        policies (policies.py) the rollout of the role's own."""
+
         async def generate(prompt_ids: list[int]) -> list[int]:
             generation = await self._generate(
-                prompt_ids, 0, params, request_id=f"{prefix}{next(requests)}", priority=priority
+                prompt_ids,
+                0,
+                params,
+                request_id=f"{prefix}{next(requests)}",
+                priority=priority,
+                policy=policy,
             )
             server_fields.append(generation.server_fields)
             return generation.response_ids
@@ -181,7 +192,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         def decode(ids: list[int]) -> str:
             return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-        return RoleModel(POLICY, self._render, generate, decode)
+        return RoleModel(policy or POLICY, self._render, generate, decode)
 
     def _render(self, messages: list[dict[str, str]]) -> list[int]:
         tokens = self.continuous_token_builder.build_initial_tokens(messages)
