@@ -185,6 +185,17 @@ def collapse_signals(lines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
+def sampled_collapse_signals(lines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The step's collapse signals over the branches the policy sampled: a forced branch
+    (all-actions, counterfactual) plays an action the policy did not choose, and counting it
+    hid a collapse. `branches/forced` counts the ones left out. What the trainers log."""
+    if not lines:
+        return {}
+    sampled = [line for line in lines if not line.get("forced")]
+    forced = float(len(lines) - len(sampled))
+    return {**collapse_signals(sampled), f"{SIGNAL_PREFIX}forced": forced}
+
+
 def _spread(values: Iterable[float]) -> float:
     listed = list(values)
     return max(listed) - min(listed)

@@ -9,6 +9,7 @@ returned objects as read-only. Every path is checked against the runs root befor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ import streamlit as st
 
 from core import branch_log
 from dashboard import data, mas_data
+from dashboard.data import branches as inspected
+from dashboard.data.runs import MAX_DEPTH, SKIPPED_DIRS
 from dashboard.paths import inside_root
 
 _ENTRIES = 64
+_STEPS = 4096  # step digests kept: every step of a long run, each a few kB
 
 
 @st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
@@ -63,6 +67,63 @@ def _curve(path: str, mtime_ns: int, size: int) -> data.JsonlData:
 @st.cache_resource(show_spinner=False, max_entries=_ENTRIES)
 def _branches(path: str, mtime_ns: int, size: int) -> list[dict[str, Any]]:
     return branch_log.read_file(Path(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=_STEPS)
+def _digest(path: str, mtime_ns: int, size: int) -> inspected.StepDigest:
+    return inspected.step_digest(_branches(path, mtime_ns, size))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _scan(root: str, folders: tuple[tuple[str, int], ...]) -> data.RunScan:
+    return data.scan_runs(Path(root))
+
+
+def folder_stamps(root: Path) -> tuple[tuple[str, int], ...]:
+    """(folder, mtime in ns) of the root and of every folder `data.runs.run_dirs` looks at: a
+    run added, removed or rewritten (run.json is replaced in one rename) changes one of them.
+    A symlinked folder is stamped (its target's time) but, as there, not walked into."""
+    stamps: list[tuple[str, int]] = []
+    level = [str(root)]
+    for depth in range(MAX_DEPTH + 1):
+        below: list[str] = []
+        for folder in level:
+            try:
+                stamps.append((folder, os.stat(folder).st_mtime_ns))
+                entries = list(os.scandir(folder)) if depth < MAX_DEPTH else []
+            except OSError:
+                continue
+            for entry in entries:
+                if not _looked_at(entry):
+                    continue
+                if entry.is_symlink():
+                    stamps += _stamp_of(entry.path)
+                else:
+                    below.append(entry.path)
+        level = below
+    return tuple(sorted(stamps))
+
+
+def _looked_at(entry: os.DirEntry[str]) -> bool:
+    if entry.name.startswith(".") or entry.name in SKIPPED_DIRS:
+        return False
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _stamp_of(folder: str) -> list[tuple[str, int]]:
+    try:
+        return [(folder, os.stat(folder).st_mtime_ns)]
+    except OSError:
+        return []
+
+
+def scan(root: Path) -> data.RunScan:
+    """`data.scan_runs(root)`, read again only when a folder it walks has changed."""
+    root = Path(root).resolve()
+    return _scan(str(root), folder_stamps(root))
 
 
 def _stamp(root: Path, path: Path) -> tuple[str, int, int] | None:
@@ -119,6 +180,17 @@ def branches(root: Path, run_path: Path, step: int) -> list[dict[str, Any]]:
     """A training step's branch lines (core.branch_log), read once per file version."""
     stamp = _stamp(root, branch_log.step_path(run_path, step))
     return _branches(*stamp) if stamp else []
+
+
+def step_digests(root: Path, run_path: Path) -> dict[int, inspected.StepDigest]:
+    """Every logged step's digest (its collapse signals, its states), each step file read once
+    per version."""
+    digests = {}
+    for step in branch_log.logged_steps(run_path):
+        stamp = _stamp(root, branch_log.step_path(run_path, step))
+        if stamp is not None:
+            digests[step] = _digest(*stamp)
+    return digests
 
 
 def summary(root: Path, run_path: Path) -> dict[str, Any] | None:

@@ -25,8 +25,8 @@ def app_path() -> Path:
 
 
 def streamlit_command(root: Path, port: int) -> list[str]:
-    """streamlit's `run` through dashboard.serve, which imports the pages' libraries while the
-    server starts (so the first page does not wait for them)."""
+    """streamlit's `run` through dashboard.serve, which imports the first page's libraries as
+    soon as the server listens (so the first page does not wait for them)."""
     return [
         sys.executable,
         "-m",

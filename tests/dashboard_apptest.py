@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from core.stats import wilson_ci
+from dashboard.defaults import STATE_ENV
 from dashboard.paths import RUNS_ROOT_ENV
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
@@ -32,16 +34,27 @@ OpenPage = Callable[..., AppTest]
 
 @contextmanager
 def page_opener(default_root: Path) -> Iterator[OpenPage]:
-    """`open_page(page, runs_root=None, via="sidebar"|"url", **query)`: the page rendered.
+    """`open_page(page, runs_root=None, via="sidebar"|"url", state_file=None, **query)`: the page
+    rendered.
 
     `via="url"` selects the page with `?page=<slug>` as a link would; `via="sidebar"` clicks it.
+    `state_file`: the dashboard's state file (the runs opened last, dashboard/defaults.py); by
+    default a new one for each page opened, so no test opens the run another test picked.
     """
-    previous = os.environ.get(RUNS_ROOT_ENV)
+    previous = {name: os.environ.get(name) for name in (RUNS_ROOT_ENV, STATE_ENV)}
+    folder = tempfile.TemporaryDirectory(prefix="mars-dashboard-state-")
+    scratch = Path(folder.name)
+    opened = iter(range(1_000_000))
 
     def open_page(
-        page: str, runs_root: Path | None = None, via: str = "sidebar", **query: str
+        page: str,
+        runs_root: Path | None = None,
+        via: str = "sidebar",
+        state_file: Path | None = None,
+        **query: str,
     ) -> AppTest:
         os.environ[RUNS_ROOT_ENV] = str(runs_root or default_root)
+        os.environ[STATE_ENV] = str(state_file or scratch / f"state-{next(opened)}.json")
         test = AppTest.from_file(APP, default_timeout=60)
         if via == "url":
             query = {"page": PAGE_SLUGS[page], **query}
@@ -56,10 +69,12 @@ def page_opener(default_root: Path) -> Iterator[OpenPage]:
     try:
         yield open_page
     finally:
-        if previous is None:
-            os.environ.pop(RUNS_ROOT_ENV, None)
-        else:
-            os.environ[RUNS_ROOT_ENV] = previous
+        folder.cleanup()
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def ci_text(successes: int, n: int) -> str:

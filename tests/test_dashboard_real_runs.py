@@ -314,7 +314,10 @@ def test_training_page_curves_equal_the_training_summary(app: OpenPage, runs: Re
     assert "1 malformed line skipped in train-ttt/metrics.jsonl" in texts(test.warning)
     assert test.multiselect(key="train_runs").value == ["train-ttt"]
     latest = row_where(table_with(test, "run", "steps", "last step"), run="train-ttt")
-    assert latest["steps"] == summary["steps"] == 2
+    rows = read_jsonl(runs.train / "metrics.jsonl")
+    # Step 0 (the start, evaluated before any update) and the 2 steps: a row each.
+    assert [row["step"] for row in rows] == [0, 1, 2] and summary["steps"] == 2
+    assert latest["steps"] == len(rows)
     assert latest["last step"] == summary["last_step"]
     for name in DEFAULT_CURVES:
         assert latest[name] == pytest.approx(last[name])
@@ -324,6 +327,10 @@ def test_training_page_curves_equal_the_training_summary(app: OpenPage, runs: Re
     assert '"exploitability"' in specs[4] and "win rate" in specs[5]
     assert '"rect"' in specs[6] and "kuhn_poker" in specs[6]  # the heatmap
     assert all(f'"{name}"' in spec for name, spec in zip(DEFAULT_CURVES, specs, strict=False))
+
+    # The policy panel has a start column: step 0's evaluation, then each step's.
+    grid = table_with(test, "player", "history", "card", "Nash low")
+    assert {"0", "1", "2"} <= set(grid.columns)
 
     wins = table_with(test, "game", "opponent", "seat", "win", "ci_low")
     assert len(wins) == 2
@@ -366,6 +373,29 @@ def test_compare_page_pairs_the_two_evals_and_reads_their_usage(
         assert row["calls"] == counts["calls"]
         per_question = counts["calls"] / records
         assert number(row["calls / question"]) == pytest.approx(per_question, abs=0.005)
+
+
+def test_the_inspector_links_a_real_runs_group_to_its_replay(app: OpenPage, runs: RealRuns) -> None:
+    from urllib.parse import parse_qs, urlparse
+
+    from core import branch_log
+
+    page = app("Inspector", via="url", run="train-ttt")
+    assert metric(page, "forced (left out)") == "0"  # no all-actions: nothing forced
+    step = page.select_slider(key="inspector_step").value
+    state = page.selectbox(key="inspector_state").value
+    lines = branch_log.read_step(runs.train, step)
+    group = next(g for g in branch_log.groups_of(lines).values() if g[0]["state"] == state)
+    chosen = next(branch for branch in group if branch["chosen"])
+    link = next(t for t in texts(page.markdown) if t.startswith("[replay episode"))
+    query = {k: v[0] for k, v in parse_qs(urlparse(link.split("](")[1][:-1]).query).items()}
+    assert query["page"] == "games" and query["run"] == "train-ttt"
+    assert (query["step"], query["seed"]) == (str(step), str(chosen["episode"]))
+    query.pop("page")
+    games = app("Games", via="url", **query)
+    assert games.selectbox(key="games_step").value == step
+    # The replay opens at the group's turn: the main line went on with the chosen reply.
+    assert chosen["reply"] in texts(games.code)
 
 
 @pytest.mark.parametrize("page", ["Samples", "Games"])

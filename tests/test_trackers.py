@@ -179,8 +179,8 @@ def test_a_cpu_training_run_logs_its_metrics_and_config_to_each_tracker(tmp_path
     train_local(config, run, command=["mars", "train"], log=lambda _line: None)
 
     rows = _lines(run.path / "metrics.jsonl")
-    assert [row["step"] for row in rows] == [1, 2]
-    assert any(key.startswith("eval/") for key in rows[1])  # the eval step's figures too
+    assert [row["step"] for row in rows] == [0, 1, 2]  # step 0: the start policy's evaluation
+    assert any(key.startswith("eval/") for key in rows[2])  # the eval step's figures too
     settings = config.model_dump(mode="json")
     assert RunDir.read_info(run.path).config == settings
     assert settings["logger"] == ["tensorboard", "wandb", "mlflow", "console"]

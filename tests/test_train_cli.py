@@ -108,7 +108,9 @@ def test_train_writes_run_dir_checkpoints_and_resumes(tmp_path: Path) -> None:
     assert {r["kind"] for r in records} == {"selfplay"}
     assert all("turns" in r and "returns" in r for r in records)
 
-    metrics = _lines(run_dir / "metrics.jsonl")
+    # Step 0: the start policy evaluated before any update (eval_every is on), then the steps.
+    start, *metrics = _lines(run_dir / "metrics.jsonl")
+    assert start["step"] == 0 and "loss" not in start
     assert [m["step"] for m in metrics] == [1, 2]
     for line in metrics:
         assert set(line) >= METRIC_FIELDS
@@ -117,8 +119,10 @@ def test_train_writes_run_dir_checkpoints_and_resumes(tmp_path: Path) -> None:
         for seat in ("first", "second"):
             for field in EVAL_FIELDS:
                 assert f"eval/{game}/random/{seat}/{field}" in metrics[1]
+                assert f"eval/{game}/random/{seat}/{field}" in start
     assert not any(key.startswith("eval/") for key in metrics[0])
-    assert len(_lines(run_dir / "evals" / "step_2.jsonl")) == 2 * 2 * 3  # games x seats x episodes
+    for step in (0, 2):  # games x seats x episodes
+        assert len(_lines(run_dir / "evals" / f"step_{step}.jsonl")) == 2 * 2 * 3
 
     found = list_checkpoints(run_dir)
     assert [step for step, _ in found] == [2]
@@ -148,9 +152,10 @@ def test_train_writes_run_dir_checkpoints_and_resumes(tmp_path: Path) -> None:
     assert code == 0, (output, error)
     assert "resuming from" in output and "step_2" in output
     metrics = _lines(run_dir / "metrics.jsonl")
-    assert [m["step"] for m in metrics] == [1, 2, 3]
-    assert metrics[2]["loss"] != 9.9
-    assert "eval/tic_tac_toe/random/first/win" in metrics[2]  # the last step is evaluated
+    assert [m["step"] for m in metrics] == [0, 1, 2, 3]  # step 0 kept, not evaluated again
+    assert metrics[3]["loss"] != 9.9
+    assert "eval/tic_tac_toe/random/first/win" in metrics[3]  # the last step is evaluated
+    assert len(_lines(run_dir / "evals" / "step_0.jsonl")) == 2 * 2 * 3
     records = _lines(run_dir / "records.jsonl")
     keys = [(r["step"], r["game"], r["seed"]) for r in records]
     assert len(keys) == len(set(keys)) == 12

@@ -27,7 +27,7 @@ from train_backend.verl.policy_spec import (
     job_spec,
     name_servers_by_policy,
 )
-from train_backend.verl.preflight import REFUSED, Machine, policies_row
+from train_backend.verl.preflight import REFUSED, UNCHECKED, Machine, policies_row
 
 ROLES = {"tool": "coder", "reasoner": "thinker"}
 
@@ -145,7 +145,7 @@ def test_the_preflight_sizes_the_policies_on_each_gpu(
     assert words in (row.note if verdict == REFUSED else row.found)
     # without a GPU here the sizes are shown, the memory not judged
     blind = policies_row(config, Composed(str(model), share), Machine(gpu_memory=lambda: None))
-    assert blind is not None and blind.verdict == "ok" and "not checked" in blind.note
+    assert blind is not None and blind.verdict == UNCHECKED and "not checked" in blind.note
 
 
 def test_frozen_policies_are_served_beside_the_one_job(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ loop's curve): one row per (x, state, action) with the recorded probability.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,6 +355,43 @@ def _gap(share: float | None, bounds: tuple[float, float] | None) -> float | Non
     if share is None or bounds is None or math.isnan(share):
         return None
     return deviation(share, bounds)
+
+
+# The private card and, in Kuhn, the betting so far, as the project's game prompts show them to a
+# seat: compact "card Q; bets: you PASS, opponent BET; ...", full "Your card: Q" (Leduc: "Your
+# private card: Qh") and "Betting so far: you PASS, opponent BET". tests/test_dashboard_links.py
+# checks every Kuhn and Leduc information state in both styles against the game's own prompts.
+_CARD = re.compile(r"(?:^|\n)(?:card|Your card:|Your private card:) ([JQK])")
+_BETS = re.compile(r"(?:\bbets:|Betting so far:) ([^;\n]*)")
+_KUHN_MOVES = {"PASS": "p", "BET": "b"}
+
+
+def policy_state_of(game: str | None, observation: str) -> str | None:
+    """The policy panel's state title (as metrics.jsonl's `policy/<game>/<title>/...` names it)
+    of what a seat was shown: Kuhn "Q pb" (the card, then the moves so far), Leduc the private
+    card's group "card Q" (the trainer records Leduc per card). None for another game or a
+    text that does not say (a clipped observation)."""
+    card = _CARD.search(observation or "")
+    if card is None or game not in (KUHN, LEDUC):
+        return None
+    if game == LEDUC:
+        return f"card {card.group(1)}"
+    bets = _BETS.search(observation)
+    if bets is None:
+        return None
+    moves = re.findall(r"\b(PASS|BET)\b", bets.group(1))
+    return f"{card.group(1)} {''.join(_KUHN_MOVES[m] for m in moves) or '-'}"
+
+
+def policy_row_label(game: str | None, title: str) -> str:
+    """The heatmap's row of a state title: Kuhn "Q pb" is "P0 pb Q" (the seat to act follows
+    from the number of moves; no solver is loaded for it); Leduc's card groups and other titles
+    are their own."""
+    card, _, history = title.partition(" ")
+    if game != KUHN or card not in RANKS or not history:
+        return title
+    moves = "" if history == "-" else history
+    return f"P{len(moves) % 2} {history} {card}"
 
 
 def aggressive_title(game: str | None) -> str:

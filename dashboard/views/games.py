@@ -1,5 +1,10 @@
 """Games page: outcome tables per opponent and seat, and a turn-by-turn replay of one episode with
-the board drawn at every turn (dashboard/boards.py) beside the model's reply and reasoning."""
+the board drawn at every turn (dashboard/boards.py) beside the model's reply and reasoning.
+
+`?page=games&run=NAME&step=N&seed=E&seat_turn=S:T` opens a training run's step, the episode of
+seed E and the turn of seat S's T-th move (the Inspector links its groups so); `?turn=N` opens the
+replay at its N-th turn.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import RECORDS_FILE
-from dashboard import boards, cache, data
-from dashboard.views.common import empty_state, fmt, malformed_note, pct, pick_run, show_table
+from dashboard import boards, cache, data, defaults
+from dashboard.views.common import empty_state, fmt, malformed_note, pct, show_table
 from dashboard.views.runs import ARENA_KINDS
 
 MAX_OPTIONS = 1000
@@ -24,7 +29,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     if not arena_runs:
         empty_state("no arena runs yet", "arena")
         return
-    run = pick_run("arena or training run", arena_runs, root, key="games_run")
+    run = defaults.pick_run("arena or training run", arena_runs, root, key="games_run")
     loaded = cache.jsonl(root, run.path / RECORDS_FILE)
     malformed_note(loaded.malformed, f"{run.name}/{RECORDS_FILE}")
     records = loaded.rows
@@ -56,15 +61,23 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
     st.subheader("Replay")
     episodes = data.episode_table(records)
+    wanted = _requested_episode(episodes)
     steps = sorted(episodes["step"].dropna().unique())
     left, middle, right, last = st.columns(4)
     games = sorted(episodes["game"].unique())
-    game = left.selectbox("game", games, key="games_game")
+    game = left.selectbox("game", games, index=_index(games, wanted, "game"), key="games_game")
     seat = middle.selectbox("player's seat", ["any", *data.SEATS], key="games_seat")
     outcome = right.selectbox("outcome", ["any", "win", "draw", "loss"], key="games_outcome")
     subset = episodes[episodes["game"] == game]
     if steps:  # a training run's self-play: one step's episodes at a time, the last by default
-        step = last.selectbox("training step", steps[::-1], key="games_step")
+        newest_first = steps[::-1]
+        asked = {"step": _number(st.query_params.get("step"))} if wanted is None else wanted
+        step = last.selectbox(
+            "training step",
+            newest_first,
+            index=_index(newest_first, asked, "step"),
+            key="games_step",
+        )
         subset = subset[subset["step"] == step]
     if seat != "any":
         subset = subset[subset["seat"] == seat]
@@ -75,8 +88,45 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         return
     offered = subset.head(MAX_OPTIONS)
     labels = {int(e["row"]): _episode_label(e, records) for e in offered.to_dict("records")}
-    picked = st.selectbox("episode", list(labels), format_func=labels.__getitem__, key="games_ep")
+    rows = list(labels)
+    picked = st.selectbox(
+        "episode",
+        rows,
+        index=_index(rows, wanted, "row"),
+        format_func=labels.__getitem__,
+        key="games_ep",
+    )
     _replay(records[picked], run.config.get("rules"))
+
+
+def _requested_episode(episodes: pd.DataFrame) -> dict[str, Any] | None:
+    """The episode `?seed=E` (and `?step=N`, a training run's) names: its row of the episode
+    table, None when the URL names none or none matches."""
+    seed = _number(st.query_params.get("seed"))
+    if seed is None:
+        return None
+    found = episodes[pd.to_numeric(episodes["seed"], errors="coerce") == seed]
+    step = _number(st.query_params.get("step"))
+    if step is not None:
+        found = found[pd.to_numeric(found["step"], errors="coerce") == step]
+    return None if found.empty else found.iloc[0].to_dict()
+
+
+def _number(text: Any) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
+
+
+def _index(options: list[Any], wanted: dict[str, Any] | None, column: str) -> int:
+    """Where the requested episode's `column` sits among a select box's options (else 0)."""
+    if wanted is None:
+        return 0
+    for index, option in enumerate(options):
+        if option == wanted[column]:
+            return index
+    return 0
 
 
 def _episode_label(episode: dict[str, Any], records: list[dict[str, Any]]) -> str:
@@ -145,7 +195,7 @@ def _replay(record: dict[str, Any], rules: Any = None) -> None:
     )
     position = 0
     if len(turns) > 1:
-        start = _requested_turn(len(turns))
+        start = _requested_turn(turns)
         position = st.slider("turn", 0, len(turns) - 1, start, key="games_turn")
     drawn, why = boards.positions_for(record, rules if isinstance(rules, dict) else None)
     players = [str(p) for p in _listed(record.get("players"))]
@@ -156,10 +206,15 @@ def _replay(record: dict[str, Any], rules: Any = None) -> None:
             st.html(boards.board_html(drawn[-1], players))
 
 
-def _requested_turn(count: int) -> int:
-    """`?turn=N` in the URL opens the replay at turn N (clamped); else turn 0."""
+def _requested_turn(turns: list[data.TurnView]) -> int:
+    """The replay's first turn: `?seat_turn=S:T` (seat S's T-th move, as a branch log names a
+    turn), else `?turn=N` (clamped), else turn 0."""
+    seat, _, turn = str(st.query_params.get("seat_turn") or "").partition(":")
+    for view in turns:
+        if f"{view.seat}" == seat and f"{view.turn}" == turn:
+            return view.index
     text = str(st.query_params.get("turn") or "")
-    return min(int(text), count - 1) if text.isdigit() else 0
+    return min(int(text), len(turns) - 1) if text.isdigit() else 0
 
 
 def _listed(value: Any) -> list[Any]:
@@ -189,7 +244,8 @@ def _model_side(turn: data.TurnView) -> None:
         st.caption("a bot's move: no prompt or reasoning recorded")
         return
     st.markdown("state as the seat saw it")
-    st.code(turn.state or "-", language=None)
+    # Wrapped: a prompt's first line (the rules) is longer than the column and was cut.
+    st.code(turn.state or "-", language=None, wrap_lines=True)
     if len(turn.prompt) > 1:
         with st.expander(f"all {len(turn.prompt)} messages this turn added"):
             for message in turn.prompt:
@@ -200,7 +256,7 @@ def _model_side(turn: data.TurnView) -> None:
         with st.expander(f"reasoning ({len(turn.reasoning)} chars)", expanded=short):
             st.text(turn.reasoning)
     st.markdown("reply")
-    st.code(turn.reply or "-", language=None)
+    st.code(turn.reply or "-", language=None, wrap_lines=True)
     if turn.error:
         st.error(f"invalid: {turn.error}")
     usage = turn.usage or {}

@@ -12,7 +12,8 @@ One step:
    optional k3 KL to the frozen initial model, token mean per sequence then mean over sequences;
    `ppo_epochs` passes over the sequences in minibatches of `minibatch_turns` (one AdamW update
    each), gradients clipped to `grad_clip`;
-4. every `eval_every` steps: greedy arena evaluation against each game's opponents;
+4. every `eval_every` steps: greedy arena evaluation against each game's opponents (and, with
+   `eval_every` on, once before the first update: step 0, the start policy, written once);
 5. one line in metrics.jsonl, the step's records in records.jsonl, and every `save_every` steps
    (and at the end) a checkpoint.
 
@@ -36,6 +37,7 @@ from core.batcher import GREEDY, Sampling
 from core.causal_lm import Policy, load_policy, resolve_model_path
 from core.checkpoints import read_checkpoint
 from core.errors import MarsError
+from core.files import write_jsonl_atomic
 from core.runstore import RunDir
 from core.trackers import Trackers
 from games.engine import EpisodeOptions
@@ -243,6 +245,8 @@ class LocalTrainer:
         config = self.config
         if self.start_step >= config.steps:
             self.log(f"nothing to do: {self.start_step} of {config.steps} steps already done")
+        if config.eval_every and self.start_step == 0 and not self._start_evaluated():
+            self._evaluate_start()
         for step in range(self.start_step + 1, config.steps + 1):
             started = time.perf_counter()
             lr = learning_rate_at(step, config)
@@ -258,7 +262,7 @@ class LocalTrainer:
             metrics = step_metrics(step, rollout, trained, stats, lr=lr)
             metrics["update_s"] = round(update_s, 3)
             branches = self.branch_lines(step, rollout, advantages, selection)
-            metrics.update(branch_log.collapse_signals(branches))
+            metrics.update(branch_log.sampled_collapse_signals(branches))
             if selection is not None:
                 metrics.update(selection.metrics())
             if self.pool is not None:
@@ -305,6 +309,28 @@ class LocalTrainer:
         self.run.write_summary(summary)
         self._log_last_evaluation()
         return summary
+
+    def _start_evaluated(self) -> bool:
+        """Whether metrics.jsonl holds step 0 already (a rerun of a run killed before its first
+        checkpoint keeps it: `runlog.truncate_after` drops only the steps after 0)."""
+        rows = runlog.read_lines(runlog.metrics_path(self.run.path))
+        return any(row.get("step") == 0 for row in rows)
+
+    def _evaluate_start(self) -> None:
+        """Step 0: the start policy evaluated before any update, so the curves have a first
+        point and the policy panel a start column. Its records replace evals/step_0.jsonl whole
+        and its metrics line comes after them: a kill between the two is redone once, whole."""
+        started = time.perf_counter()
+        metrics, records = self._evaluate(0)
+        row = {"step": 0, **metrics, "eval_s": round(time.perf_counter() - started, 3)}
+        path = runlog.eval_records_path(self.run.path, 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(path, records)
+        runlog.append_lines(runlog.metrics_path(self.run.path), [row])
+        self.trackers.log(row, 0)
+        self.log("step 0 (the start policy, before any update):")
+        for line in evaluation_lines(row):
+            self.log(line)
 
     def _log_last_evaluation(self) -> None:
         """The run's last in-training evaluation, again at the end, where a user looks."""

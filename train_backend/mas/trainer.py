@@ -288,7 +288,7 @@ class WorkflowTrainer:
             metrics.update(rollout_metrics(rollout, self.roles))
             used = used_by_update(config, rollout.samples, advantages, keep)
             branches = branch_log.step_lines(step, rollout.rows, rollout.replies, advantages, used)
-            metrics.update(branch_log.collapse_signals(branches))
+            metrics.update(branch_log.sampled_collapse_signals(branches))
             metrics["rollout_s"] = round(rollout.seconds, 3)
             metrics["update_s"] = round(time.perf_counter() - update_started, 3)
             if config.eval_every and (step % config.eval_every == 0 or step == config.steps):

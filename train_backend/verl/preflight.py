@@ -13,6 +13,8 @@ fix, and all refusals of a run end it as one `MarsError` line:
 - resume: a resumed run's ranks equal to those that saved its checkpoint (verl names shards by
   world size and cannot load them on another).
 - disk: room for two saves where verl writes its checkpoints.
+- policies: a job of several policies (policies.py) sized on each GPU: each policy's share of
+  rollout memory must hold its weights, and the updating actor's state what the rollouts leave.
 
 The facts are read where they live (package metadata on sys.path, config.json, checkpoint
 folders); CUDA and free disk come from `Machine`, which tests replace.
@@ -461,10 +463,11 @@ def policies_row(config: TrainConfig, composed: Any, machine: Machine) -> Row | 
         "actors offloaded between updates"
     )
     memory = machine.gpu_memory()
-    params = parameter_count(str(model.path), read_model_config(str(model.path)))
+    config_json = read_model_config(str(model.path))
+    params = parameter_count(str(model.path), config_json)
     if memory is None or params is None:
         why = "no GPU on this machine" if memory is None else "model size unknown"
-        return Row("policies", found, OK, f"memory not checked: {why}")
+        return Row("policies", found, UNCHECKED, f"memory not checked: {why}")
     found += f"; {_gb(memory)} a GPU"
     weights = 2 * params.count / cluster.tensor_parallel_size  # bf16 in the rollout
     if share * memory < weights * (1 + ROLLOUT_HEADROOM):
@@ -477,7 +480,12 @@ def policies_row(config: TrainConfig, composed: Any, machine: Machine) -> Row | 
             "verl.gpu_memory_utilization, raise verl.tensor_parallel_size, or train fewer "
             "policies at once (phase_alternate_steps with verl.one_job: false)",
         )
-    trained = (rank and lora_parameters_of(model, params)) or params.count
+    adapter = (
+        lora_parameters(config_json.text, rank, model.get("target_modules"))
+        if rank and config_json
+        else None
+    )
+    trained = adapter or params.count
     state = TRAIN_BYTES_PER_PARAMETER * trained / gpus + (weights if rank else 0)
     room = (1 - cluster.gpu_memory_utilization) * memory
     if state > room:
@@ -490,13 +498,6 @@ def policies_row(config: TrainConfig, composed: Any, machine: Machine) -> Row | 
             "lower verl.gpu_memory_utilization or use more GPUs",
         )
     return Row("policies", found, OK)
-
-
-def lora_parameters_of(model: Any, params: Any) -> int:
-    config = read_model_config(str(model.path))
-    rank = int(model.get("lora_rank") or 0)
-    count = lora_parameters(config.text, rank, model.get("target_modules")) if config else None
-    return int(count or 0)
 
 
 def config_rows(

@@ -255,5 +255,5 @@ class MarshalPPOTrainer(PPOTrainerSync):
             branches = branch_lines(int(self.global_steps), records, extra_fields)
             if run and branches:
                 branch_log.write_step(Path(run), int(self.global_steps), branches)
-                metrics.update(branch_log.collapse_signals(branches))
+                metrics.update(branch_log.sampled_collapse_signals(branches))
         return batch
