@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -45,8 +46,8 @@ SHOTS = [
     Shot("compare", "page=compare", ("Sample by sample", "Accuracy against tokens"), height=2300),
     Shot("failure-modes", "page=failure-modes", ("Failure modes (MAST)",), height=900),
     Shot("games", "page=games", ("Games",), height=900),
-    Shot("training", "page=training", ("Exploitability (0 = a Nash equilibrium)",), height=2000),
-    Shot("inspector", "page=inspector", ("Collapse signals per step", "branches at"), height=1900),
+    Shot("training", "page=training", ("Exploitability (0 = a Nash equilibrium)",), height=2800),
+    Shot("inspector", "page=inspector", ("Collapse signals per step", "branches at"), height=3400),
     Shot(
         "training-policy",
         "page=training#policy-against-equilibrium",
@@ -103,7 +104,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="mars-screenshots-") as tmp:
         work = Path(tmp)
         with (
-            serve(args.runs.resolve(), work / "dashboard.log") as url,
+            # the pages' remembered runs in a file of the shoot's own, not the user's cache
+            serve(
+                args.runs.resolve(),
+                work / "dashboard.log",
+                env={**os.environ, "MARS_DASHBOARD_STATE": str(work / "state.json")},
+            ) as url,
             Browser(work / "profile") as browser,
         ):
             for shot in shots:

@@ -241,8 +241,11 @@ def test_training_page_curves_and_learning_curve(app: Any) -> None:
     win_a = row_where(wins, run="train-a")
     assert (win_a["opponent"], win_a["seat"], win_a["step"]) == ("mcts:100", "first", 4)
     assert (win_a["win"], win_a["ci_low"], win_a["ci_high"]) == pytest.approx((0.4, 0.35, 0.45))
-    curve = table_with(test, "step", "gsm8k")
-    assert list(curve["gsm8k"]) == [0.5, 0.6]
+    # The loop's learning curve on its side: a row per figure, a column per checkpoint.
+    curve = table_with(test, "figure")
+    gsm8k = row_where(curve, figure="gsm8k")
+    assert list(gsm8k.index[1:]) == ["step 0", "step 10"]
+    assert list(gsm8k.iloc[1:]) == ["0.5", "0.6"]
 
     test.multiselect(key="train_metrics").set_value(["kl"]).run()
     latest = table_with(test, "run", "steps", "last step")

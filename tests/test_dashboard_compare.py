@@ -10,10 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from dashboard_apptest import chart_specs, metric, page_opener, row_where, table_with, texts
 
 from dashboard import data, synthetic
+from dashboard.views.common import PALETTE, SHAPES
+from dashboard.views.compare import accuracy_tokens_chart, side_by_side
 
 # A is wrong on gsm8k-1, 2, 3; B is wrong on gsm8k-5 and errs on gsm8k-7; gsm8k-10 is only in A.
 A_WRONG = {1, 2, 3}
@@ -169,3 +172,32 @@ def test_role_usage_adds_roles_served_apart() -> None:
     roles = data.role_usage(usage)
     assert roles["solver"]["calls"] == 5 and roles["judge"]["prompt_tokens"] == 200
     assert data.role_usage(None) == {} and data.role_usage({"by_role": "broken"}) == {}
+
+
+def test_runs_at_the_same_point_each_keep_a_visible_mark() -> None:
+    """Two runs at the same accuracy and tokens (the same MAS and model): hollow marks of their
+    own shape and colour, the first largest, so neither hides the other; the pairs list A's and
+    B's answers, tokens and calls side by side in one column each."""
+    same = {"mas": "single", "model": "tiny", "accuracy": 0.5, "ci_low": 0.3, "ci_high": 0.7}
+    table = pd.DataFrame(
+        [{"run": run, **same, "tokens / question": 100.0, "calls / question": 1.0} for run in "ab"]
+    )
+    spec = accuracy_tokens_chart(table).to_dict()
+    points = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
+    assert points["mark"]["filled"] is False and points["mark"]["strokeWidth"] >= 2
+    shape = points["encoding"]["shape"]
+    assert shape["field"] == "run" and shape["scale"]["range"][:2] == SHAPES[:2]
+    assert points["encoding"]["size"] == {"field": "size", "type": "quantitative", "scale": None,
+                                          "legend": None}  # fmt: skip
+    sizes = next(iter(spec["datasets"].values()))
+    assert sizes[0]["size"] > sizes[1]["size"] > 0  # the second sits inside the first
+    assert spec["config"]["range"]["category"] == PALETTE
+
+    pairs = pd.DataFrame(
+        {"A extracted": ["12", None], "B extracted": ["13", "7"], "A tokens": [120.0, 80.0]}
+        | {"B tokens": [95.0, None], "A calls": [2, 2], "B calls": [3, 1]}
+    )
+    shown = side_by_side(pairs)
+    assert list(shown["answers A / B"]) == ["12 / 13", "- / 7"]
+    assert list(shown["tokens A / B"]) == ["120 / 95", "80 / -"]
+    assert list(shown["calls A / B"]) == ["2 / 3", "2 / 1"]

@@ -265,15 +265,67 @@ def test_action_shares_come_from_training_metrics_and_loop_curves() -> None:
     }
 
 
-def test_the_server_warms_every_page_module_the_app_imports() -> None:
+def test_the_server_warms_the_first_page_and_the_app_names_every_page() -> None:
+    """The server imports the first page's modules while it starts (`FIRST_PAGE_MODULES`, the
+    Runs view among them) and draws its chart once; the app's `PAGES` name every module of
+    dashboard/views that draws a page, which it imports on demand and warms after the first."""
     import ast
 
     from dashboard import serve
 
-    app = Path(serve.__file__).with_name("app.py")
-    imported = set()
-    for node in ast.walk(ast.parse(app.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == "dashboard.views":
-            imported |= {f"dashboard.views.{alias.name}" for alias in node.names}
-    assert imported and imported <= set(serve.WARM_MODULES)
+    assert "dashboard.views.runs" in serve.FIRST_PAGE_MODULES
     serve._warm_charts()  # the first page's chart builds outside a page (raises if it cannot)
+    app = Path(serve.__file__).with_name("app.py")
+    pages = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(ast.parse(app.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", "") == "PAGES" for t in node.targets)
+    )
+    views = Path(serve.__file__).with_name("views")
+    drawing = {f.stem for f in views.glob("*.py") if "\ndef render(" in f.read_text()}
+    assert set(pages.values()) <= drawing
+    sections = drawing - set(pages.values())  # drawn inside a page (the Training page's)
+    training = (views / "training.py").read_text()
+    assert f"from dashboard.views import {', '.join(sorted(sections))}" in training, sections
+
+
+def test_last_values_go_in_two_narrow_tables() -> None:
+    """The run-wide figures one row per run; a figure's per-game, per-seat splits one row per
+    (run, split), so that many splits lengthen a table instead of widening it past the page."""
+    from dashboard.data.training import last_values_tables
+
+    rows = [
+        {"step": 1, "loss": 0.5, "reward_mean": -1.0, "reward_mean/kuhn_poker/first": -2.0},
+        {"step": 2, "loss": 0.4, "reward_mean": 0.5, "reward_mean/kuhn_poker/first": 1.0},
+    ]
+    frames = {"a": data.metrics_frame(rows), "b": data.metrics_frame([{"step": 3, "loss": 0.1}])}
+    plans = {n: data.plan_families(data.numeric_columns(f), curve=False) for n, f in frames.items()}
+    runs, splits = last_values_tables(frames, plans, ["reward_mean", "loss", "kl"])
+    assert list(runs.columns) == ["run", "steps", "last step", "reward_mean", "loss"]
+    assert runs.to_dict("records")[0] == {
+        "run": "a", "steps": 2, "last step": 2, "reward_mean": 0.5, "loss": 0.4,
+    }  # fmt: skip
+    assert pd.isna(runs.iloc[1]["reward_mean"]) and runs.iloc[1]["loss"] == 0.1
+    assert splits.to_dict("records") == [
+        {"run": "a", "split": "kuhn_poker/first", "reward_mean": 1.0}
+    ]
+
+
+def test_a_loops_curve_turns_on_its_side_with_its_first_and_last_checkpoints() -> None:
+    from dashboard.data.training import curve_table
+
+    frame = pd.DataFrame(
+        [
+            {"step": s, "checkpoint": f"/runs/train/checkpoints/step_{s}", "gsm8k": s / 30}
+            for s in range(0, 50, 10)
+        ]
+    )
+    table, checkpoints = curve_table(frame, "step", most=3)
+    assert checkpoints == 5
+    assert list(table.columns) == ["figure", "step 0", "step 30", "step 40"]
+    assert list(table["figure"]) == ["checkpoint", "gsm8k"]
+    assert list(table.iloc[0])[1:] == ["step_0", "step_30", "step_40"]  # a path by its last part
+    assert list(table.iloc[1])[1:] == ["0", "1", "1.333"]
+    whole, checkpoints = curve_table(frame, "step", most=9)
+    assert whole.shape == (2, 6) and checkpoints == 5

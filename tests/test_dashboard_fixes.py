@@ -17,7 +17,7 @@ from dashboard_apptest import chart_specs, page_opener, row_where, table_with, t
 
 from core.runstore import RunDir
 from dashboard import data, synthetic
-from dashboard.views.common import display_frame
+from dashboard.views.common import PALETTE, display_frame, number_format, step_x, table_config
 from dashboard.views.runs import accuracy_chart
 
 STATES = [f"{card} {history}" for card in "JQK" for history in ("-", "p", "b", "pb")]
@@ -120,14 +120,18 @@ def test_the_loops_curve_is_one_chart_per_figure(app: Any) -> None:
     loop = "4 interval columns drawn as bands on their figure; 24 `policy/<state>/<action>` "
     assert loop + "columns in the card-use heatmap." in captions
     latest = table_with(test, "run", "steps", "last step")
-    assert row_where(latest, run="demo-1/train")["reward_mean/kuhn_poker/first"] == 0.4
+    assert row_where(latest, run="demo-1/train")["reward_mean"] == pytest.approx(0.2)
+    # A figure's per-game, per-seat split: a row of its own, not a column that widens the table.
+    splits = table_with(test, "run", "split")
+    assert row_where(splits, split="kuhn_poker/first")["reward_mean"] == 0.4
 
 
 def test_empty_cells_read_dash_and_the_question_is_a_column(app: Any) -> None:
     runs = app("Runs")
-    exploit = table_with(runs, "exploitability", "nash_conv", "player")
+    exploit = table_with(runs, "exploitability", "nash_conv", "95% CI")
     row = row_where(exploit, run=f"demo-1/loop/step_10-{ITEM}")
-    assert (row["ci_low"], row["nash_conv"], row["exploitability"]) == ("-", "-", 0.4)
+    assert (row["95% CI"], row["nash_conv"], row["exploitability"]) == ("-", "-", 0.4)
+    assert row["policy"] == "llm"
     assert "None" not in exploit.astype(str).to_numpy().ravel().tolist()
 
     samples = app("Samples", run="demo-1/eval")
@@ -163,3 +167,40 @@ def test_a_zero_accuracy_bar_is_a_mark_of_its_series() -> None:
     legend = spec["layer"][0]["encoding"]["color"]["legend"]
     assert (legend["orient"], legend["labelLimit"]) == ("bottom", 0)
     assert spec["autosize"]["type"] == "fit-x" and spec["height"] == 320
+
+
+def test_numbers_are_shown_to_their_precision() -> None:
+    """Each numeric column's format shows its numbers to 3 significant digits each: a reward of
+    0.05 beside one of -11 is not rounded away, a small KL is not a row of zeros, counts carry
+    no decimals; a column with a gap is text in that format."""
+    frame = pd.DataFrame(
+        {
+            "reward": [0.05, -11.0],
+            "kl": [0.0466123, 0.0012345],
+            "tokens": [1200.0, 87.0],
+            "normalized": [66.6667, 33.3333],
+            "gap": [0.123456, None],
+            "name": ["a", "b"],
+        }
+    )
+    formats = {c: number_format(frame[c]) for c in frame.columns}
+    assert formats == {
+        "reward": "%.2f", "kl": "%.5f", "tokens": "%.0f", "normalized": "%.1f", "gap": "%.3f",
+        "name": None,
+    }  # fmt: skip
+    config = table_config(frame, labels={"kl": "KL"}, formats={"tokens": "%d"})
+    assert config["kl"]["label"] == "KL" and config["kl"]["type_config"]["format"] == "%.5f"
+    assert config["tokens"]["type_config"]["format"] == "%d"
+    assert "gap" not in config and "name" not in config  # text columns, as display_frame makes
+    shown = display_frame(frame, {"gap": "%.3f"})
+    assert list(shown["gap"]) == ["0.123", "-"] and shown["kl"].dtype == frame["kl"].dtype
+
+
+def test_series_colours_stand_out_on_white_and_from_each_other() -> None:
+    from dashboard.browser import MIN_CONTRAST, contrast
+
+    assert all(contrast(colour) >= MIN_CONTRAST for colour in PALETTE), PALETTE
+    assert len(set(PALETTE)) == len(PALETTE) >= 8
+    # The step axis of every chart over steps: numeric, whole steps only.
+    axis = step_x("step").to_dict()
+    assert (axis["type"], axis["axis"]) == ("quantitative", {"format": "d", "tickMinStep": 1})

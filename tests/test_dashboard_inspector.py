@@ -290,6 +290,10 @@ def test_the_state_links_to_its_row_of_the_policy_panel(app) -> None:
         "policy_state": ["K -"],  # as metrics.jsonl names it: policy/kuhn_poker/K -/BET
         "#": ["policy-against-equilibrium"],
     }
+    # The link opens Training on that run with the state's rows marked in the policy panel.
+    training = app("Training", via="url", run="train-kuhn", policy_state="K -")
+    assert training.multiselect(key="train_runs").value == ["train-kuhn"]
+    assert "marked: K -, the state opened from the Inspector" in texts(training.caption)
     # A run that records no policy: the row is named, and the loop's panel linked.
     short = app("Inspector", via="url", run="train-short")
     assert "P0 - K of train-short" not in _links(short)

@@ -317,7 +317,7 @@ def test_training_page_curves_equal_the_training_summary(app: OpenPage, runs: Re
     rows = read_jsonl(runs.train / "metrics.jsonl")
     # Step 0 (the start, evaluated before any update) and the 2 steps: a row each.
     assert [row["step"] for row in rows] == [0, 1, 2] and summary["steps"] == 2
-    assert latest["steps"] == len(rows)
+    assert latest["steps"] == summary["steps"]  # the updates: not the step-0 evaluation
     assert latest["last step"] == summary["last_step"]
     for name in DEFAULT_CURVES:
         assert latest[name] == pytest.approx(last[name])

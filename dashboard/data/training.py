@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pandas as pd
 
 from core.files import JsonlData
 from core.runstore import SUMMARY_FILE
+from dashboard.data.families import FamilyPlan, last_values
 from dashboard.data.files import read_csv_rows, read_json, read_jsonl
 from dashboard.data.values import as_float, ci_bounds
 
@@ -108,3 +110,70 @@ def learning_curve(path: Path) -> JsonlData:
 
 def summary_of(path: Path) -> dict[str, Any] | None:
     return read_json(Path(path) / SUMMARY_FILE)
+
+
+def updates_in(frame: pd.DataFrame) -> int:
+    """The training steps a run's metrics hold: its rows with a loss (the step-0 evaluation of
+    the start policy has none), or without a loss column (verl's) its steps from 1."""
+    if "loss" in frame:
+        return int(frame["loss"].notna().sum())
+    if "step" in frame:
+        return int((frame["step"] >= 1).sum())
+    return len(frame)
+
+
+def last_values_tables(
+    frames: Mapping[str, pd.DataFrame], plans: Mapping[str, FamilyPlan], figures: Sequence[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each run's last recorded values of `figures`, as two narrow tables rather than one wide:
+    per run (its steps, last step and each figure's run-wide value), and per split of a figure
+    (a game and seat, a role: `reward_mean/<game>/<seat>`), one row per (run, split)."""
+    runs, splits = [], []
+    for run, frame in frames.items():
+        row: dict[str, Any] = {
+            "run": run,
+            "steps": updates_in(frame),
+            "last step": frame.iloc[-1]["step"],
+        }
+        by_split: dict[str, dict[str, Any]] = {}
+        for figure in figures:
+            for series in plans[run].families.get(figure, []):
+                value = last_values(frame, [series.column])[series.column]
+                if series.label:
+                    by_split.setdefault(series.label, {"run": run, "split": series.label})
+                    by_split[series.label][figure] = value
+                else:
+                    row[figure] = value
+        runs.append(row)
+        splits += by_split.values()
+    shown = [f for f in figures if any(f in row for row in runs)]
+    split_figures = [f for f in figures if any(f in row for row in splits)]
+    return (
+        pd.DataFrame(runs, columns=["run", "steps", "last step", *shown]),
+        pd.DataFrame(splits, columns=["run", "split", *split_figures]),
+    )
+
+
+def curve_table(frame: pd.DataFrame, x: str, most: int) -> tuple[pd.DataFrame, int]:
+    """A loop's learning curve turned on its side, so that it fits a page: one row per figure
+    (the key column `figure` first), one column per checkpoint (`<x> <value>`), at most `most`
+    of them (the first and the last ones); and how many checkpoints there are. Cells are text
+    (a column mixes paths and numbers): numbers to 4 significant digits, a checkpoint's path
+    by its last part."""
+    rows = frame.reset_index(drop=True)
+    kept = rows if len(rows) <= most else pd.concat([rows.head(1), rows.tail(most - 1)])
+    table: dict[str, list[str]] = {"figure": [c for c in rows.columns if c != x]}
+    for _, row in kept.iterrows():
+        table[f"{x} {_cell(row[x])}"] = [
+            _cell(row[c], path=c == "checkpoint") for c in table["figure"]
+        ]
+    return pd.DataFrame(table), len(rows)
+
+
+def _cell(value: Any, *, path: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        text = str(value)
+        return Path(text).name or text if path else text
+    return f"{value:.4g}"

@@ -15,6 +15,29 @@ from dashboard.paths import PathRefused, inside_root
 from harness.unscored import NO_SCORE
 
 MAX_OPTIONS = 1000  # rows a picker offers; the table above it shows every row
+# The series colours of every chart: each at least 3:1 against the white page (WCAG's least for
+# graphics) and apart from the others; Streamlit's own palette has a light blue, pink, green
+# and yellow that a legend swatch or a thin line all but loses.
+PALETTE = [
+    "#1f77b4",  # blue
+    "#d62728",  # red
+    "#2ca02c",  # green
+    "#e6550d",  # orange
+    "#9467bd",  # purple
+    "#8c564b",  # brown
+    "#c51b7d",  # magenta
+    "#0e7c86",  # teal
+    "#7f7f7f",  # grey
+    "#7a7a00",  # olive
+]
+# Point shapes, one per series where points of several series can meet (Vega's names).
+SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "wedge"]
+# A row this tall (px) lets a text column wrap (Streamlit wraps only above 4rem): three lines.
+WRAP_ROW_PX = 68
+QUESTION_PX = 220  # a question's column: wrapped over three lines, the numbers beside it in view
+ERROR_PX = 140  # an error's column, wrapped
+SIGNIFICANT = 3  # digits a table shows of each number (`number_format`)
+MAX_DECIMALS = 6
 # What fills each page (shown when it has nothing to show).
 HINTS = {
     "runs": "mars eval --suite gsm8k --limit 5",
@@ -50,27 +73,58 @@ def fmt(value: Any, digits: int = 3) -> str:
     return text if text else "-"
 
 
-def cell_text(value: Any) -> str:
-    """A cell of a column that has gaps, as text: numbers short (6 significant digits)."""
+def cell_text(value: Any, number: str | None = None) -> str:
+    """A cell of a column that has gaps, as text: a number in the column's printf `number`
+    format, else short (6 significant digits)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and number:
+        return number % value
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
 
 
-def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+def number_format(values: pd.Series) -> str | None:
+    """The printf format that shows a numeric column to its precision: as many decimals as its
+    numbers need to show SIGNIFICANT digits each (at most MAX_DECIMALS), so a KL of 0.0004 is
+    not a row of zeros, a reward of 0.05 beside one of -11 stays 0.05 and a token count carries
+    no decimals. None for a column of anything else."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    if values.dtype == bool or numbers.notna().sum() != values.notna().sum():
+        return None
+    finite = numbers[numbers.notna() & numbers.map(math.isfinite)]
+    return f"%.{max((_decimals(float(v)) for v in finite), default=0)}f"
+
+
+def _decimals(value: float) -> int:
+    """Decimals that show `value` to SIGNIFICANT digits (trailing zeros dropped)."""
+    text = f"{abs(value):.{SIGNIFICANT}g}"
+    if "e-" in text:
+        return MAX_DECIMALS
+    if "e" in text or "." not in text:
+        return 0
+    return min(len(text.split(".")[1]), MAX_DECIMALS)
+
+
+def display_frame(frame: pd.DataFrame, formats: dict[str, str] | None = None) -> pd.DataFrame:
     """The table as shown: in a column with a missing value (None, NaN) that cell reads "-" and
-    the others are text; a complete column keeps its type, so its numbers still sort as numbers.
-    (Streamlit itself writes "None" in an empty cell.)"""
+    the others are text (numbers in the column's `formats` entry); a complete column keeps its
+    type, so its numbers still sort as numbers. (Streamlit itself writes "None" in an empty
+    cell.)"""
     gaps = [i for i in range(frame.shape[1]) if frame.iloc[:, i].isna().any()]
     if not gaps:
         return frame
+    formats = formats or {}
     shown = frame.copy()
     columns = shown.columns
     shown.columns = pd.RangeIndex(len(columns))
     for i in gaps:
         values = frame.iloc[:, i]
+        number = formats.get(str(columns[i]))
         shown[i] = pd.Series(
-            ["-" if gap else cell_text(v) for v, gap in zip(values, values.isna(), strict=True)],
+            [
+                "-" if gap else cell_text(v, number)
+                for v, gap in zip(values, values.isna(), strict=True)
+            ],
             index=frame.index,
             dtype=object,
         )
@@ -78,11 +132,48 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def table_config(
+    frame: pd.DataFrame,
+    *,
+    labels: dict[str, str] | None = None,
+    formats: dict[str, str] | None = None,
+    widths: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A column config per column: its header (`labels`, shorter than a long column name), its
+    width, and each complete numeric column's number format (`formats`, else `number_format`).
+    The frame's own column names stay as they are."""
+    labels, formats, widths = labels or {}, formats or {}, widths or {}
+    config: dict[str, Any] = {}
+    for column in frame.columns:
+        name = str(column)
+        label, width = labels.get(name), widths.get(name)
+        values = frame[column]
+        number = formats.get(name) or number_format(values)
+        if number and values.notna().all() and pd.api.types.is_numeric_dtype(values):
+            config[name] = st.column_config.NumberColumn(label, width=width, format=number)
+        elif label or width:
+            config[name] = st.column_config.Column(label, width=width)
+    return config
+
+
 def show_table(
-    frame: pd.DataFrame, *, key: str | None = None, hide_index: bool = True, **options: Any
+    frame: pd.DataFrame,
+    *,
+    key: str | None = None,
+    hide_index: bool = True,
+    labels: dict[str, str] | None = None,
+    formats: dict[str, str] | None = None,
+    widths: dict[str, Any] | None = None,
+    **options: Any,
 ) -> None:
-    """`st.dataframe` with "-" in empty cells (`display_frame`)."""
-    st.dataframe(display_frame(frame), hide_index=hide_index, key=key, **options)
+    """`st.dataframe` with "-" in empty cells (`display_frame`; a column with gaps is text, its
+    numbers in their `formats` entry), complete numeric columns to their precision and the
+    headers of `labels` (`table_config`); a `column_config` in `options` wins column by
+    column."""
+    config = table_config(frame, labels=labels, formats=formats, widths=widths)
+    config.update(options.pop("column_config", None) or {})
+    shown = display_frame(frame, formats)
+    st.dataframe(shown, hide_index=hide_index, key=key, column_config=config, **options)
 
 
 def table_and_pick(
@@ -94,15 +185,19 @@ def table_and_pick(
     label: str,
     option: Callable[[Any], tuple[Hashable, str]],
     counted: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> Hashable | None:
-    """`frame[columns]` as a table (key `KEY_table`, the question column wide), then a picker
-    (`KEY_pick`) of its first MAX_OPTIONS rows, each (row of `itertuples`) offered as
-    `option(row)`: (what picking it returns, its text). None, saying `empty`, when the frame is
-    empty; with `counted` (what a row is), a cap on the picker is said under the table."""
+    """`frame[columns]` as a table (key `KEY_table`, the question wrapped in a column of
+    QUESTION_PX, headers as `labels` says), then a picker (`KEY_pick`) of its first MAX_OPTIONS
+    rows, each (row of `itertuples`) offered as `option(row)`: (what picking it returns, its
+    text). None, saying `empty`, when the frame is empty; with `counted` (what a row is), a cap
+    on the picker is said under the table."""
     show_table(
         frame[columns],
         key=f"{key}_table",
-        column_config={"question": st.column_config.TextColumn(width="large")},
+        labels=labels,
+        widths={"question": QUESTION_PX, "error": ERROR_PX},
+        row_height=WRAP_ROW_PX,
     )
     if frame.empty:
         st.info(empty)
@@ -110,23 +205,45 @@ def table_and_pick(
     offered = frame.head(MAX_OPTIONS)
     if counted and len(frame) > MAX_OPTIONS:
         st.caption(f"the picker offers the first {MAX_OPTIONS} of {len(frame)} {counted}")
-    labels = dict(option(row) for row in offered.itertuples())
-    return st.selectbox(label, list(labels), format_func=labels.__getitem__, key=f"{key}_pick")
+    labels_of = dict(option(row) for row in offered.itertuples())
+    return st.selectbox(
+        label, list(labels_of), format_func=labels_of.__getitem__, key=f"{key}_pick"
+    )
 
 
 def legend(columns: int = 2) -> alt.Legend:
     """A legend under the chart, labels never cut: a long series name (run · game · opponent)
-    on the right would squeeze the plot at 1400 px."""
-    return alt.Legend(orient="bottom", title=None, labelLimit=0, columns=columns)
+    on the right would squeeze the plot at 1400 px. Its symbols are opaque, also where a
+    faint 95% band is the chart's first layer (the legend would take the band's opacity)."""
+    return alt.Legend(orient="bottom", title=None, labelLimit=0, columns=columns, symbolOpacity=1)
 
 
 def sized(chart: alt.TopLevelMixin, height: int) -> alt.TopLevelMixin:
     """`height` is the plot's own height and the width follows the page: with Streamlit's default
     autosize ("fit") the height would also hold the title, the axes and a legend under the plot,
-    which leaves a plot a few pixels high."""
+    which leaves a plot a few pixels high. Its series take their colours from PALETTE."""
     return chart.properties(
         height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    ).configure_range(category=PALETTE)
+
+
+def step_x(field: str = "x", title: str = "step", scale: alt.Scale | None = None) -> alt.X:
+    """The step axis of a chart over steps: numeric, ticks on whole steps only; `scale` spans
+    the same steps in every chart of a page."""
+    return alt.X(
+        f"{field}:Q",
+        title=title,
+        axis=alt.Axis(format="d", tickMinStep=1),
+        scale=scale if scale is not None else alt.Undefined,
     )
+
+
+def numeric(values: pd.Series) -> pd.Series | None:
+    """The values as numbers, or None when one of them is not a number (a checkpoint's path).
+    Tables concatenated with an empty one come back as objects with numbers inside: this makes
+    their steps numbers again."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    return None if numbers.isna().sum() > values.isna().sum() else numbers
 
 
 def bars_with_ci(
@@ -269,7 +386,7 @@ def transcript(record: dict[str, Any], verdict: dict[str, Any] | None = None) ->
             st.text(f"{chr(65 + i)}) {choice}")
     messages = data.transcript_messages(record)
     if messages:
-        show_table(message_table(messages))
+        show_table(message_table(messages), labels=MESSAGE_LABELS)
     for message in messages:
         with st.container(border=True):
             head = f"**{message.index}. {message.agent}**"
@@ -287,9 +404,18 @@ def transcript(record: dict[str, Any], verdict: dict[str, Any] | None = None) ->
                     st.text(message.reasoning)
             st.markdown(message.text or "_(empty)_")
     st.markdown("**final answer handed in**")
-    st.code(str(record.get("final_answer") or "-"), language=None)
+    st.code(str(record.get("final_answer") or "-"), language=None, wrap_lines=True)
     if verdict is not None:
         failure_verdict(verdict)
+
+
+# Headers short enough for two transcripts side by side (Compare's columns are 460 px at 1400).
+MESSAGE_LABELS = {
+    "prompt_tokens": "in",
+    "completion_tokens": "out",
+    "reasoning_chars": "CoT",
+    "latency_s": "s",
+}
 
 
 def message_table(messages: Sequence[data.MessageView]) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.paths import PathRefused, inside_root
 from dashboard.views.common import (
+    SHAPES,
     ci_text,
     empty_state,
     legend,
@@ -28,8 +29,20 @@ from dashboard.views.common import (
 DISAGREE = "disagreements"
 SHOW = (DISAGREE, *data.OUTCOMES, "all")
 COST_RUNS = 8  # eval runs in the accuracy-against-tokens view by default (the newest)
-PAIR_SHOWN = ["suite", "sample_id", "epoch", "question", "gold", "A", "B", "A extracted"]
-PAIR_SHOWN += ["B extracted", "A tokens", "B tokens", "A calls", "B calls"]
+# The accuracy-against-tokens marks' areas (px^2): the first run's largest, each next smaller.
+MARK_AREA, MARK_STEP, MARK_AREA_MIN = 320, 70, 60
+# The pairs as listed: A's and B's answer, tokens and calls side by side in one column each
+# ("A / B"), so that every column fits 1400 px beside the wrapped question.
+PAIR_SHOWN = ["suite", "sample_id", "epoch", "question", "gold", "A", "B", "answers A / B"]
+PAIR_SHOWN += ["tokens A / B", "calls A / B"]
+# The per-role table's headers ("/ q": per question, said under it).
+ROLE_LABELS = {
+    "calls / question": "calls / q",
+    "prompt tokens / question": "prompt / q",
+    "completion tokens / question": "completion / q",
+    "reasoning tokens / question": "reasoning / q",
+    "tokens / question": "tokens / q",
+}
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -117,9 +130,10 @@ def _samples(
         shown = pairs
     else:
         shown = pairs[pairs["outcome"] == show]
+    columns = [c for c in PAIR_SHOWN if c != "epoch" or pairs["epoch"].nunique() > 1]
     picked = table_and_pick(
-        shown,
-        PAIR_SHOWN,
+        side_by_side(shown),
+        columns,
         key="compare",
         empty="no pair here",
         label="both transcripts of",
@@ -154,11 +168,37 @@ def _costs(root: Path, chosen: dict[str, tuple[data.RunEntry, pd.DataFrame]]) ->
         st.caption("no usage.json in these runs: calls and tokens are not known")
         return
     digits = {c: 2 if c.startswith("calls") else 1 for c in roles.columns if "/ question" in c}
-    show_table(roles.round(digits), key="compare_roles")
+    formats = {c: f"%.{d}f" for c, d in digits.items()}
+    show_table(roles.round(digits), key="compare_roles", labels=ROLE_LABELS, formats=formats)
     st.caption(
-        "From each run's usage.json (all its attempts added up); per question = divided by the "
-        "run's records (one per sample and epoch)."
+        "From each run's usage.json (all its attempts added up); / q: per question, divided by "
+        "the run's records (one per sample and epoch)."
     )
+
+
+def side_by_side(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The pairs with A's and B's extracted answer, tokens and calls as one text column each,
+    "A / B" ("-" for a missing one)."""
+
+    def both(a: str, b: str) -> list[str]:
+        return [f"{_short(x)} / {_short(y)}" for x, y in zip(pairs[a], pairs[b], strict=True)]
+
+    return pairs.assign(
+        **{
+            "answers A / B": both("A extracted", "B extracted"),
+            "tokens A / B": both("A tokens", "B tokens"),
+            "calls A / B": both("A calls", "B calls"),
+        }
+    )
+
+
+def _short(value: object) -> str:
+    """A cell of an "A / B" column: a whole number without decimals, "-" for none."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _cost_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -206,7 +246,10 @@ def _accuracy_against_tokens(root: Path, eval_runs: list[data.RunEntry]) -> None
 
 
 def accuracy_tokens_chart(table: pd.DataFrame) -> alt.LayerChart:
-    """One point per run: pooled accuracy (with its 95% interval) against tokens per question."""
+    """One point per run: pooled accuracy (with its 95% interval) against tokens per question.
+    Two runs can land on one point (the same MAS and model on the same questions): each run is
+    a hollow mark of its own shape and colour, the first the largest, so the ones drawn over it
+    sit inside it and none hides another."""
     points = pd.DataFrame(
         {
             "run": table["run"] + " · " + table["mas"] + " · " + table["model"],
@@ -215,14 +258,17 @@ def accuracy_tokens_chart(table: pd.DataFrame) -> alt.LayerChart:
             "ci_low": 100 * table["ci_low"].astype(float),
             "ci_high": 100 * table["ci_high"].astype(float),
             "calls": table["calls / question"].astype(float),
+            "size": [max(MARK_AREA - MARK_STEP * i, MARK_AREA_MIN) for i in range(len(table))],
         }
     )
     base = alt.Chart(points).encode(
         x=alt.X("tokens:Q", title="tokens per question (prompt + completion)"),
-        color=alt.Color("run:N", legend=legend(1)),
+        color=alt.Color("run:N", legend=legend(1), sort=None),
     )
-    dots = base.mark_point(filled=True, size=90).encode(
+    dots = base.mark_point(filled=False, strokeWidth=2, opacity=1).encode(
         y=alt.Y("accuracy:Q", title="accuracy %", scale=alt.Scale(domain=[0, 100])),
+        shape=alt.Shape("run:N", legend=legend(1), sort=None, scale=alt.Scale(range=SHAPES)),
+        size=alt.Size("size:Q", scale=None, legend=None),
         tooltip=["run", "tokens", "calls", "accuracy", "ci_low", "ci_high"],
     )
     bars = base.mark_rule(strokeWidth=2).encode(y="ci_low:Q", y2="ci_high:Q")

@@ -20,7 +20,7 @@ from core import branch_log
 from dashboard import cache, data, defaults
 from dashboard.data import branches as inspected
 from dashboard.data.policy import policy_row_label, policy_state_of
-from dashboard.views.common import empty_state, fmt, legend, show_table, sized
+from dashboard.views.common import PALETTE, empty_state, fmt, legend, show_table, sized
 
 MAX_STATES = 500  # options offered in the state picker
 HINT = "branches"
@@ -58,7 +58,7 @@ OVER_STEPS_COLUMNS = {
     "trained": ("trained", 62),
 }
 ROUNDED = {"entropy_bits": 2, "return_mean": 2, "return_min": 2, "return_max": 2}
-CONTRAST = alt.Scale(scheme="tableau10")  # neighbouring series in distinct hues
+CONTRAST = alt.Scale(range=PALETTE)  # the dashboard's palette: every hue 3:1 on white
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:

@@ -13,9 +13,17 @@ import streamlit as st
 
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data, mas_data
-from dashboard.views.common import empty_state, fmt, legend, malformed_note, show_table, sized
+from dashboard.views.common import (
+    empty_state,
+    fmt,
+    legend,
+    malformed_note,
+    show_table,
+    sized,
+    step_x,
+)
 
-STEP_AXIS = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1))  # whole steps
+STEP_AXIS = step_x("step")  # whole steps
 STAT_TITLES = {"loss": "loss", "kl": "KL to the reference", "grad_norm": "gradient norm"}
 
 
@@ -121,15 +129,12 @@ def _accuracy(frame: pd.DataFrame) -> None:
     if curves.empty:
         return
     y = alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]))
-    line = (
-        alt.Chart(curves)
-        .mark_line(point=True)
-        .encode(x=STEP_AXIS, y=y, color=alt.Color("series:N", title=None))
-    )
+    color = alt.Color("series:N", legend=legend(1))  # one legend for both layers
+    line = alt.Chart(curves).mark_line(point=True).encode(x=STEP_AXIS, y=y, color=color)
     band = (
         alt.Chart(curves.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
-        .encode(x=STEP_AXIS, y="ci_low:Q", y2="ci_high:Q", color="series:N")
+        .encode(x=STEP_AXIS, y="ci_low:Q", y2="ci_high:Q", color=color)
     )
     st.altair_chart(sized((band + line).properties(title="accuracy"), 200))
     with st.expander("accuracy: values"):

@@ -18,6 +18,9 @@ NASH_COLUMN = "Nash"
 ROW_HEIGHT = 20
 CELL_TEXT_UP_TO = 12  # checkpoints: beyond this the cells are too narrow for their numbers
 FLAG_STYLE = "background-color: #f8d0d0; font-weight: bold"
+MARKED_STYLE = "background-color: #fff3bf; font-weight: 600"  # the state asked for
+GRID_CHECKPOINTS = 6  # checkpoint columns of the grid that fit 1400 px beside its other columns
+OUTSIDE_SHOWN = 4  # flagged checkpoints listed in a grid row
 
 
 class _Policy(NamedTuple):
@@ -29,9 +32,10 @@ class _Policy(NamedTuple):
 
 def render(frames: dict[str, pd.DataFrame], x: str, *, key: str) -> None:
     tables = [data.action_share_table(f, x).assign(run=name) for name, f in frames.items()]
-    table = pd.concat(tables) if tables else pd.DataFrame()
-    if table.empty:
+    tables = [t for t in tables if not t.empty]  # an empty one would make every column objects
+    if not tables:
         return
+    table = pd.concat(tables, ignore_index=True)
     st.subheader("Policy against equilibrium")
     st.caption(
         "P(bet or call) at every information state (Kuhn; Leduc: each action, per private card "
@@ -176,12 +180,17 @@ def _deviations(view: data.PolicyView, x: str) -> None:
 
 
 def _grid(view: data.PolicyView, *, key: str) -> None:
-    grid = data.policy_grid(view)
+    grid = _fitting(data.policy_grid(view), [data.x_text(x) for x in view.xs])
     shown = display_frame(grid)
     flagged = {
         (r["label"], data.x_text(r["x"])) for _, r in view.long[view.long["flagged"]].iterrows()
     }
     labels = [r.label for r in view.rows]
+    # a state opened from the Inspector (`?policy_state=`): its rows marked
+    asked = str(st.query_params.get("policy_state") or "")
+    marked = {r.label for r in view.rows if asked and r.state == asked}
+    if marked:
+        st.caption(f"marked: {asked}, the state opened from the Inspector")
 
     def style(frame: pd.DataFrame) -> pd.DataFrame:
         css = pd.DataFrame("", index=frame.index, columns=frame.columns)
@@ -189,10 +198,34 @@ def _grid(view: data.PolicyView, *, key: str) -> None:
             for column in frame.columns:
                 if (label, column) in flagged:
                     css.iloc[i, frame.columns.get_loc(column)] = FLAG_STYLE
+                elif label in marked:
+                    css.iloc[i, frame.columns.get_loc(column)] = MARKED_STYLE
         return css
 
     styled = shown.style.apply(style, axis=None).format(precision=3)
     st.dataframe(styled, hide_index=True, key=key, height=_height(len(shown)))
+
+
+def _fitting(grid: pd.DataFrame, checkpoints: list[str]) -> pd.DataFrame:
+    """The grid with at most GRID_CHECKPOINTS checkpoint columns (the first and the last ones)
+    and its flagged checkpoints listed as far as they fit, so that it fits 1400 px; the heatmap
+    above draws every checkpoint."""
+    if len(checkpoints) > GRID_CHECKPOINTS:
+        kept = {checkpoints[0], *checkpoints[1 - GRID_CHECKPOINTS :]}
+        grid = grid.drop(columns=[c for c in checkpoints if c not in kept])
+        st.caption(
+            f"the table: {GRID_CHECKPOINTS} of {len(checkpoints)} checkpoints (the first and the "
+            "last ones); the heatmap has them all"
+        )
+    return grid.assign(**{"outside at": grid["outside at"].map(_outside)})
+
+
+def _outside(listed: str) -> str:
+    """'0, 10, 20, 30, 40' as '0, 10, ... 40 (5)' past OUTSIDE_SHOWN checkpoints."""
+    found = [x for x in listed.split(", ") if x]
+    if len(found) <= OUTSIDE_SHOWN:
+        return listed
+    return f"{', '.join(found[: OUTSIDE_SHOWN - 1])}, ... {found[-1]} ({len(found)})"
 
 
 def _best_response(views: dict[str, _Policy], x: str, *, key: str) -> None:

@@ -12,6 +12,7 @@ import streamlit as st
 from core.runstore import RECORDS_FILE
 from dashboard import cache, data
 from dashboard.views.common import (
+    WRAP_ROW_PX,
     ci_text,
     empty_state,
     malformed_note,
@@ -25,6 +26,14 @@ from dashboard.views.common import (
 from harness.unscored import NO_SCORE
 
 ARENA_KINDS = ("arena", "selfplay")
+# The headers of the wide tables, short enough for every column to fit 1400 px.
+SEAT_LABELS = {
+    "normalized_return (0-100)": "norm. return",
+    "mean_return": "mean return",
+    "invalid_rate %": "invalid %",
+}
+PERCENT = "%.1f"
+EXPLOIT_DIGITS = "%.4f"
 
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
@@ -61,7 +70,13 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         st.subheader("Exploitability of poker policies (0 = a Nash equilibrium)")
         summaries = {r.name: cache.summary(root, r.path) for r in exploit_runs}
         table = data.exploitability_runs_table(summaries)
-        show_table(table, hide_index=True, key="exploit_table")
+        show_table(
+            exploitability_shown(table),
+            key="exploit_table",
+            formats=dict.fromkeys(("exploitability", "nash_conv"), EXPLOIT_DIGITS),
+            widths={"policy": "medium"},
+            row_height=WRAP_ROW_PX,
+        )
 
     arena_runs = [r for r in runs if r.kind in ARENA_KINDS]
     st.subheader("Game results by seat")
@@ -90,9 +105,45 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     shown["normalized_return (0-100)"] = shown["normalized_return"].map(
         lambda v: NO_SCORE if round_or_none(v) is None else round_or_none(v)
     )
-    columns = ["run", "game", "player", "opponent", "seat", "n", "win %", "draw %", "loss %"]
-    columns += ["mean_return", "normalized_return (0-100)", "invalid_rate %"]
-    show_table(shown[columns], hide_index=True, key="seat_table")
+    columns = ["run", "game", "seat", "player", "opponent", "n", "win %", "draw %", "loss %"]
+    columns += ["normalized_return (0-100)", "mean_return", "invalid_rate %"]
+    show_table(shown[columns], key="seat_table", labels=SEAT_LABELS)
+
+
+def exploitability_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """`mars exploitability` runs as shown: the run and the figures first (exploitability with
+    its 95% interval, NashConv, invalid rate), then what was measured in one wrapped column
+    (player or model, samples, temperature)."""
+    return pd.DataFrame(
+        {
+            "run": table["run"],
+            "game": table["game"],
+            "exploitability": table["exploitability"],
+            "95% CI": [
+                _interval(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+            ],
+            "nash_conv": table["nash_conv"],
+            "invalid %": table["invalid_rate"].map(pct),
+            "policy": [_policy(row) for row in table.to_dict("records")],
+            "states": table["states"],
+        }
+    )
+
+
+def _interval(low: object, high: object) -> str:
+    bounds = round_or_none(low, 4), round_or_none(high, 4)
+    return "-" if None in bounds else f"[{bounds[0]:.4f}, {bounds[1]:.4f}]"
+
+
+def _policy(row: dict[str, object]) -> str:
+    """Who played and how it was sampled: "llm tiny-model-v1 · 32 samples · T 1.0"."""
+    who = " ".join(str(row[k]) for k in ("player", "model") if row.get(k) not in (None, ""))
+    parts = [who or "-"]
+    if row.get("samples") not in (None, ""):
+        parts.append("exact" if row["samples"] == "exact" else f"{row['samples']} samples")
+    if round_or_none(row.get("temperature"), 3) is not None:
+        parts.append(f"T {row['temperature']}")
+    return " · ".join(parts)
 
 
 def _accuracy_view(table: pd.DataFrame) -> None:

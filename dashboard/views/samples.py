@@ -12,6 +12,9 @@ from dashboard import cache, data
 from dashboard.views.common import empty_state, malformed_note, pick_run, table_and_pick, transcript
 from harness.failures import FAILURES_FILE
 
+# Headers short enough for the matching samples' columns to fit 1400 px.
+LABELS = {"extraction_failed": "unreadable", "llm_calls": "calls", "latency_s": "s"}
+
 
 def render(root: Path, runs: list[data.RunEntry]) -> None:
     st.header("Samples")
@@ -55,6 +58,8 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
     counts[2].metric("errored", int(matches["has_error"].sum()))
     columns = ["suite", "sample_id", "epoch", "question", "correct", "extracted", "gold"]
     columns += ["extraction_failed", "error", "llm_calls", "tokens", "latency_s"]
+    if frame["epoch"].nunique() <= 1:
+        columns.remove("epoch")  # one epoch: room for the rest
     picked = table_and_pick(
         matches,
         columns,
@@ -63,6 +68,7 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
         label="sample",
         option=_sample_option,
         counted="matches",
+        labels=LABELS,
     )
     if picked is None:
         return

@@ -11,12 +11,24 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, data
+from dashboard.data.training import curve_table, last_values_tables
 from dashboard.views import mas_training, policy
-from dashboard.views.common import empty_state, legend, malformed_note, show_table, sized
+from dashboard.views.common import (
+    empty_state,
+    legend,
+    malformed_note,
+    numeric,
+    show_table,
+    sized,
+    step_x,
+)
 
 DEFAULT_METRICS = ("reward_mean", "loss", "kl", "invalid_rate", "train_accuracy")
 CURVE_X = ("step", "iteration", "round", "checkpoint_step", "checkpoint")
 CHARTS_PER_ROW = 2
+FIGURES_PER_TABLE = 6  # figure columns of one last-values table: more would not fit 1400 px
+CURVE_COLUMNS = 7  # checkpoints of a loop's table (the first and the last): what fits
+CURVE_ROWS = 8  # figures of a loop's table in view; the rest scroll
 # Figures with a section of their own (the exploitability chart above the family charts).
 DRAWN_APART = ("exploitability", "exploitability_avg")
 TOOLTIP = ["series", "x", "value", "ci_low", "ci_high"]
@@ -43,7 +55,9 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
 def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
     names = [r.name for r in train_runs]
-    chosen = st.multiselect("train runs", names, default=names[:4], key="train_runs")
+    asked = st.query_params.get("run")  # a link from another page (the Inspector's states)
+    default = [asked] if asked in names else names[:4]
+    chosen = st.multiselect("train runs", names, default=default, key="train_runs")
     frames: dict[str, pd.DataFrame] = {}
     for run in train_runs:
         if run.name not in chosen:
@@ -69,13 +83,7 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
         default=default,
         key="train_metrics",
     )
-    latest = []
-    for name, frame in frames.items():
-        row = {"run": name, "steps": len(frame), "last step": frame.iloc[-1]["step"]}
-        columns = [s.column for m in metrics for s in plans[name].families.get(m, [])]
-        row.update(data.last_values(frame, columns))
-        latest.append(row)
-    show_table(pd.DataFrame(latest), key="train_latest")
+    _last_values(frames, plans, metrics)
     # Every chart over steps spans the same steps, exploitability's included (it is measured at
     # evaluation steps only), so a change in one lines up with the others.
     steps = alt.Scale(domain=_step_domain(frames))
@@ -86,6 +94,21 @@ def _metrics_view(root: Path, train_runs: list[data.RunEntry]) -> None:
     policy.render(frames, "step", key="train_policy")
 
 
+def _last_values(
+    frames: dict[str, pd.DataFrame], plans: dict[str, data.FamilyPlan], metrics: list[str]
+) -> None:
+    """The chosen figures' last values: per run, then per split (game and seat, role)."""
+    runs, splits = last_values_tables(frames, plans, metrics)
+    figures = list(runs.columns[3:])
+    for i in range(0, max(len(figures), 1), FIGURES_PER_TABLE):
+        columns = ["run", "steps", "last step"] if i == 0 else ["run"]
+        chunk = runs[columns + figures[i : i + FIGURES_PER_TABLE]]
+        show_table(chunk, key="train_latest" if i == 0 else f"train_latest_{i}")
+    if not splits.empty:
+        st.caption("last values per game and seat (or role)")
+        show_table(splits, key="train_latest_splits")
+
+
 def _step_domain(frames: dict[str, pd.DataFrame]) -> list[float]:
     steps = pd.concat([f["step"] for f in frames.values()])
     return [float(steps.min()), float(steps.max())]
@@ -93,12 +116,13 @@ def _step_domain(frames: dict[str, pd.DataFrame]) -> list[float]:
 
 def _win_rates(frames: dict[str, pd.DataFrame], scale: alt.Scale) -> None:
     tables = [data.win_rate_table(f).assign(run=name) for name, f in frames.items()]
-    wins = pd.concat(tables) if tables else pd.DataFrame()
+    tables = [t for t in tables if not t.empty]  # an empty one would make every column objects
+    wins = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if wins.empty:
         st.caption("no in-training evaluation (`eval/.../win`) in these runs' metrics")
         return
     st.subheader("Win rate against each opponent")
-    axis = alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1), scale=scale)
+    axis = step_x("step", scale=scale)
     wins = wins.assign(
         series=wins["run"] + " · " + wins["game"] + " · " + wins["opponent"] + " · " + wins["seat"]
     )
@@ -128,6 +152,7 @@ def _win_rates(frames: dict[str, pd.DataFrame], scale: alt.Scale) -> None:
         last[[*keys, "step", "win", "ci_low", "ci_high"]],
         hide_index=True,
         key="train_wins",
+        formats=dict.fromkeys(("win", "ci_low", "ci_high"), "%.3f"),
     )
 
 
@@ -145,8 +170,8 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
         if frame.empty:
             st.info("no rows yet")
             continue
-        show_table(frame, hide_index=True, key=f"curve_{run.name}")
         frames[run.name] = frame
+        _curve_table(frame, run.name)
     # Overlay the runs, one chart per metric, against the first step-like column they share.
     shared_x = [c for c in CURVE_X if all(c in f.columns for f in frames.values())]
     if not frames or not shared_x:
@@ -165,6 +190,22 @@ def _curves_view(root: Path, loop_runs: list[data.RunEntry]) -> None:
     _folded_note(plans)
 
 
+def _curve_table(frame: pd.DataFrame, name: str) -> None:
+    """The loop's learning curve, one row per figure and one column per checkpoint."""
+    x = next((c for c in CURVE_X if c in frame.columns), None)
+    if x is None:
+        show_table(frame, key=f"curve_{name}")
+        return
+    table, checkpoints = curve_table(frame, x, CURVE_COLUMNS)
+    height = 38 + 35 * min(len(table), CURVE_ROWS)  # Streamlit's rows are 35 px, its header 38
+    show_table(table, key=f"curve_{name}", widths={"figure": "large"}, height=height)
+    if checkpoints > CURVE_COLUMNS:
+        st.caption(
+            f"{CURVE_COLUMNS} of its {checkpoints} checkpoints (the first and the last ones); "
+            "the charts below draw every one"
+        )
+
+
 def _figures(plans: dict[str, data.FamilyPlan]) -> list[str]:
     figures: list[str] = []
     for plan in plans.values():
@@ -181,16 +222,10 @@ def _family_charts(
 ) -> None:
     """One chart per figure, two to a row: a line per run and item, its 95% band where the
     figure has bounds."""
-    numeric_x = all(pd.api.types.is_numeric_dtype(f[x]) for f in frames.values())
-    axis = (
-        alt.X(
-            "x:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1), scale=scale or alt.Undefined
-        )
-        if numeric_x
-        else alt.X("x:O", title=x)
-    )
-    drawn = [(f, data.family_frame(frames, plans, f, x)) for f in figures]
+    drawn = [(f, _on_steps(data.family_frame(frames, plans, f, x))) for f in figures]
     drawn = [(f, long) for f, long in drawn if not long.empty]
+    numeric_x = all(pd.api.types.is_numeric_dtype(long["x"]) for _, long in drawn)
+    axis = step_x(title=x, scale=scale) if numeric_x else alt.X("x:O", title=x)
     for i, (figure, long) in enumerate(drawn):
         if i % CHARTS_PER_ROW == 0:
             row = st.columns(CHARTS_PER_ROW)
@@ -231,32 +266,37 @@ def _columns(count: int, what: str = "interval ") -> str:
 def _exploitability(
     frames: dict[str, pd.DataFrame], x: str, *, key: str, scale: alt.Scale | None = None
 ) -> None:
-    """Exploitability per run and game (or loop item) with its 95% band, and the last values."""
+    """Exploitability per run and game (or loop item) with its 95% band, and the last values:
+    every series (the policy and the average policy, each run, each loop) in the legend."""
     tables = [data.exploitability_table(f, x).assign(run=name) for name, f in frames.items()]
-    table = pd.concat(tables) if tables else pd.DataFrame()
-    if table.empty:
+    tables = [t for t in tables if not t.empty]  # an empty one would make every column objects
+    if not tables:
         return
     st.subheader("Exploitability (0 = a Nash equilibrium)")
+    table = _on_steps(pd.concat(tables, ignore_index=True))
     table = table.assign(series=table["run"] + " · " + table["series"])
     numeric_x = pd.api.types.is_numeric_dtype(table["x"])
-    axis = (
-        alt.X("x:Q", title=x, scale=scale or alt.Undefined) if numeric_x else alt.X("x:O", title=x)
-    )
+    axis = step_x(title=x, scale=scale) if numeric_x else alt.X("x:O", title=x)
+    color = alt.Color("series:N", legend=legend(1))  # one legend for both layers
     line = (
         alt.Chart(table)
         .mark_line(point=True)
-        .encode(
-            x=axis,
-            y=alt.Y("exploitability:Q", title="exploitability"),
-            color=alt.Color("series:N", legend=legend(1)),
-        )
+        .encode(x=axis, y=alt.Y("exploitability:Q", title="exploitability"), color=color)
     )
     band = (
         alt.Chart(table.dropna(subset=["ci_low", "ci_high"]))
         .mark_area(opacity=0.2)
-        .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color=alt.Color("series:N", legend=None))
+        .encode(x=axis, y="ci_low:Q", y2="ci_high:Q", color=color)
     )
     st.altair_chart(sized(band + line, 240))
     last = table.sort_values("x").groupby("series", as_index=False).last()
     columns = ["series", "x", "exploitability", "ci_low", "ci_high", "nash_conv"]
-    show_table(last[columns].rename(columns={"x": x}), hide_index=True, key=key)
+    figures = dict.fromkeys(("exploitability", "ci_low", "ci_high", "nash_conv"), "%.4f")
+    show_table(last[columns].rename(columns={"x": x}), key=key, formats=figures)
+
+
+def _on_steps(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its `x` as numbers when every x is one (a step, an iteration), so that
+    the chart's axis is numeric whatever the runs concatenated into it held."""
+    steps = numeric(table["x"]) if "x" in table.columns else None
+    return table if steps is None else table.assign(x=steps)
