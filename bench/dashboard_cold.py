@@ -23,7 +23,12 @@ until the script run has finished (Streamlit's status widget gone), the page's l
 on screen, the best-response table lists all 12 states and the six charts are drawn (the policy
 heatmap of 200 checkpoints on a canvas). Target: within 5 s warm.
 
-    python bench/dashboard_cold.py [--runs DIR] [--repeats 5] [--only first|training]
+Every page warm (`--only pages`): over 20 runs (the demo-like ones and more evals and training
+runs of the same kinds), each page opened once to warm the server's caches and then `--repeats`
+times, each a new session, timed from the navigation until the script run is over and the
+page's heading is drawn. Target: every page within 2 s warm (the worst page's median).
+
+    python bench/dashboard_cold.py [--runs DIR] [--repeats 5] [--only first|training|pages]
 """
 
 from __future__ import annotations
@@ -68,6 +73,19 @@ TRAINING_NEEDLES = [
 ]
 # The four default figures, exploitability, the policy heatmap.
 TRAINING_CHARTS = 6
+PAGES_TARGET_S = 2.0
+PAGES_RUNS = 20
+# page slug -> its heading: what a drawn page shows (dashboard/app.py's pages)
+PAGE_HEADINGS = {
+    "runs": "Runs",
+    "samples": "Samples",
+    "compare": "Compare",
+    "failure-modes": "Failure modes",
+    "games": "Games",
+    "training": "Training",
+    "inspector": "Training inspector",
+    "experiments": "Experiments",
+}
 KUHN_LABELS = [
     f"P{seat} {history} {card}"
     for seat, history in ((0, "-"), (0, "pb"), (1, "p"), (1, "b"))
@@ -94,6 +112,59 @@ def write_demo_like_runs(root: Path) -> None:
     synthetic.write_train_run(root / "train", 40)
     rows = [{"step": s, "checkpoint": f"step_{s:06d}", "score": 0.1 * s} for s in range(0, 41, 10)]
     synthetic.write_loop_run(root / "loop", rows)
+
+
+def write_twenty_runs(root: Path) -> None:
+    """The demo-like runs and more of the same kinds, `PAGES_RUNS` in all."""
+    from dashboard import synthetic
+
+    write_demo_like_runs(root)
+    extra = PAGES_RUNS - len(list(root.iterdir()))
+    for index in range(extra):
+        if index % 2:
+            synthetic.write_train_run(root / f"train-{index}", 20 + index)
+            continue
+        records = [
+            synthetic.eval_record(i, suite=("gsm8k", "aqua")[i % 2], correct=(i + index) % 4 != 0)
+            for i in range(300)
+        ]
+        synthetic.write_eval_run(root / f"eval-more-{index}", records, mas="single")
+
+
+def page_drawn(heading: str) -> str:
+    """JavaScript: the script run is over (no status widget) and the page's heading is drawn."""
+    headings = "Array.from(document.querySelectorAll('h1, h2')).map(h => h.textContent)"
+    return (
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        f"{headings}.some(t => t.includes({json.dumps(heading)}))"
+    )
+
+
+def every_page_warm(work: Path, repeats: int) -> dict[str, list[float]]:
+    """Each page over `PAGES_RUNS` runs: once untimed (caches filled), then `repeats` times."""
+    root = work / "twenty-runs"
+    write_twenty_runs(root)
+    port = free_port()
+    server = start_dashboard(root, port, work / "dashboard-state.json")
+    browser = None
+    timings: dict[str, list[float]] = {}
+    try:
+        wait_until_healthy(port, 60)
+        browser = Browser(Path(tempfile.mkdtemp(dir=work)))
+        for slug, heading in PAGE_HEADINGS.items():
+            url = f"http://127.0.0.1:{port}/?page={slug}"
+            if time_until(browser, url, page_drawn(heading), 120) is None:
+                raise SystemExit(f"the {heading} page was not drawn within 120 s")
+            warm = [time_until(browser, url, page_drawn(heading), 60) for _ in range(repeats)]
+            if any(w is None for w in warm):
+                raise SystemExit(f"the {heading} page was not drawn within 60 s warm")
+            timings[slug] = [w for w in warm if w is not None]
+    finally:
+        if browser is not None:
+            browser.close()
+        os.killpg(server.pid, 15)
+        server.wait(20)
+    return timings
 
 
 def wait_until_healthy(port: int, deadline_s: float) -> None:
@@ -294,10 +365,32 @@ def training_page(args: argparse.Namespace, work: Path) -> None:
     )
 
 
+def pages_warm(args: argparse.Namespace, work: Path) -> None:
+    timings = every_page_warm(work, args.repeats)
+    medians = {slug: round(statistics.median(t), 3) for slug, t in timings.items()}
+    for slug, times in timings.items():
+        print(f"{slug}: {', '.join(f'{t:.2f}' for t in times)} s")
+    worst = max(medians, key=lambda slug: medians[slug])
+    report(
+        "every_page_warm_s",
+        medians[worst],
+        PAGES_TARGET_S,
+        slowest_page=worst,
+        page_medians=medians,
+        runs=PAGES_RUNS,
+        repeats=args.repeats,
+        load_average=[round(x, 2) for x in os.getloadavg()],
+    )
+
+
 # what the bench writes its runs with (dashboard.synthetic), and the pages it opens
 WRITERS = ("eval_record", "write_eval_run", "arena_record", "write_arena_run", "write_train_run",
            "write_loop_run", "write_kuhn_train_run")  # fmt: skip
-PAGES = {"first": ("runs",), "training": ("training",)}
+PAGES = {
+    "first": ("runs",),
+    "training": ("training",),
+    "pages": tuple("failures" if slug == "failure-modes" else slug for slug in PAGE_HEADINGS),
+}
 
 
 def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
@@ -329,9 +422,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="fresh servers per arm")
     parser.add_argument(
         "--only",
-        choices=("first", "training"),
+        choices=("first", "training", "pages"),
         default="first",
-        help="the cold first page (default), or the Training page warm",
+        help="the cold first page (default), the Training page warm, or every page warm",
     )
     add_dry_run(parser)
     args = parser.parse_args()
@@ -341,10 +434,8 @@ def main() -> None:
     if CHROMIUM is None:
         raise SystemExit("chromium is not installed (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="mars-dashboard-cold-") as tmp:
-        if args.only == "first":
-            first_page(args, Path(tmp))
-        else:
-            training_page(args, Path(tmp))
+        measure = {"first": first_page, "training": training_page, "pages": pages_warm}
+        measure[args.only](args, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -511,7 +511,10 @@ def print_costs(rows: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     for arm, cost in means.items():
         ratio = f" ({cost['peak_rss_mib'] / shared['peak_rss_mib']:.2f}x)" if shared else ""
         state = f"{cost['model_state_mib']:.1f}" if "model_state_mib" in cost else "-"
-        print(f"| {arm} | {cost['trainable_parameters']:,.0f} | {state} | "
+        # a verl run's workers are other processes: its launcher records no parameter count
+        trainable = cost.get("trainable_parameters")
+        counted = f"{trainable:,.0f}" if trainable is not None else "-"
+        print(f"| {arm} | {counted} | {state} | "
               f"{cost['peak_rss_mib']:.0f}{ratio} | {cost['seconds_per_step']:.2f} "
               f"| {cost['update_seconds']:.2f} |")  # fmt: skip
     out: dict[str, Any] = {"costs": means}
