@@ -183,13 +183,14 @@ def test_loop_follows_a_real_local_training_run_until_it_finishes(tmp_path: Path
         seats = row["evals"][KEY]["seats"]
         assert seats["first"]["n"] == seats["second"]["n"] == 2
 
-    # The dashboard's Training page shows this real loop's curve, one row per step.
+    # The dashboard's Training page shows this real loop's curve on its side: one row per
+    # figure, one column per checkpoint, numbers to 4 significant digits.
     from dashboard_apptest import page_opener, table_with
 
     with page_opener(tmp_path) as open_page:
         page = open_page("Training")
-    curve = table_with(page, "step", f"{KEY}/first/win")
-    assert curve["step"].tolist() == [1, 2]
-    assert curve[f"{KEY}/first/win"].tolist() == pytest.approx(
-        [row["evals"][KEY]["seats"]["first"]["win"] for row in rows]
+    curve = table_with(page, "figure", "step 1", "step 2").set_index("figure")
+    win = curve.loc[f"{KEY}/first/win"]
+    assert [float(win["step 1"]), float(win["step 2"])] == pytest.approx(
+        [row["evals"][KEY]["seats"]["first"]["win"] for row in rows], abs=5e-4
     )
