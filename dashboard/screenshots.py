@@ -48,6 +48,7 @@ SHOTS = [
     Shot("games", "page=games", ("Games",), height=900),
     Shot("training", "page=training", ("Exploitability (0 = a Nash equilibrium)",), height=2800),
     Shot("inspector", "page=inspector", ("Collapse signals per step", "branches at"), height=3400),
+    Shot("experiments", "page=experiments", ("Experiments", "parts finished"), height=1400),
     Shot(
         "training-policy",
         "page=training#policy-against-equilibrium",
