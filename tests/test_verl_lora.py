@@ -18,7 +18,7 @@ from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl.adapter_export import adapter_target, export_adapter
 from train_backend.verl.model_files import lora_parameters
 from train_backend.verl.overrides import RunPaths, verl_overrides, verl_settings
-from train_backend.verl.preflight import Machine
+from train_backend.verl.preflight_rows import Machine
 from train_backend.verl.rollout_weights import load_adapter_weights, load_base_weights
 
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")

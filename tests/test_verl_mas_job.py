@@ -18,6 +18,7 @@ from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.verl.checkpoints import LATEST_FILE, CheckpointPublisher, PolicyPublishers
 from train_backend.verl.mas_job import runs_in_one_job, train_job
 from train_backend.verl.overrides import RunPaths, verl_settings
+from train_backend.verl.policy_sizing import policies_row
 from train_backend.verl.policy_spec import (
     POLICIES_ENV,
     POLICY_FIELD,
@@ -27,7 +28,7 @@ from train_backend.verl.policy_spec import (
     job_spec,
     name_servers_by_policy,
 )
-from train_backend.verl.preflight import REFUSED, UNCHECKED, Machine, policies_row
+from train_backend.verl.preflight_rows import REFUSED, UNCHECKED, Machine
 
 ROLES = {"tool": "coder", "reasoner": "thinker"}
 

@@ -24,7 +24,7 @@ from train_backend.verl import launch
 from train_backend.verl.checkpoints import LATEST_FILE
 from train_backend.verl.model_files import decoder_parameters
 from train_backend.verl.overrides import RunPaths
-from train_backend.verl.preflight import Machine
+from train_backend.verl.preflight_rows import Machine
 from train_backend.verl.stack import FLASH_ATTN, PINS, SUPPORTED
 
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")

@@ -45,7 +45,8 @@ from train_backend.verl.checkpoints import CheckpointPublisher, PolicyPublishers
 from train_backend.verl.data import write_dataset
 from train_backend.verl.overrides import RunPaths, verl_overrides, worker_environment
 from train_backend.verl.policy_spec import actor_folder, job_spec
-from train_backend.verl.preflight import Machine, Report, config_rows, run_dir_rows
+from train_backend.verl.preflight import config_rows, run_dir_rows
+from train_backend.verl.preflight_rows import Machine, Report
 
 POLL_SECONDS = 2.0  # a look at one small file: publish each checkpoint soon after it lands
 STOP_GRACE_SECONDS = 30.0

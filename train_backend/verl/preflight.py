@@ -13,11 +13,12 @@ fix, and all refusals of a run end it as one `MarsError` line:
 - resume: a resumed run's ranks equal to those that saved its checkpoint (verl names shards by
   world size and cannot load them on another).
 - disk: room for two saves where verl writes its checkpoints.
-- policies: a job of several policies (policies.py) sized on each GPU: each policy's share of
+- policies (policy_sizing.py): a job of several policies (policies.py) sized on each GPU: each policy's share of
   rollout memory must hold its weights, and the updating actor's state what the rollouts leave.
 
 The facts are read where they live (package metadata on sys.path, config.json, checkpoint
-folders); CUDA and free disk come from `Machine`, which tests replace.
+folders); CUDA, free disk and GPU memory come from `Machine` (preflight_rows.py, with `Row`
+and `Report`), which tests replace.
 """
 
 from __future__ import annotations
@@ -26,13 +27,9 @@ import importlib
 import importlib.metadata
 import json
 import re
-import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.errors import MarsError
 from train_backend.config import TrainConfig
 from train_backend.verl.checkpoints import LATEST_FILE
 from train_backend.verl.model_files import (
@@ -45,7 +42,17 @@ from train_backend.verl.model_files import (
     where_looked,
 )
 from train_backend.verl.names import VERL_VERSION
-from train_backend.verl.policy_spec import job_spec
+from train_backend.verl.policy_sizing import policies_row
+from train_backend.verl.preflight_rows import (
+    OK,
+    REFUSED,
+    UNCHECKED,
+    WARNING,
+    Machine,
+    Report,
+    Row,
+    gb,
+)
 from train_backend.verl.stack import PINS, SUPPORTED
 
 # The module each flash attention implementation imports, and the package that brings it.
@@ -60,67 +67,6 @@ MIN_SAVES = 2
 # verl/workers/rollout/vllm_rollout/utils.py, get_vllm_max_lora_rank).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _SHARD = re.compile(r"^model_world_size_(\d+)_rank_\d+\.pt$")
-
-OK, REFUSED, WARNING, UNCHECKED = "ok", "refused", "warning", "not checked"
-
-
-def local_cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-def local_gpu_memory() -> int | None:
-    """Bytes of memory of this machine's first GPU; None without one."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return int(torch.cuda.get_device_properties(0).total_memory)
-
-
-def free_bytes(path: Path) -> int:
-    return shutil.disk_usage(path).free
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What the preflight asks this machine rather than its files."""
-
-    cuda: Callable[[], bool] = local_cuda
-    disk_free: Callable[[Path], int] = free_bytes
-    gpu_memory: Callable[[], int | None] = local_gpu_memory
-
-
-@dataclass(frozen=True)
-class Row:
-    check: str
-    found: str
-    verdict: str
-    note: str = ""  # for a refusal: what is wrong and the fix, in one sentence
-    want: str = ""  # what the check accepts, when it is a range
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-
-    def refuse(self) -> None:
-        refused = [row.note for row in self.rows if row.verdict == REFUSED]
-        if refused:
-            raise MarsError("preflight: " + "; ".join(refused))
-
-    def table(self) -> str:
-        width = max([len(row.check) for row in self.rows] + [5])
-        lines = [f"preflight (verl {VERL_VERSION}):"]
-        for row in self.rows:
-            line = f"  {row.check:<{width}}  {row.verdict:<11}  {row.found}"
-            if row.want:
-                line += f" ({row.want})"
-            if row.note and row.verdict != OK:
-                line += f" -- {row.note}"
-            lines.append(line)
-        return "\n".join(lines)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -313,10 +259,6 @@ def resume_row(composed: Any) -> Row:
     )
 
 
-def _gb(size: float) -> str:
-    return f"{size / 1e9:.1f} GB"
-
-
 def existing_ancestor(path: Path) -> Path:
     path = path.resolve()
     while not path.exists() and path != path.parent:
@@ -337,7 +279,7 @@ def lora_disk_row(
     where = existing_ancestor(checkpoints)
     free = machine.disk_free(where)
     found = (
-        f"{_gb(free)} free at {where}; a save is {per_save / 1e6:.1f} MB "
+        f"{gb(free)} free at {where}; a save is {per_save / 1e6:.1f} MB "
         f"(a {count / 1e6:.1f}M-parameter adapter)"
     )
     if free >= MIN_SAVES * per_save:
@@ -346,8 +288,8 @@ def lora_disk_row(
         "disk",
         found,
         REFUSED,
-        f"{where} has {_gb(free)} free, less than {MIN_SAVES} adapter saves need "
-        f"({_gb(MIN_SAVES * per_save)}): free space or put the run on a larger disk",
+        f"{where} has {gb(free)} free, less than {MIN_SAVES} adapter saves need "
+        f"({gb(MIN_SAVES * per_save)}): free space or put the run on a larger disk",
     )
 
 
@@ -368,7 +310,7 @@ def disk_row(model: str, config: ModelConfig | None, checkpoints: Path, machine:
     where = existing_ancestor(checkpoints)
     free = machine.disk_free(where)
     found = (
-        f"{_gb(free)} free at {where}; a save is {_gb(per_save)} "
+        f"{gb(free)} free at {where}; a save is {gb(per_save)} "
         f"({count.count / 1e9:.2f}B parameters, {count.how}: "
         f"{SAVE_BYTES_PER_PARAMETER} + {published} bytes each)"
     )
@@ -378,8 +320,8 @@ def disk_row(model: str, config: ModelConfig | None, checkpoints: Path, machine:
         "disk",
         found,
         REFUSED,
-        f"{where} has {_gb(free)} free, less than {MIN_SAVES} saves of {model} need "
-        f"({_gb(need)}: fp32 weights and AdamW moments, {SAVE_BYTES_PER_PARAMETER} bytes a "
+        f"{where} has {gb(free)} free, less than {MIN_SAVES} saves of {model} need "
+        f"({gb(need)}: fp32 weights and AdamW moments, {SAVE_BYTES_PER_PARAMETER} bytes a "
         f"parameter, plus the published copy, {published}): free space or put the run on a "
         "larger disk (--out / --run-dir)",
     )
@@ -427,77 +369,6 @@ def lora_row(composed: Any, *, cpu: bool) -> Row | None:
         served = next(size for size in VLLM_LORA_RANKS if size >= rank)
         found += f"; vLLM max_lora_rank {served}"
     return Row("lora", found, OK)
-
-
-# Rollout memory a policy's engine needs beyond its weights (KV cache for a few sequences,
-# activations, CUDA graphs), as a share of its weights: the floor under which vLLM cannot start.
-ROLLOUT_HEADROOM = 0.25
-# The updating actor's state on the GPUs: fp32 weights, gradients and AdamW's two moments.
-TRAIN_BYTES_PER_PARAMETER = 16
-
-
-def policies_row(config: TrainConfig, composed: Any, machine: Machine) -> Row | None:
-    """A job of several policies (policies.py), sized: each GPU holds one actor process and
-    one rollout engine per policy. Refused (when this machine's GPU memory is known) when one
-    policy's share of rollout memory cannot hold its weights, or when the updating actor's
-    state does not fit beside the rollouts."""
-    spec = job_spec(config)
-    if spec is None:
-        return None
-    count = len(spec.policies)
-    cluster = config.verl
-    gpus = cluster.n_gpus_per_node * cluster.nnodes
-    found = (
-        f"{count} policies ({', '.join(spec.names)}) in one job, colocated on one pool of "
-        f"{gpus} GPU(s): one actor and one rollout per policy on each"
-    )
-    model = composed.actor_rollout_ref.model
-    rank = int(model.get("lora_rank") or 0)
-    if rank:
-        found += f"; LoRA: each actor holds the base and its adapter (rank {rank})"
-    if cluster.device == "cpu":
-        return Row("policies", found, OK)
-    share = float(composed.actor_rollout_ref.rollout.gpu_memory_utilization)
-    found += (
-        f"; each rollout {share:.2f} of a GPU ({cluster.gpu_memory_utilization} / {count}), "
-        "actors offloaded between updates"
-    )
-    memory = machine.gpu_memory()
-    config_json = read_model_config(str(model.path))
-    params = parameter_count(str(model.path), config_json)
-    if memory is None or params is None:
-        why = "no GPU on this machine" if memory is None else "model size unknown"
-        return Row("policies", found, UNCHECKED, f"memory not checked: {why}")
-    found += f"; {_gb(memory)} a GPU"
-    weights = 2 * params.count / cluster.tensor_parallel_size  # bf16 in the rollout
-    if share * memory < weights * (1 + ROLLOUT_HEADROOM):
-        return Row(
-            "policies",
-            found,
-            REFUSED,
-            f"each of {count} policies' rollouts gets {_gb(share * memory)} of a GPU, less than "
-            f"its {_gb(weights)} of weights and room to generate: raise "
-            "verl.gpu_memory_utilization, raise verl.tensor_parallel_size, or train fewer "
-            "policies at once (phase_alternate_steps with verl.one_job: false)",
-        )
-    adapter = (
-        lora_parameters(config_json.text, rank, model.get("target_modules"))
-        if rank and config_json
-        else None
-    )
-    trained = adapter or params.count
-    state = TRAIN_BYTES_PER_PARAMETER * trained / gpus + (weights if rank else 0)
-    room = (1 - cluster.gpu_memory_utilization) * memory
-    if state > room:
-        return Row(
-            "policies",
-            found,
-            REFUSED,
-            f"the updating policy's weights and optimiser state need {_gb(state)} a GPU, "
-            f"beside the rollouts' {cluster.gpu_memory_utilization} there is {_gb(room)}: "
-            "lower verl.gpu_memory_utilization or use more GPUs",
-        )
-    return Row("policies", found, OK)
 
 
 def config_rows(
