@@ -22,7 +22,8 @@ import pytest
 from conftest import REPO, mars_env, run_mars
 
 from dashboard.boards import COLORS
-from dashboard.browser import CHROMIUM, Browser, dom_text, serve
+from dashboard.browser import CHROMIUM, Browser, serve
+from dashboard.dom import dom_text
 from games.positions import replay_positions
 from games.prompts import legal_actions_in
 from harness.testing.scripted_server import Reply, ScriptedServer

@@ -36,19 +36,8 @@ import pytest
 from conftest import DATA_DIR, REPO, mars_env
 from dashboard_runs import BrowserRuns, browser_runs, browser_runs_started, shared_runs
 
-from dashboard.browser import (
-    CHROMIUM,
-    LAYOUT,
-    Browser,
-    DomSummary,
-    contrast,
-    dom_text,
-    layout_problems,
-    page_ready,
-    read_dom,
-    serve,
-    wait_ready,
-)
+from dashboard.browser import CHROMIUM, LAYOUT, Browser, page_ready, serve, wait_ready
+from dashboard.dom import DomSummary, contrast, dom_text, layout_problems, read_dom
 
 # The browser tests start the dashboard as a user does: `mars dashboard`.
 MARS_DASHBOARD = [sys.executable, "-m", "mars", "dashboard"]

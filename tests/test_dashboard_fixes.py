@@ -197,7 +197,7 @@ def test_numbers_are_shown_to_their_precision() -> None:
 
 
 def test_series_colours_stand_out_on_white_and_from_each_other() -> None:
-    from dashboard.browser import MIN_CONTRAST, contrast
+    from dashboard.dom import MIN_CONTRAST, contrast
 
     assert all(contrast(colour) >= MIN_CONTRAST for colour in PALETTE), PALETTE
     assert len(set(PALETTE)) == len(PALETTE) >= 8

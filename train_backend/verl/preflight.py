@@ -13,8 +13,9 @@ fix, and all refusals of a run end it as one `MarsError` line:
 - resume: a resumed run's ranks equal to those that saved its checkpoint (verl names shards by
   world size and cannot load them on another).
 - disk: room for two saves where verl writes its checkpoints.
-- policies (policy_sizing.py): a job of several policies (policies.py) sized on each GPU: each policy's share of
-  rollout memory must hold its weights, and the updating actor's state what the rollouts leave.
+- policies (policy_sizing.py): a job of several policies (policies.py) sized on each GPU: each
+  policy's share of rollout memory must hold its weights, and the updating actor's state what
+  the rollouts leave.
 
 The facts are read where they live (package metadata on sys.path, config.json, checkpoint
 folders); CUDA, free disk and GPU memory come from `Machine` (preflight_rows.py, with `Row`
