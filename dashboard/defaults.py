@@ -113,7 +113,7 @@ def pick_run(label: str, runs: Sequence[RunEntry], root: Path, key: str) -> RunE
     """A select box over `runs` opened at `?run=NAME` (checked against the root), else at
     `default_index`; the run picked goes to the URL and to the state file."""
     names = [run.name for run in runs]
-    index = _requested_index(runs, root)
+    index = requested_index(root, [run.path for run in runs])
     if index is None:
         index = default_index(runs, recent_runs(root))
     chosen = st.selectbox(label, names, index=index, key=key)
@@ -124,8 +124,13 @@ def pick_run(label: str, runs: Sequence[RunEntry], root: Path, key: str) -> RunE
     return runs[names.index(chosen)]
 
 
-def _requested_index(runs: Sequence[RunEntry], root: Path) -> int | None:
-    requested = st.query_params.get("run")
+def requested_index(
+    root: Path, paths: Sequence[Path], param: str = "run", what: str = "run"
+) -> int | None:
+    """The position among `paths` of the run the URL names (`?run=`, or `param`), checked
+    against the root; None when it names none (an error or warning shown when it names one that
+    is outside the root or not here)."""
+    requested = st.query_params.get(param)
     if not requested:
         return None
     try:
@@ -133,10 +138,10 @@ def _requested_index(runs: Sequence[RunEntry], root: Path) -> int | None:
     except PathRefused as exc:
         st.error(str(exc))
         return None
-    for index, run in enumerate(runs):
-        if run.path == wanted:
+    for index, path in enumerate(paths):
+        if path == wanted:
             return index
-    st.warning(f"no such run here: {requested}")
+    st.warning(f"no such {what} here: {requested}")
     return None
 
 

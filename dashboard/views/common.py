@@ -10,8 +10,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
-from dashboard.paths import PathRefused, inside_root
+from dashboard import data, defaults
 from harness.unscored import NO_SCORE
 
 MAX_OPTIONS = 1000  # rows a picker offers; the table above it shows every row
@@ -349,20 +348,7 @@ def pick_run(
 ) -> data.RunEntry:
     """A selectbox over runs; `?run=NAME` in the URL preselects one (checked against the root)."""
     names = [r.name for r in runs]
-    index = 0
-    requested = st.query_params.get("run")
-    if requested:
-        try:
-            wanted = inside_root(root, requested)
-        except PathRefused as exc:
-            st.error(str(exc))
-        else:
-            for i, run in enumerate(runs):
-                if run.path == wanted:
-                    index = i
-                    break
-            else:
-                st.warning(f"no such run here: {requested}")
+    index = defaults.requested_index(root, [run.path for run in runs]) or 0
     chosen = st.selectbox(label, names, index=index, key=key)
     return runs[names.index(chosen)]
 

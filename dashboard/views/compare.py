@@ -11,8 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import RECORDS_FILE
-from dashboard import cache, data
-from dashboard.paths import PathRefused, inside_root
+from dashboard import cache, data, defaults
+from dashboard.paths import inside_root
 from dashboard.views.common import (
     SHAPES,
     ci_text,
@@ -75,19 +75,9 @@ def render(root: Path, runs: list[data.RunEntry]) -> None:
 
 def _index(root: Path, names: list[str], param: str, default: int) -> int:
     """The position of the run named by `?a=` / `?b=` in the URL (checked against the root)."""
-    requested = st.query_params.get(param)
-    if not requested:
-        return default
-    try:
-        wanted = inside_root(root, requested)
-    except PathRefused as exc:
-        st.error(str(exc))
-        return default
-    for i, name in enumerate(names):
-        if inside_root(root, name) == wanted:
-            return i
-    st.warning(f"no such eval run here: {requested}")
-    return default
+    paths = [inside_root(root, name) for name in names]
+    index = defaults.requested_index(root, paths, param, what="eval run")
+    return default if index is None else index
 
 
 def _samples(
