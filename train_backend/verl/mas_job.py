@@ -19,14 +19,7 @@ from core.runstore import RunDir
 from train_backend.mas.config import WorkflowTrainConfig
 from train_backend.mas.rewards import ROLES
 from train_backend.mas.trained import policy_root
-from train_backend.verl.mas_phases import partner_generation, served_partner
-
-
-def trained_policies(config: WorkflowTrainConfig) -> list[str]:
-    role_policy = config.role_policies(ROLES[config.workflow])
-    return [
-        name for name in dict.fromkeys(role_policy.values()) if name not in config.frozen_policies
-    ]
+from train_backend.verl.mas_phases import partner_generation, served_partner, trained_policies
 
 
 def runs_in_one_job(config: WorkflowTrainConfig) -> bool:

@@ -71,6 +71,14 @@ def refuse_schedule_across_phases(config: WorkflowTrainConfig, plan: list[Phase]
         )
 
 
+def trained_policies(config: WorkflowTrainConfig) -> list[str]:
+    """The policies that train (not the frozen ones), in order of their first role."""
+    role_policy = config.role_policies(ROLES[config.workflow])
+    return [
+        name for name in dict.fromkeys(role_policy.values()) if name not in config.frozen_policies
+    ]
+
+
 def published_step(root: Path) -> int:
     latest = checkpoint.latest_checkpoint(root)
     return latest[0] if latest else 0
@@ -112,10 +120,7 @@ def train_phases(
 ) -> list[Phase]:
     """Run every phase not yet done; returns the phases run."""
     role_policy = config.role_policies(ROLES[config.workflow])
-    policies = [
-        name for name in dict.fromkeys(role_policy.values()) if name not in config.frozen_policies
-    ]
-    plan = phase_plan(policies, config.steps, config.phase_alternate_steps)
+    plan = phase_plan(trained_policies(config), config.steps, config.phase_alternate_steps)
     refuse_schedule_across_phases(config, plan)
     ran = []
     for phase in plan:
