@@ -92,7 +92,7 @@ def main() -> None:
         """A reply is one token (its index); a prompt, one token per message (its hash): the
         model's own cost is the latency alone."""
 
-        async def generate(prompt_ids: list[int]) -> list[int]:
+        async def generate(prompt_ids: list[int], _place: tuple[int, ...]) -> list[int]:
             nonlocal generated
             generated += 1
             await asyncio.sleep(args.latency)

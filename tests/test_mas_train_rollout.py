@@ -36,6 +36,7 @@ class Scripted:
 
     def __init__(self, name: str, replies: list[str] | None = None, reply=None) -> None:
         self.seen: Counter[str] = Counter()
+        self.places: list[tuple[tuple[int, ...], str]] = []  # each generated call's (place, prompt)
         self.replies = replies
         self.reply = reply
         self.model = RoleModel(name, self.encode, self.generate, self.decode)
@@ -48,8 +49,9 @@ class Scripted:
     def decode(ids: list[int]) -> str:
         return "".join(chr(i) for i in ids)
 
-    async def generate(self, prompt_ids: list[int]) -> list[int]:
+    async def generate(self, prompt_ids: list[int], place: tuple[int, ...]) -> list[int]:
         prompt = self.decode(prompt_ids)
+        self.places.append((place, prompt))
         count = self.seen[prompt]
         self.seen[prompt] += 1
         if self.reply is not None:
@@ -244,6 +246,47 @@ def test_mad_without_a_decisive_moderator_rewards_the_judge_for_the_final_answer
         ("affirmative", 0): 0.0, ("affirmative", 1): 0.0, ("negative", 0): 0.0,
         ("negative", 1): 2.0, ("moderator", 0): 0.0, ("moderator", 1): 0.0, ("judge", 0): 0.0,
     }  # fmt: skip
+
+
+class ByPlace(Scripted):
+    """Replies chosen by the call's place in the tree, after a random delay: the replies reach
+    the tree in an order that changes with `delay_seed`."""
+
+    def __init__(self, name: str, replies: list[str], delay_seed: int) -> None:
+        super().__init__(name, replies)
+        self.delays = np.random.default_rng(delay_seed)
+
+    async def generate(self, prompt_ids: list[int], place: tuple[int, ...]) -> list[int]:
+        await super().generate(prompt_ids, place)
+        await asyncio.sleep(float(self.delays.uniform(0, 0.01)))
+        assert self.replies is not None
+        return [ord(c) for c in self.replies[sum(place) % len(self.replies)]]
+
+
+def test_every_generated_call_has_its_own_place_whatever_order_replies_arrive_in() -> None:
+    """A rollout seeds each call's sampling by its place (verl, `verl: {deterministic: true}`):
+    the places must be unique within a tree and must not depend on timing."""
+    seen = []
+    for delay_seed in (0, 1, 2):
+        tool = ByPlace("policy", [CORRECT, WRONG, LOOP.replace("True", "False")], delay_seed)
+        reasoner = ByPlace("policy", ["\\boxed{5}", "\\boxed{4}"], delay_seed + 10)
+        branches, main = _tree(tool, reasoner, branches=3, continuation="random")
+        seen.append(
+            (
+                tool.places,
+                reasoner.places,
+                [(b.call, b.ret, b.branch, b.chosen) for b in branches],
+                main.rewards,
+            )
+        )
+    # the same calls at the same places, whatever the order they were answered in
+    assert [sorted(places) for places in seen[0][:2]] == [sorted(p) for p in seen[1][:2]]
+    assert [sorted(places) for places in seen[0][:2]] == [sorted(p) for p in seen[2][:2]]
+    assert seen[0][2:] == seen[1][2:] == seen[2][2:]
+    places = [place for place, _ in seen[0][0] + seen[0][1]]
+    assert len(places) == len(set(places))  # no two calls of the tree share a place
+    # K = 3 runs at each branched point, each its own (point, run) and call position
+    assert {place[:2] for place, _ in seen[0][0]} >= {(0, 0), (0, 1), (0, 2)}
 
 
 def test_with_branch_roles_a_partners_calls_are_answered_once_and_never_branched() -> None:

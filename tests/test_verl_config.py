@@ -436,3 +436,20 @@ def test_long_game_memory_and_disk_defaults_come_with_the_gpus(tmp_path: Path):
     assert overrides.index("trainer.max_actor_ckpt_to_keep=2") < overrides.index(
         "trainer.max_actor_ckpt_to_keep=null"
     )
+
+
+def test_deterministic_asks_verl_for_full_determinism_on_the_actor_reference_and_rollout(
+    tmp_path: Path,
+):
+    keys = [
+        f"actor_rollout_ref.{part}.full_determinism"
+        for part in ("actor.fsdp_config", "ref.fsdp_config", "rollout")
+    ]
+    plain = verl_settings(TrainConfig(model="m"), RunPaths(tmp_path))
+    assert not set(keys) & set(plain)  # verl's defaults (false) stand
+    on = TrainConfig(model="m", verl={"device": "cpu", "deterministic": True})
+    settings = verl_settings(on, RunPaths(tmp_path))
+    assert all(settings[key] is True for key in keys)
+    from train_backend.verl.compose import compose_verl_config
+
+    compose_verl_config(verl_overrides(on, RunPaths(tmp_path)), validate=False)  # real keys

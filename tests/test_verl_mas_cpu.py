@@ -7,9 +7,10 @@ the tool agent's programs in the sandbox), each role's calls answered by its own
 and every policy updated in every step on its own role's branches, at_grpo with each branch's verl
 `uid` set to its (problem, role, call) group.
 
-- One LoRA adapter per role on one base, 3 steps: the job is stopped with SIGTERM in step 2,
-  then run again: it resumes at its last whole step and ends at step 3; `mars eval --trained`
-  reads each role's adapter.
+- One LoRA adapter per role on one base, 3 steps, `verl: {deterministic: true}`, run straight
+  through; a copy of it killed in step 2 is run again: it resumes at its last whole step, ends at
+  step 3 with the straight run's weights bit for bit, and `mars eval --trained` reads each role's
+  adapter.
 - Whole models, `phase_alternate_steps: 1`, 2 steps: the policies take turns inside the one job,
   the frozen one's weights unchanged by the other's step.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -114,18 +117,35 @@ def wait_for(paths: list[Path], process: subprocess.Popen, output: Path, seconds
         time.sleep(0.5)
 
 
+def frozen(process: subprocess.Popen) -> list[psutil.Process]:
+    """Stop a command and every process under it (its verl job, Ray and Ray's workers)."""
+    tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    for member in tree:
+        member.send_signal(signal.SIGSTOP)
+    for member in tree:
+        deadline = time.monotonic() + 10
+        while member.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+            assert time.monotonic() < deadline, f"{member.pid} did not stop"
+            time.sleep(0.01)
+    return tree
+
+
 @pytest.fixture(scope="module")
 def lora_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The LoRA job stopped in step 2, then run again to the end."""
+    """The LoRA job run straight through its 3 steps, and the same job killed in step 2 and run
+    again to the end. The kill: once step 2 has been sampled and scored (its turns written,
+    step 1 saved, step 2's update and save still to come), the straight run and every process
+    under it are stopped, its folder is copied (the disk as a kill at that moment leaves it, run
+    lock and all), and it goes on; the copy is then run again."""
     root = tmp_path_factory.mktemp("verl-mas-job")
     config = root / "mas.yaml"
-    config.write_text(CONFIG + "adapter: lora\n")
-    run = root / "run"
+    config.write_text(CONFIG + "adapter: lora\nverl: {deterministic: true}\n")
+    straight, run = root / "straight", root / "run"
     started = time.perf_counter()
     output = root / "first.out"
     with output.open("wb") as out:  # verl's output is echoed: a pipe would fill and block it
         process = subprocess.Popen(
-            [sys.executable, "-m", "mars", *train_args(run, config, LORA_STEPS)],
+            [sys.executable, "-m", "mars", *train_args(straight, config, LORA_STEPS)],
             cwd=REPO,
             env=mars_env(),
             stdout=out,
@@ -133,11 +153,14 @@ def lora_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
             start_new_session=True,
         )
     try:
-        # step 2 has been sampled and scored (its turns written): its update and save are
-        # still to come, so the stop lands after step 1's save and before step 2's
-        wait_for([run / "verl" / "turns" / "step_2.jsonl"], process, output, 600)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 130
+        wait_for([straight / "verl" / "turns" / "step_2.jsonl"], process, output, 600)
+        tree = frozen(process)
+        try:
+            shutil.copytree(straight, run, symlinks=True)
+        finally:
+            for member in tree:
+                member.send_signal(signal.SIGCONT)
+        assert process.wait(timeout=600) == 0, output.read_text(errors="replace")[-3000:]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -151,9 +174,11 @@ def lora_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
     result = run_mars(*train_args(run, config, LORA_STEPS), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
-    print(f"the LoRA job, stopped and resumed, in {time.perf_counter() - started:.0f} s")
+    took = time.perf_counter() - started
+    print(f"the LoRA job straight through, and killed and resumed: {took:.0f} s")
     return {
         "run": run,
+        "straight": straight,
         "first_stdout": first_stdout,
         "stopped_at": stopped_at,
         "saved": saved,
@@ -247,6 +272,42 @@ def test_a_stopped_job_resumes_every_policy_at_its_last_whole_step(lora_job):
         "tool": checkpoint(run, "coder", LORA_STEPS),
         "reasoner": checkpoint(run, "thinker", LORA_STEPS),
     }
+
+
+def played(run: Path, step: int) -> list[tuple]:
+    """What a step sampled and scored: each branch's place, prompt, reply, return, advantage."""
+    turns = [
+        (t["seat"], t["turn"], t["state"], t["tokens"], t["reward"], t["advantage"])
+        for t in step_turns(run, step)
+    ]
+    lines = branch_log.read_step(run, step)
+    replies = [(line["state"], line["reply"], line["return"]) for line in lines]
+    return [*turns, *replies]
+
+
+def test_a_run_killed_after_step_1_ends_with_the_weights_of_one_run_straight_through(lora_job):
+    """verl: {deterministic: true}: each call's sampling is seeded by its place in the tree, so
+    the resumed run samples, scores and trains exactly what the straight run did."""
+    run, straight = lora_job["run"], lora_job["straight"]
+    assert lora_job["stopped_at"] == 1
+    for step in range(2, LORA_STEPS + 1):
+        # the same branches, in the same order, with the same replies, returns and advantages
+        assert played(run, step) == played(straight, step), step
+        for name in SEATS:
+            resumed = tensors(checkpoint(run, name, step) / ADAPTER_WEIGHTS_FILE)
+            through = tensors(checkpoint(straight, name, step) / ADAPTER_WEIGHTS_FILE)
+            assert resumed.keys() == through.keys()
+            assert all(torch.equal(resumed[k], through[k]) for k in resumed), (name, step)
+    moved = any(
+        not torch.equal(a, b)
+        for name in SEATS
+        for a, b in zip(
+            lora_b(checkpoint(run, name, 1)).values(),
+            lora_b(checkpoint(run, name, LORA_STEPS)).values(),
+            strict=True,
+        )
+    )
+    assert moved, "no adapter moved after the resume: the comparison would prove nothing"
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,11 @@ class VerlSettings(BaseModel):
     # GPUs (policies.py); false = one verl launch per phase, one trained model on the GPUs at a
     # time and the others served beside it (mas_phases.py).
     one_job: bool = True
+    # verl's full_determinism for the actor, the reference and the rollout, and a sampling seed
+    # per request from the call's place (workflow_loop.call_seed): a run stopped and resumed
+    # samples and trains what it would have straight through. On the CPU device every seeded
+    # request is decoded alone; on vLLM it sets VLLM_BATCH_INVARIANT (slower kernels).
+    deterministic: bool = False
 
     @model_validator(mode="after")
     def _one_rank_on_cpu(self) -> VerlSettings:

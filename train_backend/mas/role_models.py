@@ -13,7 +13,7 @@ from core.batcher import Sampling
 from core.causal_lm import Policy
 from train_backend.local.trainer import sampling_of
 from train_backend.mas.config import WorkflowTrainConfig
-from train_backend.mas.rollout import RoleModel
+from train_backend.mas.rollout import CallPlace, RoleModel
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def role_model(
     """A role's model backed by `policy`, its replies generated through `batcher` and cut after
     the first of `stop` (the reply keeps the stop text, as the sampled tokens do)."""
 
-    async def generate(prompt_ids: list[int]) -> list[int]:
+    async def generate(prompt_ids: list[int], _place: CallPlace) -> list[int]:
+        # the batcher decodes when the event loop is quiet: reproducible without seeding by place
         generated = await batcher.submit(prompt_ids, max_new_tokens)
         return cut_at_stop(policy, generated.completion_ids, stop)
 

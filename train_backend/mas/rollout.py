@@ -48,6 +48,10 @@ from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES, reward_function, succeeded
 
 Continuation = Literal["greedy", "random"]
+# Where a generated call sits in a problem's tree: (the tree point whose K runs include its run,
+# the run's index among them, the call's position in the run). Unique within a tree and the same
+# whatever order the replies arrive in, so a rollout can seed each call's sampling by it.
+CallPlace = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -116,13 +120,14 @@ def task_of(problem: Problem) -> Task:
 
 
 class RoleModel:
-    """What a role's calls need from its policy: chat -> prompt ids, generation, ids -> text."""
+    """What a role's calls need from its policy: chat -> prompt ids, generation, ids -> text.
+    `generate(prompt_ids, place)` is told the call's place in its tree (`CallPlace`)."""
 
     def __init__(
         self,
         name: str,
         encode: Callable[[list[Message]], list[int]],
-        generate: Callable[[list[int]], Awaitable[list[int]]],
+        generate: Callable[[list[int], CallPlace], Awaitable[list[int]]],
         decode: Callable[[list[int]], str],
     ) -> None:
         self.name = name  # the policy's name (one policy may serve several roles)
@@ -152,7 +157,7 @@ def endpoint_role_model(
         chats[tuple(ids)] = list(messages)
         return ids
 
-    async def generate(prompt_ids: list[int]) -> list[int]:
+    async def generate(prompt_ids: list[int], _place: CallPlace) -> list[int]:
         completion = await endpoint.complete(chats[tuple(prompt_ids)], role=name, gen=gen)
         ids = list(tokenize(completion.text)) or [0]
         texts[tuple(ids)] = completion.text
@@ -172,6 +177,7 @@ class Run:
     transcript: Transcript | None = None
     rewards: dict[tuple[str, int], float] = field(default_factory=dict)
     correct: bool = False
+    key: tuple[int, ...] = ()  # (tree point, index among its K runs); () outside a tree
 
     def return_from(self, call: Call) -> float:
         return sum(
@@ -211,7 +217,7 @@ class _RunEndpoint:
                 )
             completion_ids = list(replayed.completion_ids)
         else:
-            completion_ids = await self.model.generate(prompt_ids)
+            completion_ids = await self.model.generate(prompt_ids, (*self.run.key, position))
         text = self.model.decode(completion_ids)
         call = Call(role, index, tuple(prompt_ids), tuple(completion_ids), text)
         self.run.calls.append(call)
@@ -239,9 +245,11 @@ async def run_workflow(
     roles: Mapping[str, RoleModel],
     config: Mapping[str, Any],
     prefix: Sequence[Call] = (),
+    key: tuple[int, ...] = (),
 ) -> Run:
-    """Run the workflow once on `problem`, replaying `prefix` first; score it per role."""
-    run = Run()
+    """Run the workflow once on `problem`, replaying `prefix` first; score it per role. `key`
+    names the run within its tree (`Run.key`)."""
+    run = Run(key=key)
     counts: dict[str, int] = {}
     endpoints = {role: _RunEndpoint(run, prefix, model, counts) for role, model in roles.items()}
     models = Models(
@@ -284,19 +292,22 @@ async def tree_sample(
     found: list[Branch] = []
     main: Run | None = None
 
-    async def sample(runs: int) -> list[Run]:
+    async def sample(point: int, runs: int, first: int = 0) -> list[Run]:
         return list(
             await asyncio.gather(
-                *(run_workflow(workflow, problem, roles, config, prefix) for _ in range(runs))
+                *(
+                    run_workflow(workflow, problem, roles, config, prefix, key=(point, first + i))
+                    for i in range(runs)
+                )
             )
         )
 
     carried: Run | None = None  # a run that replayed the prefix and sampled after it
     for point in range(max_calls):
         if branch_roles is None:
-            runs = await sample(branches)
+            runs = await sample(point, branches)
         else:
-            first = carried or (await sample(1))[0]
+            first = carried or (await sample(point, 1))[0]
             carried = None
             if len(first.calls) > point and first.calls[point].agent not in branch_roles:
                 # A partner's call: no branches. The main line goes through it, and the same run,
@@ -304,7 +315,7 @@ async def tree_sample(
                 main = carried = first
                 prefix = main.calls[: point + 1]
                 continue
-            runs = [first, *await sample(branches - 1)]
+            runs = [first, *await sample(point, branches - 1, first=1)]
         live = [run for run in runs if len(run.calls) > point]
         if not live:
             break

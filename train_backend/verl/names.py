@@ -64,5 +64,8 @@ REPLAY_FAILED = "mars_replay_failed"
 REPLY = "mars_reply"
 OBSERVATION = "mars_observation"  # the last user message the seat was shown (clipped)
 ROLE = "mars_role"
+# "row seed:session:index" of a sample among its row's outputs: the trainer puts a step's samples
+# in this order (rows finish in an order that varies from run to run)
+ORDER = "mars_order"
 # What the CPU rollout prints (into verl's log) when it takes a LoRA adapter from the trainer.
 ROLLOUT_ADAPTER_LOG = "mars_cpu rollout: LoRA adapter"

@@ -465,6 +465,9 @@ def verl_settings(config: TrainConfig, paths: RunPaths) -> dict[str, Any]:
         ),
     }
     settings.update(policies_settings(config))
+    if cluster.deterministic:
+        for part in (f"{actor}.fsdp_config", "actor_rollout_ref.ref.fsdp_config", rollout):
+            settings[f"{part}.full_determinism"] = True
     if cluster.ray_address:
         settings["+ray_kwargs.ray_init.address"] = cluster.ray_address
     if cluster.device == "cpu":

@@ -52,7 +52,7 @@ from train_backend.verl.policy_spec import (
     PolicySpec,
     actor_folder,
 )
-from train_backend.verl.trainer import MarshalPPOTrainer
+from train_backend.verl.trainer import MarshalPPOTrainer, row_fields
 
 
 class PolicyRouter(LLMServerClient):
@@ -92,12 +92,7 @@ def policy_config(config: DictConfig, policy: PolicySpec) -> DictConfig:
 
 
 def role_of_rows(batch: KVBatchMeta) -> list[str | None]:
-    data = tq.kv_batch_get(
-        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
-    )
-    stacked = data.get("extra_fields")
-    items = stacked.tolist() if hasattr(stacked, "tolist") else list(stacked)
-    return [(getattr(item, "data", item) or {}).get(names.ROLE) for item in items]
+    return [fields.get(names.ROLE) for fields in row_fields(batch)]
 
 
 @register_trainer(TRAINER_NAME)

@@ -1,7 +1,10 @@
 """verl's synchronous v1 trainer, with the per-turn fields the MARSHAL estimators need.
 
-Registered as `trainer.v1.trainer_mode=mars`. It differs from verl's `sync` trainer in one step,
-`_compute_advantage`, which it wraps rather than rewrites:
+Registered as `trainer.v1.trainer_mode=mars`. Before balancing a step's batch over the ranks it
+puts the samples in their dataset rows' order (`in_row_order`) rather than the order the rows'
+rollouts finished in, so the update's micro-batches and sums are the same from run to run. It
+differs from verl's `sync` trainer in one more step, `_compute_advantage`, which it wraps rather
+than rewrites:
 
 1. it reads the batch's `extra_fields` (the agent loop's game, episode, seat, and each turn's
    index, reward and reply span) and the tags that mark verl's padding rows;
@@ -175,6 +178,29 @@ def applied_turns(
     return records
 
 
+def row_fields(batch: KVBatchMeta) -> list[dict[str, Any]]:
+    """Each sample's `extra_fields` (what the agent loop wrote for it), in the batch's order."""
+    data = tq.kv_batch_get(
+        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
+    )
+    stacked = data.get("extra_fields")
+    items = stacked.tolist() if hasattr(stacked, "tolist") else list(stacked)
+    return [dict(getattr(item, "data", item) or {}) for item in items]
+
+
+def in_row_order(batch: KVBatchMeta) -> KVBatchMeta:
+    """The batch reordered by each sample's `names.ORDER` (row seed, session, index among the
+    row's outputs); unchanged when a sample has none (the game loops do not write it)."""
+    if not batch.keys:
+        return batch
+    places = [fields.get(names.ORDER) for fields in row_fields(batch)]
+    if any(place is None for place in places):
+        return batch
+    keys = [tuple(int(part) for part in str(place).split(":")) for place in places]
+    batch.reorder(sorted(range(len(keys)), key=keys.__getitem__))
+    return batch
+
+
 def write_turns(folder: Path, step: int, records: list[dict[str, Any]]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step_{step}.jsonl"
@@ -227,6 +253,11 @@ class MarshalPPOTrainer(PPOTrainerSync):
         # sampling semantics; this trainer is a sync trainer under another name.
         self.trainer_mode = "sync"
         return super()._build_replay_buffer()
+
+    def _balance_batch(
+        self, batch: KVBatchMeta, metrics: dict, logging_prefix: str = "global_seqlen", **kw: Any
+    ) -> KVBatchMeta:
+        return super()._balance_batch(in_row_order(batch), metrics, logging_prefix, **kw)
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         rows, lengths, versions, extra_fields = read_turn_rows(batch)

@@ -25,10 +25,17 @@ A dataset row gives `workflow`, the problem (`problem_id`, `question`, `answer`,
 `kind`, `metadata` (JSON: a puzzle's level, a code problem's tests), `source`),
 `workflow_options` (JSON), `branches`, `continuation`, `seed`, `max_new_tokens` and `partners`
 (JSON, {role: endpoint config}; see data.py).
+
+With verl's `rollout.full_determinism` (`verl: {deterministic: true}`) every request carries its
+own sampling seed, drawn from the row's seed, the session and the call's place in the tree
+(`call_seed`): a call's reply then depends on its prompt, its place and the weights, not on how the
+server batched it or in which order the branches' replies came back, so a run resumed after a kill
+samples what it would have sampled straight through.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -46,6 +53,7 @@ from train_backend.mas.data import Problem
 from train_backend.mas.rewards import ROLES
 from train_backend.mas.rollout import (
     Branch,
+    CallPlace,
     RoleModel,
     endpoint_role_model,
     tree_sample,
@@ -79,6 +87,13 @@ def role_params(params: dict[str, Any], own: dict[str, Any] | None) -> dict[str,
     if int(updated.get("top_k", -1)) == 0:  # ours: 0 = off; verl's servers: -1
         updated["top_k"] = -1
     return updated
+
+
+def call_seed(row_seed: int, session: int, place: CallPlace) -> int:
+    """A request's sampling seed: a hash of where the call sits (row, session, place in the
+    tree), below 2**63 (vLLM's and torch's seeds are 64-bit)."""
+    key = ",".join(str(part) for part in (row_seed, session, *place)).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
 def generation_config(params: dict[str, Any]) -> GenerationConfig:
@@ -121,6 +136,11 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         options.update(workflow_runners())
         partners = json.loads(kwargs.get("partners") or "{}")
         role_policies = json.loads(kwargs.get("role_policies") or "{}")
+        seeds = (
+            (int(kwargs.get("seed") or 0), session)
+            if getattr(self.rollout_config, "full_determinism", False)
+            else None
+        )
         roles = {
             role: self._role_model(
                 f"{episode}-c",
@@ -129,6 +149,7 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
                 server_fields,
                 requests,
                 role_policies.get(role),
+                seeds,
             )
             for role in ROLES[workflow]
             if role not in partners
@@ -163,7 +184,10 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
             names.EPISODE: episode,
             names.GROUP: uid,
         }
-        return self._branch_outputs(found, workflow, fields, weight_versions(server_fields))
+        outputs = self._branch_outputs(found, workflow, fields, weight_versions(server_fields))
+        for index, output in enumerate(outputs):
+            output.extra_fields[names.ORDER] = f"{fields[names.SEED]}:{session}:{index}"
+        return outputs
 
     def _role_model(
         self,
@@ -173,15 +197,18 @@ class WorkflowAgentLoop(SelfPlayAgentLoop):
         server_fields: list[dict[str, Any]],
         requests: itertools.count,
         policy: str | None = None,
+        seeds: tuple[int, int] | None = None,
     ) -> RoleModel:
         """A role's model: verl's rollout of the job's one policy, or in a job of several
-        policies (policies.py) the rollout of the role's own."""
+        policies (policies.py) the rollout of the role's own. `seeds` (the row's seed and the
+        session): each request is seeded by its place in the tree."""
 
-        async def generate(prompt_ids: list[int]) -> list[int]:
+        async def generate(prompt_ids: list[int], place: CallPlace) -> list[int]:
+            seeded = {**params, "seed": call_seed(*seeds, place)} if seeds else params
             generation = await self._generate(
                 prompt_ids,
                 0,
-                params,
+                seeded,
                 request_id=f"{prefix}{next(requests)}",
                 priority=priority,
                 policy=policy,
