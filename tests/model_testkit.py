@@ -72,8 +72,11 @@ def mas_model() -> Path:
     one stage, no copying stage: it writes programs of the right shape that rarely copy the
     numbers). Its branches of one call still earn different returns, from broken formats and
     chance answers: 21 of 40 tool calls at temperature 1, 34 of 40 at 1.3 (K = 4, sampled)."""
-    from train_backend.pretrain.mas_start import WorkflowPretrainSettings, ensure_workflow_start
-
-    return ensure_workflow_start(
-        WorkflowPretrainSettings(examples=480, copy_steps=0, steps=120), name="test-mas-format"
+    from train_backend.pretrain.mas_start import (
+        QUICK_START_NAME,
+        QUICK_WORKFLOW_START,
+        ensure_workflow_start,
     )
+
+    # the built-in start `tiny_mas_quick` (`mars tiny-model start tiny_mas_quick`)
+    return ensure_workflow_start(QUICK_WORKFLOW_START, name=QUICK_START_NAME)

@@ -44,6 +44,30 @@ def test_the_mini_answers_its_questions_with_held_out_games_and_variants(tmp_pat
     assert trained == {"kuhn_poker", "tic_tac_toe"}
 
 
+def test_the_mini_starts_one_model_per_question_taught_by_strong_teachers() -> None:
+    from games.spec import get_game
+    from train_backend.pretrain.recipe import PretrainSettings
+
+    experiment = load_experiment("marshal-mini")
+    starts = {
+        n: PretrainSettings.model_validate(experiment.start_recipe(n)) for n in ("poker", "board")
+    }
+    assert set(starts["poker"].games) == {"kuhn_poker", "leduc_poker"}
+    assert set(starts["board"].games) == {"tic_tac_toe", "connect_four"}
+    for settings in starts.values():
+        assert set(settings.reply_teachers) == set(settings.games)  # no fixed rule left
+        for name in settings.games:
+            assert get_game(name).variant_of is None  # the variants are held out of both
+    assert {t.policy.split(":")[0] for t in starts["poker"].reply_teachers.values()} == {"cfr"}
+    assert {t.policy.split(":")[0] for t in starts["board"].reply_teachers.values()} == {"mcts"}
+    # Each question trains on one game of its start and evaluates the other from it.
+    models = {
+        p.name: (p.config or {}).get("model") or p.args.get("baseline") for p in experiment.parts
+    }
+    assert models["train-kuhn"] == models["eval-kuhn"] == "${model:poker}"
+    assert models["train-ttt"] == models["eval-ttt"] == "${model:board}"
+
+
 def test_variables_are_substituted_with_their_types(tmp_path: Path) -> None:
     experiment = load_experiment("marshal-mini", parse_sets(["kuhn_steps=7"]))
     parts = {r.part.name: r for r in resolve_parts(experiment, tmp_path, build=False)}
@@ -299,12 +323,14 @@ def test_the_report_sets_each_mas_beside_its_compute_matched_single_agent(tmp_pa
 
 
 def test_a_start_is_declared_by_its_recipe_and_checked_in_one_line(tmp_path: Path) -> None:
-    experiment = load_experiment("marshal-mini", parse_sets(["start_steps=5"]))
-    assert experiment.start_recipe("games")["steps"] == 5
+    experiment = load_experiment("marshal-mini", parse_sets(["poker_start_steps=5"]))
+    assert experiment.start_recipe("poker")["steps"] == 5
     parts = {r.part.name: r for r in resolve_parts(experiment, tmp_path, build=False)}
     start = parts["train-kuhn"].config["model"]
-    assert start.endswith("-format-marshal-mini-games")  # cached per experiment and start
+    assert start.endswith("-format-marshal-mini-poker")  # cached per experiment and start
     assert start in parts["eval-kuhn"].argv  # the loop's step 0 is the same start
+    board = parts["train-ttt"].config["model"]
+    assert board.endswith("-format-marshal-mini-board") and board in parts["eval-ttt"].argv
     path = tmp_path / "s.yaml"
     for starts, message in [
         ({"tiny": {}}, "built-in model"),

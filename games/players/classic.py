@@ -69,6 +69,22 @@ class MCTSAgent(BotAgent):
     def choose(self, state: pyspiel.State) -> int:
         return self._bot.step(state)
 
+    def policy(self, state: pyspiel.State) -> dict[int, float]:
+        """One fresh search's policy at `state`: each legal action's share of the root visits,
+        except that moves ending the game in a win at once take all of it. A terminal child's
+        value is its outcome with no exploration bonus, so it gets few visits however good
+        (one of 200 for Connect Four's winning column, measured); `choose` plays it anyway,
+        since the bot's final choice prefers a known outcome."""
+        mover = state.current_player()
+        children = self._bot.mcts_search(state).children
+        wins = [child.action for child in children if child.outcome and child.outcome[mover] > 0]
+        if wins:
+            return dict.fromkeys(wins, 1.0 / len(wins))
+        total = sum(child.explore_count for child in children)
+        if total == 0:
+            return {child.action: 1.0 / len(children) for child in children}
+        return {child.action: child.explore_count / total for child in children}
+
 
 class MCTSPlayer(Player):
     def __init__(self, game: pyspiel.Game, simulations: int) -> None:

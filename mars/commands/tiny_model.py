@@ -1,5 +1,7 @@
-"""`mars tiny-model build | pretrain`: make the embedded tiny Qwen3 checkpoint (no download), and
-teach it the game reply format (`train_backend.pretrain.build`, imported inside the command)."""
+"""`mars tiny-model build | pretrain | start`: make the embedded tiny Qwen3 checkpoint (no
+download), teach it the game reply format (`train_backend.pretrain.build`), and build the named
+start models of the miniatures (`train_backend.pretrain.starts`); both imported inside the
+commands."""
 
 from __future__ import annotations
 
@@ -152,6 +154,85 @@ def _print_pretrain_report(report: dict[str, object]) -> None:
         f"{seconds['train']:.0f}s, evaluation {seconds['eval']:.0f}s)"
     )
     typer.echo(str(report["out_dir"]))
+
+
+_START_NAME_HELP = "A built-in start (none: list them): tiny_mas, tiny_mas_quick, ..."
+_SET_HELP = (
+    "KEY=VALUE: a recipe setting of the start changed (repeatable; the value read as YAML). "
+    "A changed recipe is built into a folder of its own."
+)
+_CACHE_NAME_HELP = (
+    "Cache folder tiny-model-v1-format-NAME (default: the start's own, or with --set its name "
+    "and a digest of the recipe)."
+)
+
+
+@tiny_app.command("start")
+def start(
+    name: Annotated[str | None, typer.Argument(help=_START_NAME_HELP)] = None,
+    sets: Annotated[list[str] | None, typer.Option("--set", help=_SET_HELP)] = None,
+    cache_name: Annotated[str | None, typer.Option("--name", help=_CACHE_NAME_HELP)] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say where it is and whether it is built; build none.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+) -> None:
+    """Build a start model of the miniatures, once.
+
+    A start is the tiny model taught a MAS workflow's reply formats (tiny_mas, the MAS
+    miniature's; tiny_mas_quick, the tests') or the game format (tiny_selfplay), built into the
+    MARS cache. A folder holding the same recipe is found, not rebuilt. Prints the folder last
+    (for `mars train-mas --model`)."""
+    import json
+    import time
+
+    from train_backend.pretrain.starts import BUILT_IN, built_in, start_with
+
+    if name is None:
+        width = max(len(key) for key in BUILT_IN)
+        typer.echo("\n".join(f"{key:<{width}}  {what}" for key, what in BUILT_IN.items()))
+        return
+    chosen = built_in(name)
+    if sets or cache_name:
+        chosen = start_with(chosen, _recipe_changes(sets or []), cache_name)
+    built = chosen.is_built()
+    if dry_run:
+        typer.echo(f"{name} ({chosen.kind}): {'built' if built else 'not built'}")
+        typer.echo(f"recipe: {json.dumps(chosen.settings.model_dump(), sort_keys=True)}")
+        typer.echo(str(chosen.folder))
+        return
+    total = chosen.steps()
+
+    def progress(step: int, loss: float) -> None:
+        if not quiet and step % 100 == 0:
+            typer.echo(f"step {step}  loss {loss:.3f}")
+
+    if not built and not quiet:
+        typer.echo(f"building {name} ({chosen.kind}, up to {total} steps) into {chosen.folder}...")
+    started = time.perf_counter()
+    folder = chosen.build(progress)
+    if not quiet:
+        seconds = time.perf_counter() - started
+        typer.echo(f"built in {seconds:.0f}s" if not built else "built already: found, not rebuilt")
+    typer.echo(str(folder))
+
+
+def _recipe_changes(items: list[str]) -> dict[str, object]:
+    """`--set KEY=VALUE` items as a mapping, each value read as YAML (numbers stay numbers)."""
+    import yaml
+
+    from core.errors import MarsError
+
+    changes: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise MarsError(f"--set {item!r}: write KEY=VALUE")
+        try:
+            changes[key.strip()] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            raise MarsError(f"--set {item!r}: the value is not readable as YAML") from None
+    return changes
 
 
 app.add_typer(tiny_app, name="tiny-model")

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from core.errors import MarsError
 from core.files import build_once
 from core.reply_tuning import torch_threads
+from core.settings_files import settings_error
 from core.tiny_model import move_into_place
 from train_backend.local.checkpoint import keep_tokenizer_class
 from train_backend.pretrain.examples import check_games, held_out_examples, training_examples
@@ -88,7 +89,9 @@ def _check_out(out_dir: Path, base_dir: Path, overwrite: bool) -> None:
             raise MarsError(f"{out_dir} is not a pre-trained model folder; refusing to replace it")
 
 
-def _load(base_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_model(base_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A causal LM and its tokenizer in float32, quietly; one line when the folder cannot
+    serve as a chat model (no chat template, no end-of-turn token)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -178,8 +181,7 @@ def pretrain_tiny_model(
         settings = (settings or PretrainSettings()).model_copy(update=overrides)
         PretrainSettings.model_validate(settings.model_dump())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise MarsError(f"bad pre-training setting {first['loc'][0]}: {first['msg']}") from exc
+        raise settings_error(exc, "pre-training") from None
     specs = check_games(settings.games)
     settings = settings.model_copy(update={"games": [spec.name for spec in specs]})
     _check_base(base_dir)
@@ -190,7 +192,7 @@ def pretrain_tiny_model(
     say = on_phase or (lambda _what: None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
-        model, tokenizer = _load(base_dir)
+        model, tokenizer = load_model(base_dir)
         data_started = time.perf_counter()
         train = training_examples(specs, settings)
         held_out = held_out_examples(specs, settings)
@@ -300,7 +302,10 @@ def _base_recipe(base_dir: Path) -> dict[str, Any] | None:
 
 
 def ensure_pretrained_tiny_model(
-    settings: PretrainSettings | None = None, *, name: str = ""
+    settings: PretrainSettings | None = None,
+    *,
+    name: str = "",
+    on_step: Callable[[int, float], None] | None = None,
 ) -> Path:
     """A format-pre-trained tiny model, built on first use and rebuilt when its recipe changes.
 
@@ -308,7 +313,8 @@ def ensure_pretrained_tiny_model(
     needs a `name` and lives beside it (`...-format-NAME`). The recipe plus the tiny model's own
     build recipe decide the result, so a change to either rebuilds it. Built like
     `ensure_tiny_model`: into a temporary sibling renamed into place, so concurrent callers see
-    the whole folder or nothing, and whichever build lands first is kept.
+    the whole folder or nothing, and whichever build lands first is kept. `on_step(step, loss)`
+    follows a build.
     """
     from core.tiny_model import ensure_tiny_model
 
@@ -324,7 +330,7 @@ def ensure_pretrained_tiny_model(
                 f"{target} exists but is not a pre-trained tiny model; remove it and retry"
             )
         with contextlib.suppress(FileExistsError):
-            pretrain_tiny_model(base, target, overwrite=True, settings=settings)
+            pretrain_tiny_model(base, target, overwrite=True, settings=settings, on_step=on_step)
 
     return build_once(target, lambda: is_current_build(target, base, settings), build)
 

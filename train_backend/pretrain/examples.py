@@ -16,6 +16,7 @@ from train_backend.pretrain.format_data import (
     teachers_for,
 )
 from train_backend.pretrain.recipe import PretrainSettings
+from train_backend.pretrain.teacher_replies import ReplySampler
 
 # Held-out positions come from games seeded far away from every training game.
 EVAL_SEED_OFFSET = 1_000_000_007
@@ -64,6 +65,8 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
         ):
             if count:
                 first_seed = (settings.seed * 4 + stream) * 10_000_000 + index * 1_000_000
+                teacher = settings.reply_teachers.get(spec.name)
+                sampler = None if teacher is None else ReplySampler(spec, teacher, first_seed)
                 examples += game_examples(
                     spec,
                     style,
@@ -76,6 +79,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     balance=settings.balance if spec.perfect_information else 1,
                     max_seat_turns=settings.full_seat_turns if style == "full" else None,
                     restate=settings.reply_style == "restate" and not spec.perfect_information,
+                    reply_sampler=sampler,
                 )
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
     random.Random(settings.seed).shuffle(examples)

@@ -19,7 +19,9 @@ distance before the end of the prompt, which a ~1M model learns to copy within ~
 with random or MCTS targets it settles on "always the centre/corner" at 60-70% legal moves and
 reads the list only after several times as many steps (measured on Tic-Tac-Toe, greedy replies).
 The teachers still choose the positions (and, in the `compact` style, the moves actually played),
-so the positions are as varied as random and MCTS play makes them.
+so the positions are as varied as random and MCTS play makes them. A recipe's `reply_teachers`
+replace both rules in the games they name: the reply names a move drawn from a strong policy at
+a chosen level (`teacher_replies`), so the start's play varies and leans towards good moves.
 
 Everything is drawn from seeded RNGs: a seed fixes the positions exactly.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyspiel
 
@@ -40,6 +42,7 @@ from games.players.base import BotAgent, Player
 from games.prompts import PROMPT_STYLES, SeatPrompter
 from games.spec import GameSpec
 from harness.benchmarks.prompts import choice_prompt, math_prompt
+from train_backend.pretrain.teacher_replies import ReplySampler
 
 Message = dict[str, str]
 # Bump when the text of positions or replies changes (cached pre-trained models are rebuilt).
@@ -106,6 +109,15 @@ def reply_teacher_for(spec: GameSpec, name: str | None) -> Player | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Unnamed:
+    """A compact position whose reply a sampler names once the position is kept."""
+
+    state: pyspiel.State
+    seat: int
+    note: str
+
+
 def _episode_positions(
     spec: GameSpec,
     style: str,
@@ -115,16 +127,19 @@ def _episode_positions(
     max_seat_turns: int | None = None,
     reply_teacher: Player | None = None,
     restate: bool = False,
-) -> Iterator[Example]:
+    reply_sampler: ReplySampler | None = None,
+) -> Iterator[tuple[Example, _Unnamed | None]]:
     """Every decision of one game between two teachers, as the mover's prompt and reply.
 
-    The reply names the last action of the legal list with probability `last_listed_share`,
-    else the move of `reply_teacher` when one is given, else the moving teacher's move. In the
-    `compact` style every prompt stands alone, so the game keeps following the teachers (varied
-    positions); in the `full` style the seat's own earlier replies stay in its chat, so the move
-    named is the move played.
+    The reply names a move `reply_sampler` draws when one is given; else the last action of the
+    legal list with probability `last_listed_share`, else the move of `reply_teacher` when one
+    is given, else the moving teacher's move. In the `compact` style every prompt stands alone,
+    so the game keeps following the teachers (varied positions), and a sampler's move is drawn
+    later, for the positions kept only (`_Unnamed`: an MCTS search each); in the `full` style
+    the seat's own earlier replies stay in its chat, so the move named is the move played.
     """
     rng = random.Random(episode_seed)
+    draws = random.Random(f"reply-{episode_seed}")  # the sampler's: the game's rng untouched
     seat_players = [teachers[rng.randrange(len(teachers))] for _ in range(2)]
     agents = [seat_players[seat].agent(seat=seat, rng=rng, seed=episode_seed) for seat in range(2)]
     namers = (
@@ -150,7 +165,13 @@ def _episode_positions(
         agent = agents[seat]
         assert isinstance(agent, BotAgent)
         action = agent.choose(state)
-        if rng.random() < last_listed_share:
+        note = state_note(spec, state, seat) if restate else ""
+        unnamed = None
+        if reply_sampler is not None and style == "compact":
+            label, unnamed = "", _Unnamed(state.clone(), seat, note)
+        elif reply_sampler is not None:
+            label = vocab.label(seat, reply_sampler.sample(state, draws))
+        elif rng.random() < last_listed_share:
             label = legal[-1]
         else:
             namer = namers[seat]
@@ -158,13 +179,21 @@ def _episode_positions(
             label = vocab.label(seat, action if namer is agent else namer.choose(state))
         if style == "full":
             action = vocab.action(seat, label)  # type: ignore[assignment]
-        reply = game_reply(label, state_note(spec, state, seat) if restate else "")
+        reply = game_reply(label, note)
         if max_seat_turns is None or turns[seat] < max_seat_turns:
-            yield Example(spec.name, style, tuple(messages), reply, legal=tuple(legal), move=label)
+            example = Example(spec.name, style, tuple(messages), reply, tuple(legal), move=label)
+            yield example, unnamed
         turns[seat] += 1
         prompters[seat].accept_reply(reply)
         history.append((seat, vocab.label(seat, action)))
         state.apply_action(action)
+
+
+def _named(
+    example: Example, unnamed: _Unnamed, sampler: ReplySampler, spec: GameSpec, rng: random.Random
+) -> Example:
+    label = vocabulary(spec).label(unnamed.seat, sampler.sample(unnamed.state, rng))
+    return replace(example, reply=game_reply(label, unnamed.note), move=label)
 
 
 def game_examples(
@@ -180,6 +209,7 @@ def game_examples(
     max_seat_turns: int | None = None,
     reply_teacher: Player | None = None,
     restate: bool = False,
+    reply_sampler: ReplySampler | None = None,
 ) -> list[Example]:
     """`count` positions from games with seeds first_seed, first_seed + 1, ...
 
@@ -190,7 +220,7 @@ def game_examples(
     move the reply names (round robin over the moves), so that no single move is right by
     default: otherwise the last listed move in Tic-Tac-Toe is the corner <X(2,2)> in about two
     positions of three, and a small model settles on always answering it instead of reading the
-    legal list.
+    legal list. `reply_sampler`: the replies name its draws (see `_episode_positions`).
     """
     if style not in PROMPT_STYLES:
         raise MarsError(f"unknown prompt style {style!r}; choose from {', '.join(PROMPT_STYLES)}")
@@ -208,12 +238,18 @@ def game_examples(
                 max_seat_turns=max_seat_turns,
                 reply_teacher=reply_teacher,
                 restate=restate,
+                reply_sampler=reply_sampler,
             )
         )
         if per_episode is not None and len(positions) > per_episode:
             keep = sorted(random.Random(episode_seed).sample(range(len(positions)), per_episode))
             positions = [positions[i] for i in keep]
-        pool.extend(positions[: wanted - len(pool)])
+        draws = random.Random(f"kept-{episode_seed}")
+        for example, unnamed in positions[: wanted - len(pool)]:
+            if unnamed is not None:
+                assert reply_sampler is not None
+                example = _named(example, unnamed, reply_sampler, spec, draws)
+            pool.append(example)
         episode_seed += 1
     if balance <= 1:
         return pool

@@ -44,8 +44,11 @@ def generate_replies(
     *,
     max_new_tokens: int = EVAL_MAX_NEW_TOKENS,
     batch_size: int = EVAL_BATCH,
+    temperature: float = 0.0,
 ) -> list[str]:
-    """Greedy replies, in the order of `chats`; batched by prompt length to waste little padding."""
+    """Replies in the order of `chats`, greedy (`temperature` 0) or sampled at `temperature`
+    from the whole distribution (no top-p or top-k: torch's global generator, so seed it);
+    batched by prompt length to waste little padding."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -56,6 +59,8 @@ def generate_replies(
     # The model's own defaults minus its sampling settings (which greedy decoding rejects).
     config = copy.deepcopy(model.generation_config)
     config.do_sample, config.temperature, config.top_p, config.top_k = False, None, None, None
+    if temperature > 0:
+        config.do_sample, config.temperature, config.top_p, config.top_k = True, temperature, 1.0, 0
     config.max_new_tokens = max_new_tokens
     config.eos_token_id, config.pad_token_id = stops, pad_id
     replies: list[str] = [""] * len(encoded)

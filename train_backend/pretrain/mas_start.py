@@ -20,7 +20,8 @@ tiny model copies about one time in seven after 600 steps and most of the time a
 1,200. So `copy_steps` first train on faithful tool and reasoner replies (the mechanism), then
 `steps` on the rates above (a start that copies about as often as they say). Reinforcement
 inside the workflow can then raise how often each role copies faithfully.
-Built once into `$MARS_CACHE_DIR/tiny-model-v1-format-mas` and rebuilt when its recipe changes.
+Built once into `$MARS_CACHE_DIR/tiny-model-v1-format-mas` and rebuilt when its recipe changes
+(`mars tiny-model start tiny_mas`; `tiny_mas_quick` is the tests' one-stage recipe).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import contextlib
 import json
 import random
 import re
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,13 @@ class WorkflowPretrainSettings(BaseModel):
     reasoner_right: float = Field(0.5, ge=0, le=1)
     solver_right: float = Field(0.1, ge=0, le=1)
     seed: int = 0
+
+
+# The tests' start (tests/model_testkit.py): one stage of 120 steps, about a minute on a CPU.
+# Its tool agent writes programs of the right shape that rarely copy the problem's numbers, so
+# the branches of one call still earn different returns (chance answers, broken formats).
+QUICK_WORKFLOW_START = WorkflowPretrainSettings(examples=480, copy_steps=0, steps=120)
+QUICK_START_NAME = "test-mas-format"
 
 
 def _expression(problem: Problem) -> str:
@@ -121,14 +130,16 @@ def workflow_examples(settings: WorkflowPretrainSettings) -> list[Example]:
 
 
 def ensure_workflow_start(
-    settings: WorkflowPretrainSettings | None = None, name: str = MAS_START_NAME
+    settings: WorkflowPretrainSettings | None = None,
+    name: str = MAS_START_NAME,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> Path:
-    """The MAS miniature's starting model, built on first use (a few minutes on a CPU); `name`
+    """The MAS miniature's starting model, built on first use (minutes on a CPU); `name`
     picks its cache folder (tests build smaller recipes beside the miniature's)."""
     settings = settings or WorkflowPretrainSettings()
     faithful = settings.model_copy(update={"tool_right": 1.0, "reasoner_right": 1.0})
     stages = [(faithful, settings.copy_steps), (settings, settings.steps)]
-    return build_start(settings, stages, workflow_examples, name)
+    return build_start(settings, stages, workflow_examples, name, on_step)
 
 
 def build_start(
@@ -147,7 +158,7 @@ def build_start(
 
     base = ensure_tiny_model()
     target = default_pretrained_dir(name)
-    recipe = {"recipe": settings.model_dump(), "base": str(base)}
+    recipe = _recipe_record(settings, base)
     return build_once(
         target,
         lambda: _recorded_recipe(target) == recipe,
@@ -167,35 +178,72 @@ def _build(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.tiny_model import move_into_place
     from train_backend.pretrain.recipe import PretrainSettings
     from train_backend.pretrain.reply_training import encode_examples, train_on_replies
 
-    torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base)
-    for stage, steps in stages:
-        if steps == 0:
-            continue
-        loop = PretrainSettings(
-            steps=steps,
-            batch_size=stage.batch_size,
-            learning_rate=settings.learning_rate,
-            seed=settings.seed,
-        )
-        rows = encode_examples(tokenizer, examples(stage), loop)
-        stop_below = getattr(stage, "stop_below", None)  # a stage that ends once it is learnt
-        train_on_replies(model, rows, loop, tokenizer.pad_token_id, on_step, stop_below)
+    with _no_progress_bars():
+        torch.manual_seed(settings.seed)
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        model = AutoModelForCausalLM.from_pretrained(base)
+        for stage, steps in stages:
+            if steps == 0:
+                continue
+            loop = PretrainSettings(
+                steps=steps,
+                batch_size=stage.batch_size,
+                learning_rate=settings.learning_rate,
+                seed=settings.seed,
+            )
+            rows = encode_examples(tokenizer, examples(stage), loop)
+            stop_below = getattr(stage, "stop_below", None)  # a stage that ends once learnt
+            train_on_replies(model, rows, loop, tokenizer.pad_token_id, on_step, stop_below)
+        _save(model, tokenizer, base, target, recipe)
+
+
+def _save(model: Any, tokenizer: Any, base: Path, target: Path, recipe: dict[str, Any]) -> None:
+    """The model into a folder beside `target`, renamed into place whole (recipe last)."""
+    from core.tiny_model import move_into_place
+
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    model.save_pretrained(staging, safe_serialization=True)
-    tokenizer.save_pretrained(staging)
-    for name in ("generation_config.json", "chat_template.jinja"):
-        if (base / name).is_file() and not (staging / name).is_file():
-            (staging / name).write_bytes((base / name).read_bytes())
-    (staging / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
-    with contextlib.suppress(FileExistsError):
-        move_into_place(staging, target, overwrite=True)
+    try:
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        for name in ("generation_config.json", "chat_template.jinja"):
+            if (base / name).is_file() and not (staging / name).is_file():
+                (staging / name).write_bytes((base / name).read_bytes())
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        # The recipe last: a folder is built when it holds this file (is_recorded_build).
+        (staging / RECIPE_FILE).write_text(json.dumps(recipe, indent=2) + "\n")
+        with contextlib.suppress(FileExistsError):
+            move_into_place(staging, target, overwrite=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone once moved; a failed save's remains
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' loading and saving bars off (they would break a command's lines)."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _recipe_record(settings: Any, base: Path) -> dict[str, Any]:
+    return {"recipe": settings.model_dump(), "base": str(base)}
+
+
+def is_recorded_build(folder: Path, settings: Any, base: Path) -> bool:
+    """Whether `folder` holds the build of this recipe on `base` (what `build_start` checks)."""
+    return _recorded_recipe(folder) == _recipe_record(settings, base)
 
 
 def _recorded_recipe(folder: Path) -> dict[str, Any] | None:

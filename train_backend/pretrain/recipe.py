@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import MarsError
 from core.settings_files import read_yaml_mapping, settings_error
 from train_backend.pretrain.format_data import FORMAT_DATA_VERSION
+from train_backend.pretrain.teacher_replies import ReplyTeacher, check_teacher
 
 PRETRAIN_VERSION = 1
 DEFAULT_GAMES: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
@@ -43,6 +44,10 @@ class PretrainSettings(BaseModel):
     # name), per game; games not named use `random` plus a strong bot where one exists.
     # `{kuhn_poker: [random]}` teaches the format with no strategy at all.
     teachers: dict[str, list[str]] = Field(default_factory=dict)
+    # Per game: the replies name a move drawn from this policy at this level (CFR in poker,
+    # MCTS visit counts in board games, tempered and mixed with random moves), in place of the
+    # rules above (train_backend.pretrain.teacher_replies).
+    reply_teachers: dict[str, ReplyTeacher] = Field(default_factory=dict)
     # The reply: `choose` = "I choose X." then the answer tag; `restate` = in the hidden-information
     # games, the seat's compact view of the state on one line, then the answer tag (see
     # train_backend.pretrain.format_data.game_reply); perfect-information games keep `choose`.
@@ -65,11 +70,27 @@ class PretrainSettings(BaseModel):
     seed: int = 0
     threads: int = Field(1, ge=1)  # 1 = the same bytes on any machine
 
+    @model_validator(mode="after")
+    def _reply_teachers_fit_their_games(self) -> PretrainSettings:
+        from games.spec import get_game
+
+        for name, teacher in self.reply_teachers.items():
+            if name not in self.games:
+                raise ValueError(f"reply_teachers names {name}, which is not among the games")
+            try:
+                check_teacher(get_game(name), teacher)
+            except MarsError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
     def recipe(self) -> dict[str, Any]:
+        # Without reply teachers a recipe reads as before they existed: its builds stay found.
+        unused = {"reply_teachers"} if not self.reply_teachers else set()
+        excluded = {"eval_positions", "eval_full_positions", "threads", *unused}
         return {
             "version": PRETRAIN_VERSION,
             "data_version": FORMAT_DATA_VERSION,
-            **self.model_dump(exclude={"eval_positions", "eval_full_positions", "threads"}),
+            **self.model_dump(exclude=excluded),
         }
 
 

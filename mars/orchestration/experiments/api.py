@@ -19,7 +19,8 @@ class ExperimentPlan:
     stronger-mas, stronger-mas-mini) or an experiment YAML file; `sets` its variables
     ({"steps": 40}, or `KEY=VALUE` items); `only` the parts to run, `fresh` those to redo from
     scratch (their folders set aside); `dry_run` checks every part and runs nothing;
-    `report_only` writes the report from what has run."""
+    `report_only` writes the report from what has run; `starts` builds the starting models the
+    parts use and runs no part (with `dry_run`: says which are built, builds none)."""
 
     name: str
     sets: Mapping[str, Any] | Sequence[str] = dataclasses.field(default_factory=dict)
@@ -30,14 +31,16 @@ class ExperimentPlan:
     dry_run: bool = False
     report_only: bool = False
     logger: str | Sequence[str] | None = None  # trackers of every training and loop part
+    starts: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
     """The experiment's folder (`run_dir`), each part's last recorded status (done, completed,
     unscored, failed, blocked; `not run` for one never run), the report's markdown (`report`,
-    written to `report_path`; empty after a dry run), the dry run's line per part (`checked`)
-    and the exit code the command ends with (the first failed part's; 0 when none failed)."""
+    written to `report_path`; empty after a dry run), the dry run's line per part (`checked`),
+    each starting model's folder (`starts`, after `starts=True`) and the exit code the command
+    ends with (the first failed part's; 0 when none failed)."""
 
     name: str
     run_dir: Path
@@ -47,6 +50,7 @@ class ExperimentResult:
     checked: tuple[str, ...] = ()
     wall_s: float | None = None
     exit_code: int = 0
+    starts: dict[str, Path] = dataclasses.field(default_factory=dict)
 
     @property
     def failed(self) -> list[str]:
@@ -69,6 +73,8 @@ def experiment(plan: ExperimentPlan | None = None, /, **kwargs: Any) -> Experime
     redo = list(names(plan.fresh, "--fresh")) if plan.fresh else []
     for part in [*(chosen or []), *redo]:
         loaded.part(part)  # an unknown name: one line
+    if plan.starts:
+        return _starts(loaded, root, build=not plan.dry_run)
     if plan.dry_run:
         return _dry_run(loaded, root)
     wall_s, exit_code = None, 0
@@ -84,6 +90,26 @@ def _dry_run(loaded: Any, root: Path) -> ExperimentResult:
     print("\n".join(lines))
     print(f"dry run: {len(lines)} parts checked; nothing run ({root})")
     return ExperimentResult(loaded.name, root, _statuses(loaded, root), checked=tuple(lines))
+
+
+def _starts(loaded: Any, root: Path, *, build: bool) -> ExperimentResult:
+    """Each starting model the parts use, built (`build`) or said to be built or not."""
+    import time
+
+    from mars.orchestration.experiments.parts import build_start, start_state, starts_used
+
+    folders: dict[str, Path] = {}
+    for key in starts_used(loaded, root):
+        folder, built = start_state(loaded, key)
+        if build and not built:
+            print(f"start {key}: building into {folder} ...", flush=True)
+            started = time.perf_counter()
+            folder = build_start(loaded, key)
+            print(f"start {key}: built in {time.perf_counter() - started:.0f}s  {folder}")
+        else:
+            print(f"start {key}: {'built' if built else 'not built'}  {folder}")
+        folders[key] = folder
+    return ExperimentResult(loaded.name, root, _statuses(loaded, root), starts=folders)
 
 
 def _run(

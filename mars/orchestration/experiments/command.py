@@ -43,6 +43,12 @@ def experiment_command(
     report_only: bool = typer.Option(
         False, "--report", help="Write the report from what has run; run nothing."
     ),
+    starts: bool = typer.Option(
+        False,
+        "--starts",
+        help="Build the starting models the parts use (`starts:`, built-in ones); run no part. "
+        "With --dry-run: say which are built.",
+    ),
     list_parts: bool = typer.Option(False, "--list", help="List the shipped experiments."),
     logger: str = LOGGER,
 ) -> None:
@@ -64,6 +70,7 @@ def experiment_command(
             dry_run=dry_run,
             report_only=report_only,
             logger=logger,
+            starts=starts,
         )
     )
     if result.exit_code:

@@ -8,13 +8,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from core.errors import MarsError
 from core.names import unknown_name
-from mars.orchestration.experiments.spec import COMMANDS, MODELS, Experiment, Part, substitute
+from mars.orchestration.experiments.spec import (
+    COMMANDS,
+    MODELS,
+    Experiment,
+    Part,
+    start_settings,
+    substitute,
+)
+
+if TYPE_CHECKING:
+    from train_backend.pretrain.starts import Start
 
 CONFIGS = "configs"  # EXP/configs/: the --config and --eval files the parts read
 LOGS = "logs"  # EXP/logs/NAME.log: each part's output
@@ -25,48 +35,31 @@ LOGGED = ("train", "train-mas", "loop")
 
 def model_path(key: str, *, build: bool) -> Path:
     """A built-in starting model: built on first use when `build`, else where it will be."""
-    from train_backend.pretrain.build import default_pretrained_dir
-    from train_backend.pretrain.mas_start import MAS_START_NAME
-    from train_backend.pretrain.plan_start import PLAN_START_NAME
-    from train_backend.pretrain.recipe import SELFPLAY_START, SELFPLAY_START_NAME
+    from train_backend.pretrain.starts import built_in
 
     if key not in MODELS:
         raise MarsError(unknown_name("model", key, MODELS))
-    if not build:
-        if key == "tiny":
-            from core.tiny_model import default_tiny_model_dir
-
-            return default_tiny_model_dir()
-        names = {"tiny_selfplay": SELFPLAY_START_NAME, "tiny_mas": MAS_START_NAME}
-        return default_pretrained_dir(names.get(key, PLAN_START_NAME))
     if key == "tiny":
-        from core.tiny_model import ensure_tiny_model
+        from core.tiny_model import default_tiny_model_dir, ensure_tiny_model
 
-        return ensure_tiny_model()
-    if key == "tiny_selfplay":
-        from train_backend.pretrain.build import ensure_pretrained_tiny_model
+        return ensure_tiny_model() if build else default_tiny_model_dir()
+    start = built_in(key)
+    return start.build() if build else start.folder
 
-        return ensure_pretrained_tiny_model(SELFPLAY_START, name=SELFPLAY_START_NAME)
-    if key == "tiny_mas":
-        from train_backend.pretrain.mas_start import ensure_workflow_start
 
-        return ensure_workflow_start()
-    from train_backend.pretrain.plan_start import ensure_plan_start
+def experiment_start(experiment: Experiment, name: str) -> Start:
+    """A start the experiment declares (`starts:`): the embedded tiny model format-pre-trained
+    on its recipe, cached as `...-format-EXPERIMENT-NAME` (a changed recipe rebuilds it), or in
+    a built-in start's folder when it is that start's recipe."""
+    from train_backend.pretrain.starts import declared
 
-    return ensure_plan_start()
+    kind, settings = start_settings(name, experiment.start_recipe(name))
+    return declared(kind, settings, f"{experiment.name}-{name}")
 
 
 def start_path(experiment: Experiment, name: str, *, build: bool) -> Path:
-    """A start the experiment declares (`starts:`): the embedded tiny model format-pre-trained
-    on its recipe, cached as `...-format-EXPERIMENT-NAME` (a changed recipe rebuilds it)."""
-    from train_backend.pretrain.build import default_pretrained_dir, ensure_pretrained_tiny_model
-    from train_backend.pretrain.recipe import PretrainSettings
-
-    cache_name = f"{experiment.name}-{name}"
-    if not build:
-        return default_pretrained_dir(cache_name)
-    settings = PretrainSettings.model_validate(experiment.start_recipe(name))
-    return ensure_pretrained_tiny_model(settings, name=cache_name)
+    start = experiment_start(experiment, name)
+    return start.build() if build else start.folder
 
 
 def resolver(experiment: Experiment, root: Path, *, build: bool) -> Callable[[str], Any]:
@@ -166,6 +159,46 @@ def resolve_part(part: Part, experiment: Experiment, root: Path, resolve: Callab
 def resolve_parts(experiment: Experiment, root: Path, *, build: bool) -> list[Resolved]:
     resolve = resolver(experiment, root, build=build)
     return [resolve_part(part, experiment, root, resolve) for part in experiment.parts]
+
+
+def starts_used(experiment: Experiment, root: Path) -> list[str]:
+    """The starting models (`${model:KEY}`) the parts use, each once, in the order first named
+    (through variables too); nothing is built."""
+    used: list[str] = []
+    plain = resolver(experiment, root, build=False)
+
+    def resolve(ref: str) -> Any:
+        kind, _, name = ref.partition(":")
+        if kind == "model" and name and name not in used:
+            used.append(name)
+        return plain(ref)
+
+    for part in experiment.parts:
+        resolve_part(part, experiment, root, resolve)
+    return used
+
+
+def build_start(experiment: Experiment, key: str) -> Path:
+    """A starting model the experiment names (declared or built-in), built unless it is."""
+    if key in experiment.starts:
+        return start_path(experiment, key, build=True)
+    return model_path(key, build=True)
+
+
+def start_state(experiment: Experiment, key: str) -> tuple[Path, bool]:
+    """Where a starting model the experiment names lies, and whether it is built there."""
+    if key in experiment.starts:
+        start = experiment_start(experiment, key)
+    elif key == "tiny":
+        from core.tiny_model import default_tiny_model_dir
+
+        folder = default_tiny_model_dir()
+        return folder, (folder / "config.json").is_file()
+    else:
+        from train_backend.pretrain.starts import built_in
+
+        start = built_in(key)
+    return start.folder, start.is_built()
 
 
 class PartState(str, Enum):

@@ -19,8 +19,9 @@ A YAML mapping (docs/experiments.md):
 
 `${part:NAME}` is part NAME's run directory (an earlier part: that makes it a dependency),
 `${model:KEY}` one of the built-in starting models (`MODELS`) or one the file declares under
-`starts:` (a format pre-training of the embedded tiny model, any `PretrainSettings` field, built
-into the MARS cache on first use), `${exp}` the experiment folder.
+`starts:` (the embedded tiny model format-pre-trained: `kind:` games (the default: any
+`PretrainSettings` field), mas, plan or code (a workflow start's recipe), built into the MARS
+cache on first use), `${exp}` the experiment folder.
 A value that is exactly one `${var}` keeps the variable's type.
 """
 
@@ -50,8 +51,9 @@ COMMANDS: dict[str, bool] = {
     "failures": False,  # writes into the eval run it analyses (`target`)
 }
 PAPERS = ("marshal", "stronger_mas")
-# ${model:KEY}: the starting models the CPU miniatures build on first use (train_backend).
-MODELS = ("tiny", "tiny_selfplay", "tiny_mas", "tiny_plan")
+# ${model:KEY}: the tiny model and the built-in starts the CPU miniatures build on first use
+# (train_backend.pretrain.starts.BUILT_IN).
+MODELS = ("tiny", "tiny_selfplay", "tiny_mas", "tiny_mas_quick", "tiny_plan", "tiny_code")
 _REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.:-]+)\}")
 
 
@@ -119,7 +121,8 @@ class Experiment(BaseModel):
     scale: Literal["paper", "mini"] = "mini"
     description: str = ""
     vars: dict[str, Any] = Field(default_factory=dict)
-    # ${model:NAME}: format pre-trainings of the embedded tiny model this experiment starts from
+    # ${model:NAME}: format pre-trainings of the embedded tiny model this experiment starts from,
+    # each `kind:` (games by default) plus its recipe
     starts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     parts: list[Part] = Field(min_length=1)
     report: ReportSpec = Field(default_factory=ReportSpec)
@@ -175,19 +178,29 @@ class Experiment(BaseModel):
 
 
 def check_start(name: str, recipe: dict[str, Any]) -> None:
-    """A `starts:` entry: a name of its own and a valid pre-training recipe."""
-    from train_backend.pretrain.recipe import PretrainSettings
-
+    """A `starts:` entry: a name of its own, a known `kind` and a valid recipe of that kind."""
     if name in MODELS:
         raise ValueError(f"starts: {name!r} is a built-in model; give the start another name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
         raise ValueError(f"starts: {name!r} is not a usable name (letters, digits, _ and -)")
+    start_settings(name, recipe)
+
+
+def start_settings(name: str, recipe: dict[str, Any]) -> tuple[str, Any]:
+    """A `starts:` entry's kind and recipe settings (ValueError naming the bad field)."""
+    from train_backend.pretrain.starts import KINDS, recipe_settings
+
+    fields = dict(recipe)
+    kind = fields.pop("kind", "games")
+    if kind not in KINDS:
+        raise ValueError(unknown_name(f"kind of start (starts.{name}.kind)", str(kind), KINDS))
     try:
-        PretrainSettings.model_validate(recipe)
+        return kind, recipe_settings(kind, fields)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"starts.{name}.{where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"starts.{name}.{where}: {message}") from None
 
 
 def _strings(value: Any) -> list[str]:
