@@ -51,13 +51,24 @@ def deal_table(spec: GameSpec, leduc_deals: LeducDeals) -> DealTable | None:
     return None
 
 
+def deal_index(spec: GameSpec, seed: int, deals: DealTable | None) -> int | None:
+    """The deal an episode seed plays: its entry of the deal table, or its number among the
+    `deal_radices` deals; None when the game has neither (chance draws from the seed's stream)."""
+    if deals:
+        return seed % len(deals)
+    if spec.deal_radices:
+        return seed % spec.deal_count
+    return None
+
+
 class ChanceSampler:
     __slots__ = ("_deal", "_fixed", "_place", "_radices", "_rng", "_seed", "_step")
 
     def __init__(self, spec: GameSpec, seed: int, deals: DealTable | None = None) -> None:
-        self._fixed = deals[seed % len(deals)] if deals else None
+        index = deal_index(spec, seed, deals) or 0
+        self._fixed = deals[index] if deals else None
         self._radices = () if deals else spec.deal_radices
-        self._deal = seed % spec.deal_count if self._radices else 0
+        self._deal = index
         self._place = 1
         self._step = 0
         self._seed = seed

@@ -195,7 +195,7 @@ def play_bot_episode(
         state.current_player,
         state.apply_action,
     )
-    is_chance_node = state.is_chance_node if _has_chance(spec) else None
+    is_chance_node = state.is_chance_node if spec.has_chance else None
     chance: ChanceSampler | None = None
     steps = 0
     while not is_terminal():
@@ -276,11 +276,6 @@ class _SeededRandom(random.Random):
 def _player_stream(seed: int) -> random.Random:
     """The same generator as `games.chance.stream(seed, 1)`, built faster (tests check this)."""
     return _SeededRandom(seed * 8 + 1)
-
-
-@functools.cache
-def _has_chance(spec: GameSpec) -> bool:
-    return spec.game.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
 
 
 async def _model_turn(

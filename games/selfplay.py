@@ -14,10 +14,12 @@ from typing import Any
 
 from core.errors import MarsError
 from games.arena import Sink, run_episodes
+from games.chance import deal_index, deal_table
 from games.engine import EpisodeOptions
 from games.episode import EpisodeResult, conversation
 from games.players.base import Player
-from games.spec import GameSpec
+from games.rules import LeducDeals
+from games.spec import GameSpec, get_game
 
 SelfPlayKey = tuple[str, int]
 
@@ -163,3 +165,25 @@ def turn_table(records: Iterable[dict[str, Any]], *, with_text: bool = False) ->
                 row["reply"] = turn["reply"]
             rows.append(row)
     return rows
+
+
+def game_line(record: dict[str, Any], leduc_deals: LeducDeals) -> tuple[Any, ...]:
+    """What makes a played game this game and not another: the game, its deal (the seed's entry
+    of the deals; the seed itself when chance draws from the seed's own stream; nothing in a game
+    without chance) and every turn's seat and move in order (None: an invalid reply)."""
+    spec = get_game(record["game"])
+    seed = int(record["seed"])
+    deal: int | tuple[str, int] | None = deal_index(spec, seed, deal_table(spec, leduc_deals))
+    if deal is None and spec.has_chance:
+        deal = ("seed", seed)
+    moves = tuple(
+        (turn["seat"], turn.get("action") if turn.get("legal", True) else None)
+        for turn in record.get("turns") or []
+    )
+    return (spec.name, deal, moves)
+
+
+def distinct_games(records: Iterable[dict[str, Any]], leduc_deals: LeducDeals) -> int:
+    """How many of the records are different games (`game_line`): a step whose games all repeat
+    one line has 1, one whose every game differs has as many as it played."""
+    return len({game_line(record, leduc_deals) for record in records})

@@ -109,6 +109,10 @@ class GameSpec:
         return pyspiel.load_game(self.openspiel_name, dict(self.params))
 
     @functools.cached_property
+    def has_chance(self) -> bool:
+        return self.game.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+
+    @functools.cached_property
     def perfect_information(self) -> bool:
         return self.game.get_type().information == pyspiel.GameType.Information.PERFECT_INFORMATION
 

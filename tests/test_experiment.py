@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from experiment_testkit import arena_entry, arena_run, exploit_entry, write_curve
 
 from core.errors import MarsError
 from mars.orchestration.experiments import load_experiment, recipe_names, run_experiment
@@ -197,35 +198,6 @@ def test_bad_input_is_not_retried(tmp_path: Path) -> None:
     assert len(calls) == 2 and outcome.failed == ["arena", "exploit"]
 
 
-def _arena_run(path: Path, game: str, wins: list[bool]) -> None:
-    """An arena run's records: the model's seat wins (+1) or loses (-1) episode by episode."""
-    path.mkdir(parents=True)
-    lines = []
-    for seed, won in enumerate(wins):
-        for index, seat in enumerate(("first", "second")):
-            returns = [0.0, 0.0]
-            returns[index], returns[1 - index] = (1.0, -1.0) if won else (-1.0, 1.0)
-            outcomes = ["", ""]
-            outcomes[index], outcomes[1 - index] = ("win", "loss") if won else ("loss", "win")
-            record = {"game": game, "seed": seed, "seat": seat, "returns": returns,
-                      "outcomes": outcomes}  # fmt: skip
-            lines.append(json.dumps(record))
-    (path / "records.jsonl").write_text("\n".join(lines) + "\n")
-
-
-def _arena_entry(run_dir: str, game: str, win: float) -> dict:
-    interval = [100 * win - 10, 100 * win + 10]
-    seat = {"n": 20, "win": win, "normalized_return": 100 * win,
-            "normalized_return_ci": interval, "invalid_rate": 0.0}  # fmt: skip
-    return {"kind": "arena", "game": game, "opponent": "cfr:1000", "run_dir": run_dir,
-            "seats": {"first": seat, "second": seat}}  # fmt: skip
-
-
-def _exploit_entry(game: str, value: float) -> dict:
-    return {"kind": "exploit", "game": game, "run_dir": f"x-{game}", "exploitability": value,
-            "ci95": [value - 0.02, value + 0.02], "invalid_rate": 0.0, "samples": 16}  # fmt: skip
-
-
 def test_the_report_pairs_episodes_cites_the_paper_and_sets_variants_side_by_side(
     tmp_path: Path,
 ) -> None:
@@ -242,21 +214,21 @@ def test_the_report_pairs_episodes_cites_the_paper_and_sets_variants_side_by_sid
     experiment = load_experiment(str(path))
     root = tmp_path / "exp"
     loop = root / "eval"
-    _arena_run(loop / "step_0-arena", "kuhn_poker", [False] * 20)
-    _arena_run(loop / "step_5-arena", "kuhn_poker", [True] * 10 + [False] * 10)
-    _arena_run(loop / "step_0-arena-v1", "kuhn_poker.v1", [False] * 20)
-    _arena_run(loop / "step_5-arena-v1", "kuhn_poker.v1", [False] * 20)
+    arena_run(loop / "step_0-arena", "kuhn_poker", [False] * 20)
+    arena_run(loop / "step_5-arena", "kuhn_poker", [True] * 10 + [False] * 10)
+    arena_run(loop / "step_0-arena-v1", "kuhn_poker.v1", [False] * 20)
+    arena_run(loop / "step_5-arena-v1", "kuhn_poker.v1", [False] * 20)
     rows = [
         {"step": 0, "evals": {
-            "a": _arena_entry("step_0-arena", "kuhn_poker", 0.0),
-            "b": _arena_entry("step_0-arena-v1", "kuhn_poker.v1", 0.0),
-            "x": _exploit_entry("leduc_poker", 2.0)}},
+            "a": arena_entry("step_0-arena", "kuhn_poker", 0.0),
+            "b": arena_entry("step_0-arena-v1", "kuhn_poker.v1", 0.0),
+            "x": exploit_entry("leduc_poker", 2.0)}},
         {"step": 5, "evals": {
-            "a": _arena_entry("step_5-arena", "kuhn_poker", 0.5),
-            "b": _arena_entry("step_5-arena-v1", "kuhn_poker.v1", 0.0),
-            "x": _exploit_entry("leduc_poker", 1.5)}},
+            "a": arena_entry("step_5-arena", "kuhn_poker", 0.5),
+            "b": arena_entry("step_5-arena-v1", "kuhn_poker.v1", 0.0),
+            "x": exploit_entry("leduc_poker", 1.5)}},
     ]  # fmt: skip
-    (loop / "learning_curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_curve(loop, rows)
     text = build_report(experiment, root)
     # Kuhn, first seat, paired over 20 episodes: half of them turn from -1 to +1, i.e. +25 on
     # the normalised scale (Kuhn's returns span [-2, 2]); the paper's 62.3 -> 76.2 beside it

@@ -142,7 +142,7 @@ def test_a_workflow_replay_that_ends_some_runs_early_stops_the_step(monkeypatch)
     """The K runs of a call replay the same calls before it: all must reach it, or none."""
     lengths = iter([2, 2, 2, 1])  # point 0: two runs of two calls; point 1: one run ends early
 
-    async def fake_run(workflow, problem, roles, config, prefix=()) -> Run:
+    async def fake_run(workflow, problem, roles, config, prefix=(), key=()) -> Run:
         calls = [Call("solver", i, (i,), (i,), "x") for i in range(next(lengths))]
         return Run(calls=calls, rewards={("solver", 0): 1.0})
 

@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from games.episode import SEAT_NAMES
+from games.rules import LeducDeals
+from games.selfplay import distinct_games
 from games.spec import get_game
-from train_backend.local.rollout import (
-    StepRollout,
-)
+from train_backend.local.rollout import StepRollout
 from train_backend.local.tree import state_key
-from train_backend.local.update import (
-    UpdateStats,
-)
+from train_backend.local.update import UpdateStats
 
-if TYPE_CHECKING:
-    pass
-
-
-# Padded tokens per forward/backward micro-batch (rows x width); a minibatch larger than this is
-# split and its gradients accumulated, which changes no number, only the peak memory.
+# How many of a step's games (main lines: a tree's branches are not games) were different games
+# (games.selfplay.game_line), and their share of the step's games.
+DISTINCT_GAMES = "selfplay/distinct_games"
+DISTINCT_SHARE = "selfplay/distinct_share"
 
 
 def average_policy_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -69,10 +65,17 @@ def row_states(rollout: StepRollout) -> list[str]:
 
 
 def step_metrics(
-    step: int, rollout: StepRollout, advantages: np.ndarray, stats: UpdateStats, *, lr: float
+    step: int,
+    rollout: StepRollout,
+    advantages: np.ndarray,
+    stats: UpdateStats,
+    *,
+    lr: float,
+    leduc_deals: LeducDeals,
 ) -> dict[str, Any]:
     """One metrics.jsonl line (the eval fields are added by the trainer at eval steps)."""
     rows, records = rollout.rows, rollout.records
+    distinct = distinct_games(records, leduc_deals)
     turns = len(rows)
     invalid_turns = sum(1 for row in rows if not row["legal"])
     metrics: dict[str, Any] = {
@@ -104,6 +107,8 @@ def step_metrics(
         "generate_calls": rollout.generate_calls,
         "rollout_s": round(rollout.seconds, 3),
         "tokens_per_s": rollout.generated_tokens / rollout.seconds if rollout.seconds else 0.0,
+        DISTINCT_GAMES: distinct,
+        DISTINCT_SHARE: distinct / len(records) if records else 0.0,
         **rollout.extra,
     }
     games = sorted({r["game"] for r in records})

@@ -88,8 +88,6 @@ if TYPE_CHECKING:
     import torch
 
 
-# Padded tokens per forward/backward micro-batch (rows x width); a minibatch larger than this is
-# split and its gradients accumulated, which changes no number, only the peak memory.
 def learning_rate_at(step: int, config: TrainConfig) -> float:
     """The learning rate of update `step` (1-based)."""
     base = config.learning_rate
@@ -259,7 +257,8 @@ class LocalTrainer:
             update_started = time.perf_counter()
             stats = self.update(samples, trained, step)
             update_s = time.perf_counter() - update_started
-            metrics = step_metrics(step, rollout, trained, stats, lr=lr)
+            deals = self.options.rules.leduc_deals
+            metrics = step_metrics(step, rollout, trained, stats, lr=lr, leduc_deals=deals)
             metrics["update_s"] = round(update_s, 3)
             branches = self.branch_lines(step, rollout, advantages, selection)
             metrics.update(branch_log.sampled_collapse_signals(branches))

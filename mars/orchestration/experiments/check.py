@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import MarsError
+from core.names import unknown_name
 from mars.orchestration.experiments.parts import Resolved, resolve_parts
 from mars.orchestration.experiments.spec import Experiment
+
+if TYPE_CHECKING:
+    from mars.orchestration.loop.spec import LoopSpec
 
 
 def check_experiment(experiment: Experiment, root: Path) -> list[str]:
@@ -21,7 +25,8 @@ def check_experiment(experiment: Experiment, root: Path) -> list[str]:
     from mars.command_check import check_command_line
 
     lines = []
-    for item in resolve_parts(experiment, root, build=False):
+    resolved = resolve_parts(experiment, root, build=False)
+    for item in resolved:
         try:
             check_command_line(item.argv)
             detail = check_names(item)
@@ -32,7 +37,34 @@ def check_experiment(experiment: Experiment, root: Path) -> list[str]:
         lines.append(
             f"{item.part.name}: mars {' '.join(item.argv)}" + (f"  ({detail})" * bool(detail))
         )
+    check_answers(experiment, resolved)
     return lines
+
+
+def check_answers(experiment: Experiment, resolved: list[Resolved]) -> None:
+    """Each question's answer names evaluations its loop parts run (by the items' keys), of one
+    kind, and a seat or figure only for an arena."""
+    kinds = {
+        item.part.name: {entry.key: entry.kind for entry in loop_spec(item.evals or []).evals}
+        for item in resolved
+        if item.part.run == "loop"
+    }
+    for number, question in enumerate(experiment.report.questions):
+        where = f"report.questions[{number}]"
+        for answer in question.answers:
+            against = (answer.against.part or answer.part, answer.against.eval or answer.eval)
+            for part, key in ((answer.part, answer.eval), against):
+                if key not in kinds[part]:
+                    name = unknown_name(f"evaluation of part {part}", key, kinds[part])
+                    raise MarsError(f"{where}: {name}")
+            kind, other = kinds[answer.part][answer.eval], kinds[against[0]][against[1]]
+            if kind != other:
+                raise MarsError(
+                    f"{where}: {answer.eval} ({kind}) cannot be compared with {against[1]} "
+                    f"({other})"
+                )
+            if kind != "arena" and (answer.seat or answer.figure):
+                raise MarsError(f"{where}: `seat` and `figure` are for arena evaluations")
 
 
 def check_train(item: Resolved) -> str:
@@ -132,22 +164,28 @@ def check_player(name: str, spec: Any) -> None:
     make_player(name, PlayerContext(spec=spec))
 
 
-def check_loop_items(evals: list[Any]) -> str:
-    """The loop's items as `mars loop` checks them before serving anything."""
+def loop_spec(evals: list[Any]) -> LoopSpec:
+    """A loop part's `evals` as `mars loop` reads them (`LoopSpec`); one line if bad."""
     from pydantic import ValidationError
 
-    from mars.orchestration.loop import SuiteItem, check_spec
     from mars.orchestration.loop.spec import LoopSpec, parse_item
+
+    items = [parse_item(e) if isinstance(e, str) else e for e in evals]
+    try:
+        return LoopSpec.model_validate({"evals": items})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise MarsError(f"bad evals at {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+
+
+def check_loop_items(evals: list[Any]) -> str:
+    """The loop's items as `mars loop` checks them before serving anything."""
+    from mars.orchestration.loop import SuiteItem, check_spec
     from mas.base import get_mas
 
     if not evals:
         raise MarsError("a loop part needs `evals`")
-    items = [parse_item(e) if isinstance(e, str) else e for e in evals]
-    try:
-        spec = LoopSpec.model_validate({"evals": items})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise MarsError(f"bad evals at {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+    spec = loop_spec(evals)
     check_spec(spec)
     for entry in spec.evals:
         if isinstance(entry, SuiteItem):

@@ -4,7 +4,9 @@ Every loop part that evaluated its training run's start (step 0, `--baseline`) a
 checkpoint gives before/after rows: arenas (normalised return and win rate, paired over the same
 episodes), exploitability (exact, each with its bootstrap interval), suites through a MAS
 (accuracy, paired over questions). Then original vs obfuscated variants, MAST failure
-categories, the ablation arms, and what this scale cannot show. A change marked * has a 95%
+categories (report_tables), the ablation arms, whether play was valid and varied (play_checks),
+the paper's headline questions not attempted and what this scale cannot show. Each question of
+the file comes first, with the figures that answer it (answers). A change marked * has a 95%
 interval that excludes 0.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from core.errors import MarsError
 from mars.orchestration.experiments import papers
+from mars.orchestration.experiments.answers import answered_questions
 from mars.orchestration.experiments.figures import (
     arena_change,
     curve,
@@ -22,29 +25,19 @@ from mars.orchestration.experiments.figures import (
     start_and_last,
     suite_change,
 )
+from mars.orchestration.experiments.play_checks import (
+    DISTINCT_TARGET,
+    distinct_table,
+    invalid_table,
+)
+from mars.orchestration.experiments.report_tables import ablation_table, failure_table, run_config
+from mars.orchestration.experiments.report_text import INVALID_TARGET, md_table, value_text
 from mars.orchestration.experiments.runner import read_state
 from mars.orchestration.experiments.spec import Experiment
 
 REPORT_FILE = "report.md"
+PAPER_NAMES = {"marshal": "MARSHAL paper", "stronger_mas": "Stronger-MAS paper", "": "paper"}
 INVALID_FLAG = 0.5  # a share of invalid replies above which a figure is flagged
-
-
-def _ci(low: float | None, high: float | None, digits: int = 1, scale: float = 1.0) -> str:
-    if low is None or high is None:
-        return ""
-    return f" [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
-
-
-def _value(number: float, interval: list[float] | None, digits: int = 1, scale: float = 1.0) -> str:
-    """`number [low, high]`, each times `scale`."""
-    return f"{scale * number:.{digits}f}{_ci(*(interval or (None, None)), digits, scale)}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    if not rows:
-        return []
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def _game_info(name: str) -> tuple[bool, str | None]:
@@ -58,8 +51,6 @@ def _game_info(name: str) -> tuple[bool, str | None]:
 class Report:
     def __init__(self, experiment: Experiment, root: Path) -> None:
         self.experiment, self.root = experiment, root
-        self.model = str(experiment.vars.get("model", ""))
-        self.lines: list[str] = []
         self.limits: list[str] = list(experiment.notes)
         self.games: list[list[str]] = []
         self.exploit: list[list[str]] = []
@@ -118,8 +109,8 @@ class Report:
             change = f"{norm.text()} (n={norm.n})" if norm else ""
             self.games.append([
                 name, game, "yes" if held_out else "", opponent, seat,
-                _value(stats["normalized_return"], stats.get("normalized_return_ci")),
-                _value(trained["normalized_return"], trained.get("normalized_return_ci"))
+                value_text(stats["normalized_return"], stats.get("normalized_return_ci")),
+                value_text(trained["normalized_return"], trained.get("normalized_return_ci"))
                 + f" (step {step})",
                 change,
                 f"{100 * stats['win']:.0f} → {100 * trained['win']:.0f}"
@@ -148,8 +139,8 @@ class Report:
         )
         self.exploit.append([
             name, game, "yes" if held_out else "",
-            _value(before["exploitability"], before["ci95"], 3),
-            _value(after["exploitability"], after["ci95"], 3) + f" (step {step})",
+            value_text(before["exploitability"], before["ci95"], 3),
+            value_text(after["exploitability"], after["ci95"], 3) + f" (step {step})",
             change.text(digits=3),
             f"{100 * (before.get('invalid_rate') or 0):.0f}%"
             f" → {100 * (after.get('invalid_rate') or 0):.0f}%",
@@ -177,8 +168,8 @@ class Report:
             return
         self.suites.append([
             name, suite, mas, str(after.get("n", "")),
-            _value(acc_a, before.get("ci95"), scale=100),
-            _value(acc_b, after.get("ci95"), scale=100) + f" (step {step})",
+            value_text(acc_a, before.get("ci95"), scale=100),
+            value_text(acc_b, after.get("ci95"), scale=100) + f" (step {step})",
             change.text(100) + f" (n={change.n})" if change else "",
             f"{paper.text()} ({paper.source})" if paper else "",
         ])  # fmt: skip
@@ -189,87 +180,6 @@ class Report:
             )
 
     # -- the other tables ------------------------------------------------------------------
-    def failures(self) -> list[str]:
-        from harness.failures.rates import compare_failures, load_failures, summarize_failures
-
-        rows = []
-        for row in self.experiment.report.failures:
-            dirs = [self._failures_dir(row.before), self._failures_dir(row.after)]
-            if None in dirs:
-                continue
-            verdicts = [load_failures(d)[0] for d in dirs]  # type: ignore[arg-type]
-            summaries = [summarize_failures(v) for v in verdicts]
-            if not all(s["n_judged"] for s in summaries):
-                judged = " and ".join(str(s["n_judged"]) for s in summaries)
-                self.limits.append(
-                    f"MAST failures ({row.label}): the judge gave {judged} parsed verdicts "
-                    "(before, after); no failure rates without them."
-                )
-                continue
-            compared = compare_failures(verdicts[0], verdicts[1])
-            same_as_paper = self.experiment.paper == "marshal" and _suite_and_mas(dirs[1]) == (
-                papers.MARSHAL_FAILURES_ON
-            )
-            for key, entry in compared["categories"].items():
-                a, b = (s["categories"][key] for s in summaries)
-                paper = papers.MARSHAL_FAILURES.get(key) if same_as_paper else None
-                low, high = entry["ci95"]
-                rows.append([
-                    row.label, f"{entry['id']} {entry['name']}",
-                    _value(a["rate"], a["ci95"], 0, 100) + f" (n={a['n']})",
-                    _value(b["rate"], b["ci95"], 0, 100) + f" (n={b['n']})",
-                    f"{100 * entry['diff']:+.0f} [{100 * low:+.0f}, {100 * high:+.0f}]"
-                    f" ({compared['method']})",
-                    f"{paper.text()} ({paper.source})" if paper else "",
-                ])  # fmt: skip
-        header = ["MAS", "category", "before", "after", "change, pp [95%]", "paper"]
-        return _table(header, rows)
-
-    def _failures_dir(self, part_name: str) -> Path | None:
-        part = self.experiment.part(part_name)
-        from mars.orchestration.experiments.parts import resolve_parts
-
-        for item in resolve_parts(self.experiment, self.root, build=False):
-            if item.part.name == part.name:
-                target = Path(item.argv[1])
-                return target if (target / "failures_summary.json").is_file() else None
-        return None
-
-    def ablations(self) -> list[str]:
-        arms = self.experiment.report.ablations
-        if not arms:
-            return []
-        columns: dict[str, str] = {}
-        cells: list[dict[str, str]] = []
-        for arm in arms:
-            start, last = start_and_last(curve(self.root / arm.part))
-            row = start if arm.step == "start" else last
-            figures: dict[str, str] = {}
-            for key, entry in (row or {}).get("evals", {}).items():
-                text = _figure(entry)
-                if text:
-                    figures[key] = text
-                    columns.setdefault(key, key)
-            if row is not None and arm.step != "start":
-                figures["_step"] = str(row["step"])
-            if arm.paper_arm and self.experiment.paper == "stronger_mas":
-                for key, entry in (row or {}).get("evals", {}).items():
-                    value = papers.stronger_mas_figure(
-                        self.model, entry.get("suite", ""), arm.paper_arm
-                    )
-                    if value is not None:
-                        figures[f"paper:{key}"] = f"{value:g}"
-                        columns.setdefault(
-                            f"paper:{key}", f"paper {entry['suite']} ({papers.STRONGER_MAS_SOURCE})"
-                        )
-            cells.append(figures)
-        header = ["arm", "checkpoint", *columns.values()]
-        rows = []
-        for arm, figures in zip(arms, cells, strict=True):
-            where = "start" if arm.step == "start" else f"step {figures.get('_step', '?')}"
-            rows.append([arm.label, where, *(figures.get(k, "") for k in columns)])
-        return _table(header, rows)
-
     def standalone(self) -> list[str]:
         """Arena and exploitability parts outside a loop: their headline figures (an eval part
         is a compute-matched baseline, in the compute section)."""
@@ -282,13 +192,13 @@ class Report:
                 continue
             summary = json.loads(path.read_text())
             if part.run == "exploitability" and summary.get("exploitability") is not None:
-                figure = "exploitability " + _value(
+                figure = "exploitability " + value_text(
                     summary["exploitability"], summary.get("ci95"), 3
                 )
             else:
                 seats = summary.get("seats", {})
                 figure = "normalised return " + ", ".join(
-                    f"{seat} " + _value(s["normalized_return"], s.get("normalized_return_ci"))
+                    f"{seat} " + value_text(s["normalized_return"], s.get("normalized_return_ci"))
                     for seat, s in seats.items()
                     if s.get("normalized_return") is not None
                 )
@@ -297,7 +207,7 @@ class Report:
             for seat, figures in summary.get("seats", {}).items():
                 rates[f"{seat} seat"] = figures.get("invalid_rate")
             self._flag_invalid(f"{part.name} (`mars {part.run}`)", rates)
-        return _table(["part", "command", "figures"], rows)
+        return md_table(["part", "command", "figures"], rows)
 
     def _flag_invalid(self, what: str, rates: dict[str, float | None]) -> None:
         """Under "what this run cannot show": a figure made mostly of invalid replies."""
@@ -322,7 +232,7 @@ class Report:
         for part in self.experiment.parts:
             if part.run != "eval" or not (self.root / part.name / "summary.json").is_file():
                 continue
-            match = _run_config(self.root / part.name).get("compute_match") or {}
+            match = run_config(self.root / part.name).get("compute_match") or {}
             runs = [Path(match["run"])] if match.get("run") else []
             try:
                 compared = compare_runs([*runs, self.root / part.name])
@@ -343,10 +253,8 @@ class Report:
         if e.description:
             out += [e.description.strip(), ""]
         out += self._parts_summary(state)
-        for question in e.report.questions:
-            out.append(f"- **Question:** {question}")
         if e.report.questions:
-            out.append("")
+            out += [*answered_questions(e, self.root), ""]
         out += ["A change marked * has a 95% interval that excludes 0.", ""]
         if e.paper:
             out += [
@@ -356,28 +264,43 @@ class Report:
                    "this run is a miniature, so compare the direction of a change, not its size."),
                 "",
             ]  # fmt: skip
+        failures, unjudged = failure_table(e, self.root)
+        self.limits += unjudged
         sections = [
             ("Games: against fixed opponents (normalised return 0-100, both seats)",
-             _table(["training run", "game", "held out", "opponent", "seat", "start", "trained",
+             md_table(["training run", "game", "held out", "opponent", "seat", "start", "trained",
                      "change [95%]", "win % start → trained", "invalid", "paper"], self.games)),
             ("Exploitability (exact best response; lower is better)",
-             _table(["training run", "game", "held out", "start", "trained", "change [95%]",
+             md_table(["training run", "game", "held out", "start", "trained", "change [95%]",
                      "invalid replies", "samples per state"], self.exploit)),
             ("Original vs obfuscated variants", self._variants_table()),
             ("Reasoning suites through MAS (accuracy %)",
-             _table(["training run", "suite", "MAS", "n", "start", "trained",
+             md_table(["training run", "suite", "MAS", "n", "start", "trained",
                      "change, pp [95%]", "paper"], self.suites)),
             ("Compute per question: each MAS and its compute-matched single agent",
              self.compute()),
-            ("MAST failure categories (failed transcripts)", self.failures()),
-            ("Ablations and arms (last checkpoint of each)", self.ablations()),
+            ("MAST failure categories (failed transcripts)", failures),
+            ("Ablations and arms (last checkpoint of each)", ablation_table(e, self.root)),
+            (f"Valid play: invalid replies per game evaluation (target: at most "
+             f"{INVALID_TARGET:.0%}, at the start and after training)",
+             invalid_table(e, self.root)),
         ]  # fmt: skip
+        distinct, flags = distinct_table(e, self.root)
+        self.limits += flags
+        if any(p.run == "train" for p in e.parts):
+            sections.append((
+                f"Self-play: distinct games per step (target: at least {DISTINCT_TARGET:.0%} of "
+                "each step's games)", distinct,
+            ))  # fmt: skip
         if any(p.run in ("arena", "exploitability") for p in e.parts):
             sections.append(("Other evaluations", self.standalone()))
         for title, table in sections:
             out += (
                 [f"## {title}", ""] + (table or ["(no finished runs for this section yet)"]) + [""]
             )
+        if e.report.not_attempted:
+            out += [f"## Headline questions of the {PAPER_NAMES[e.paper or '']} not attempted", ""]
+            out += [f"- **{row.question}** {row.why}" for row in e.report.not_attempted] + [""]
         out += ["## What this run cannot show", ""]
         out += [f"- {line}" for line in dict.fromkeys(self.limits)] or ["- (nothing noted)"]
         out += [
@@ -386,7 +309,9 @@ class Report:
             "checkpoints played (same seed, same seat); suite changes are paired over questions "
             "(harness.report); exploitability changes combine the two bootstrap intervals as "
             "independent normal estimates; failure-rate changes come from harness.failures "
-            "(paired when both runs judged the same transcripts, else unpaired).",
+            "(paired when both runs judged the same transcripts, else unpaired). A question's "
+            "answer compares two evaluations the same way (paired when they share episodes or "
+            "questions).",
         ]
         return "\n".join(out) + "\n"
 
@@ -417,43 +342,7 @@ class Report:
                     "; ".join(f"{g}: {by_game[g]}" for g in variants),
                 ]
             )
-        return _table(["training run", "measure", "original, start → trained", "variants"], rows)
-
-
-def _run_config(run_dir: Path) -> dict[str, Any]:
-    """A run's stored config ({} when its run.json cannot be read)."""
-    from core.runstore import RunDir
-
-    try:
-        return RunDir.read_info(run_dir).config
-    except MarsError:
-        return {}
-
-
-def _suite_and_mas(eval_dir: Path) -> tuple[str, str] | None:
-    """An eval run's one suite and its MAS (None: several suites, or no readable run.json)."""
-    config = _run_config(eval_dir)
-    suites = config.get("suites") or []
-    return (suites[0], config.get("mas", "single")) if len(suites) == 1 else None
-
-
-def _figure(entry: dict[str, Any]) -> str:
-    if entry.get("error"):
-        return "error"
-    if entry["kind"] == "arena":
-        seats = entry.get("seats", {})
-        return " / ".join(
-            f"{s['normalized_return']:.1f}"
-            for s in seats.values()
-            if s.get("normalized_return") is not None
-        )
-    if entry["kind"] == "exploit" and entry.get("exploitability") is not None:
-        return _value(entry["exploitability"], entry["ci95"], 3)
-    if entry["kind"] == "eval" and entry.get("accuracy") is not None:
-        return (
-            f"{100 * entry['accuracy']:.1f}{_ci(*(entry.get('ci95') or (None, None)), scale=100)}"
-        )
-    return ""
+        return md_table(["training run", "measure", "original, start → trained", "variants"], rows)
 
 
 def build_report(experiment: Experiment, root: Path) -> str:

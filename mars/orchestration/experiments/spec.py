@@ -105,11 +105,77 @@ class FailureRow(BaseModel):
     after: str
 
 
+class Point(BaseModel):
+    """What an answer's figure is compared with: an evaluation of a loop part at a checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    part: str | None = None  # None: the answer's part
+    eval: str | None = None  # None: the answer's evaluation
+    step: Literal["start", "last"] = "start"
+
+
+class Answer(BaseModel):
+    """A figure that answers a report question: evaluation `eval` (the loop item's key: its
+    `name`, else e.g. `exploit-leduc_poker`, `arena-connect_four-random`) of loop part `part`
+    at its last checkpoint (or `step: start`), against `against` (by default the same
+    evaluation at the start): the change, with its 95% interval."""
+
+    model_config = ConfigDict(extra="forbid")
+    part: str
+    eval: str
+    step: Literal["start", "last"] = "last"
+    seat: Literal["first", "second"] | None = None  # an arena's seat; None: each seat
+    figure: Literal["normalized_return", "win"] | None = None  # an arena's; default the return
+    against: Point = Field(default_factory=Point)
+
+    @model_validator(mode="after")
+    def _two_figures(self) -> Answer:
+        other = (self.against.part or self.part, self.against.eval or self.eval)
+        if other == (self.part, self.eval) and self.against.step == self.step:
+            raise ValueError(f"the answer from {self.part} {self.eval} compares it with itself")
+        return self
+
+
+class Question(BaseModel):
+    """A question the experiment asks, and the figures that answer it."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1)
+    answers: list[Answer] = Field(default_factory=list)
+
+
+class NotAttempted(BaseModel):
+    """A headline question of the paper this experiment does not attempt, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1)
+    why: str = Field(min_length=1)
+
+
 class ReportSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ablations: list[ArmRow] = Field(default_factory=list)
     failures: list[FailureRow] = Field(default_factory=list)
-    questions: list[str] = Field(default_factory=list)  # what the experiment asks, in words
+    # what the experiment asks: each a question and what answers it (a bare string: unanswered)
+    questions: list[Question] = Field(default_factory=list)
+    not_attempted: list[NotAttempted] = Field(default_factory=list)
+
+    @field_validator("questions", mode="before")
+    @classmethod
+    def _bare_questions(cls, questions: Any) -> Any:
+        if not isinstance(questions, list):
+            return questions
+        return [{"question": q} if isinstance(q, str) else q for q in questions]
+
+    def answer_parts(self) -> list[str]:
+        """Every part an answer reads."""
+        return [
+            name
+            for question in self.questions
+            for answer in question.answers
+            for name in (answer.part, answer.against.part)
+            if name
+        ]
 
 
 class Experiment(BaseModel):
@@ -155,9 +221,13 @@ class Experiment(BaseModel):
             seen.add(part.name)
         named = [row.part for row in self.report.ablations]
         named += [n for row in self.report.failures for n in (row.before, row.after)]
+        named += self.report.answer_parts()
         for name in named:
             if name not in seen:
                 raise ValueError(f"the report names part {name!r}, which the experiment lacks")
+        for name in self.report.answer_parts():
+            if self.part(name).run != "loop":
+                raise ValueError(f"a question's answer reads part {name!r}, which is not a loop")
         return self
 
     def start_recipe(self, name: str) -> dict[str, Any]:
