@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import DryRun, add_dry_run, report, run_dry
+from _common import DryRun, add_dry_run, local_gsm8k, report, run_dry
 
 EXPERIMENTS = ("marshal-mini", "stronger-mas-mini")
 TARGET_MINUTES = 60.0
@@ -55,6 +55,8 @@ def main() -> None:
     root = args.out or Path(tempfile.mkdtemp(prefix=f"{experiment}-")) / experiment
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix=f"{experiment}-cache-"))
     env = {**os.environ, "MARS_CACHE_DIR": str(cache)}
+    if experiment == "marshal-mini":  # its GSM8K parts: an empty cache holds no test sets
+        env["MARS_DATA_DIR"] = str(local_gsm8k().parent.parent)
     started = time.perf_counter()
     done = subprocess.run(command(experiment, root), check=False, env=env)
     minutes = (time.perf_counter() - started) / 60
