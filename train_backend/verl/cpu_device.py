@@ -246,10 +246,9 @@ class CPURolloutServer:
     thread; the log-probs returned are those of the sampled tokens under the temperature-scaled
     distribution (verl's actor computes its own with the same scaling).
 
-    A request that carries its own `seed` (vLLM's per-request seed; the workflow loop sends one
-    under `rollout.full_determinism`) is decoded alone with a generator of that seed: a batch's
-    padding changes the logits in their last bits (measured: 4e-6 on the tiny model), so only a
-    batch of one gives the same reply whatever else was waiting.
+    A request with its own `seed` (vLLM's per-request seed; the workflow loop's under
+    `full_determinism`) is decoded alone with a generator of that seed: a batch's padding moves
+    the logits (4e-6 on the tiny model), so only alone is its reply the same whatever waited.
     """
 
     def __init__(self, config: Any, model_path: str, replica_rank: int) -> None:
@@ -297,7 +296,6 @@ class CPURolloutServer:
                 f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
                 f"{config.max_model_len}"
             )
-        seed = params.get("seed")
         wanted = params.get("max_tokens", params.get("max_new_tokens"))
         if wanted is None:
             wanted = min(
@@ -306,7 +304,7 @@ class CPURolloutServer:
             )
         top_k = int(params.get("top_k", -1))
         return {
-            "seed": None if seed is None else int(seed),
+            "seed": None if params.get("seed") is None else int(params["seed"]),
             "max_new_tokens": max(1, min(int(wanted), room)),
             "sampling": (
                 float(params.get("temperature", 1.0)),
@@ -321,7 +319,7 @@ class CPURolloutServer:
             batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
             groups: dict[tuple[Any, ...], list[int]] = {}
             for index, (request, _) in enumerate(batch):
-                alone = (index,) if request["seed"] is not None else ()
+                alone = () if request["seed"] is None else (index,)
                 groups.setdefault((request["sampling"], *alone), []).append(index)
             for key, indices in groups.items():
                 requests = [batch[i][0] for i in indices]
