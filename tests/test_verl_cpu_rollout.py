@@ -4,14 +4,12 @@ process: a request with its own seed is answered the same whatever else the serv
 from __future__ import annotations
 
 import asyncio
-import os
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
-os.environ.setdefault("VERL_PLATFORM", "cpu")
 
 from core.tiny_model import ensure_tiny_model
 from train_backend.verl import cpu_device
