@@ -16,6 +16,7 @@ from train_backend.pretrain.format_data import (
     teachers_for,
 )
 from train_backend.pretrain.recipe import PretrainSettings
+from train_backend.pretrain.relabel import relabelled
 from train_backend.pretrain.teacher_replies import ReplySampler
 
 # Held-out positions come from games seeded far away from every training game.
@@ -67,7 +68,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                 first_seed = (settings.seed * 4 + stream) * 10_000_000 + index * 1_000_000
                 teacher = settings.reply_teachers.get(spec.name)
                 sampler = None if teacher is None else ReplySampler(spec, teacher, first_seed)
-                examples += game_examples(
+                positions = game_examples(
                     spec,
                     style,
                     count=count,
@@ -81,9 +82,17 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     restate=settings.reply_style == "restate" and not spec.perfect_information,
                     reply_sampler=sampler,
                 )
+                if style == "compact" and settings.relabel_share:
+                    positions = _some_relabelled(positions, settings.relabel_share, first_seed)
+                examples += positions
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
     random.Random(settings.seed).shuffle(examples)
     return examples
+
+
+def _some_relabelled(examples: list[Example], share: float, seed: int) -> list[Example]:
+    rng = random.Random(f"relabel-{seed}")
+    return [relabelled(e, rng) if rng.random() < share else e for e in examples]
 
 
 def held_out_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:

@@ -52,6 +52,10 @@ class PretrainSettings(BaseModel):
     # games, the seat's compact view of the state on one line, then the answer tag (see
     # train_backend.pretrain.format_data.game_reply); perfect-information games keep `choose`.
     reply_style: Literal["choose", "restate"] = "choose"
+    # This share of each game's compact examples is a relabelled copy: words and labels renamed
+    # to invented ones (train_backend.pretrain.relabel), so that reading the move off the
+    # `Legal:` line is the only way to a valid reply, on renamed games too.
+    relabel_share: float = Field(0.0, ge=0, le=1)
     # Examples per game are split in proportion to these weights (1 for games not named): the
     # Tic-Tac-Toe legal list changes every turn and is learnt last; Hanabi's depends on the
     # information tokens; Kuhn's never changes (both its actions are always legal).
@@ -84,8 +88,10 @@ class PretrainSettings(BaseModel):
         return self
 
     def recipe(self) -> dict[str, Any]:
-        # Without reply teachers a recipe reads as before they existed: its builds stay found.
+        # Without reply teachers or relabelling a recipe reads as before they existed: its builds
+        # stay found.
         unused = {"reply_teachers"} if not self.reply_teachers else set()
+        unused |= {"relabel_share"} if not self.relabel_share else set()
         excluded = {"eval_positions", "eval_full_positions", "threads", *unused}
         return {
             "version": PRETRAIN_VERSION,
