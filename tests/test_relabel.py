@@ -5,6 +5,7 @@ recipe field that mixes them in."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,8 @@ from games.actions import normalize_label
 from games.parsing import parse_move
 from games.spec import get_game
 from games.variants import SKINS, variant
-from train_backend.pretrain.examples import training_examples
+from train_backend.pretrain.build import pretrain_tiny_model
+from train_backend.pretrain.examples import copy_stage_examples, training_examples
 from train_backend.pretrain.play_quality import quality_positions
 from train_backend.pretrain.recipe import PretrainSettings
 from train_backend.pretrain.relabel import SCAFFOLD_LINES, relabelled
@@ -111,3 +113,31 @@ def test_recipe_mixes_in_the_share_and_old_recipes_read_as_before() -> None:
         changed += old.messages != new.messages
     games = sum(e.kind != "arithmetic" for e in plain)
     assert 0.35 * games < changed < 0.65 * games
+
+
+def test_copy_stage_runs_first_on_relabelled_examples_alone(tmp_path: Path) -> None:
+    from core.tiny_model import ensure_tiny_model
+
+    settings = PretrainSettings(
+        games=["kuhn_poker"],
+        examples=40,
+        steps=2,
+        full_share=0.0,
+        eval_positions=0,
+        warmup_steps=1,
+        relabel_share=0.5,
+        copy_steps=3,
+        copy_batch_size=4,
+    )
+    assert settings.recipe()["copy_steps"] == 3
+    assert "copy_steps" not in settings.model_copy(update={"copy_steps": 0}).recipe()
+    stage = copy_stage_examples([get_game("kuhn_poker")], settings)
+    assert len(stage) == 40 and all(e.kind == "kuhn_poker" for e in stage)
+    assert sum(e.legal != ("<PASS>", "<BET>") for e in stage) >= 15  # relabelled, every one
+    main = {
+        e.messages[-1]["content"] for e in training_examples([get_game("kuhn_poker")], settings)
+    }
+    assert not main & {e.messages[-1]["content"] for e in stage}  # other positions or names
+    report = pretrain_tiny_model(ensure_tiny_model(), tmp_path / "start", settings=settings)
+    assert report["training"]["copy_stage"]["steps"] == 3
+    assert report["recipe"]["copy_steps"] == 3

@@ -37,7 +37,12 @@ from core.reply_tuning import torch_threads
 from core.settings_files import settings_error
 from core.tiny_model import move_into_place
 from train_backend.local.checkpoint import keep_tokenizer_class
-from train_backend.pretrain.examples import check_games, held_out_examples, training_examples
+from train_backend.pretrain.examples import (
+    check_games,
+    copy_stage_examples,
+    held_out_examples,
+    training_examples,
+)
 from train_backend.pretrain.format_data import Example
 from train_backend.pretrain.format_eval import prompt_key, reply_rates
 from train_backend.pretrain.recipe import (
@@ -211,6 +216,7 @@ def pretrain_tiny_model(
         # and keeps torch's default threads.
         say(f"training on {len(rows)} replies for {settings.steps} steps")
         with torch_threads(settings.threads):
+            copy_losses = _copy_stage(model, tokenizer, specs, settings, pad_id, say, on_step)
             losses = train_on_replies(model, rows, settings, pad_id, on_step)
         train_s = time.perf_counter() - train_started
         eval_started = time.perf_counter()
@@ -233,6 +239,13 @@ def pretrain_tiny_model(
                 "first_loss": round(losses[0], 4) if losses else None,
                 "last_loss": round(sum(losses[-10:]) / len(losses[-10:]), 4) if losses else None,
                 "losses_every_10": [round(v, 4) for v in losses[::10]],
+                "copy_stage": {
+                    "steps": len(copy_losses),
+                    "last_loss": round(sum(copy_losses[-25:]) / len(copy_losses[-25:]), 4)
+                    if copy_losses
+                    else None,
+                    "losses_every_10": [round(v, 4) for v in copy_losses[::10]],
+                },
             },
             "evaluation": {
                 "how": "greedy replies to held-out positions (random-vs-random games with seeds "
@@ -265,6 +278,29 @@ def pretrain_tiny_model(
             shutil.rmtree(staging, ignore_errors=True)
     report["out_dir"] = str(out_dir)
     return report
+
+
+def _copy_stage(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    specs: Sequence[Any],
+    settings: PretrainSettings,
+    pad_id: int,
+    say: Callable[[str], None],
+    on_step: Callable[[int, float], None] | None,
+) -> list[float]:
+    """The recipe's copy stage (`copy_steps`), before the main one; its losses."""
+    if not settings.copy_steps:
+        return []
+    stage = settings.model_copy(
+        update={"steps": settings.copy_steps, "batch_size": settings.copy_batch_size}
+    )
+    rows = encode_examples(tokenizer, copy_stage_examples(specs, settings), stage)
+    say(
+        f"copy stage: {len(rows)} relabelled replies, until the loss is under "
+        f"{settings.copy_stop_below} (at most {settings.copy_steps} steps)"
+    )
+    return train_on_replies(model, rows, stage, pad_id, on_step, settings.copy_stop_below)
 
 
 def _count_by_group(examples: Sequence[Example]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from train_backend.pretrain.teacher_replies import ReplySampler
 # Held-out positions come from games seeded far away from every training game.
 EVAL_SEED_OFFSET = 1_000_000_007
 ARITHMETIC_SEED_OFFSET = 7_919
+COPY_SEED_OFFSET = 104_729
 
 
 def check_games(names: Sequence[str]) -> list[GameSpec]:
@@ -88,6 +89,20 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
     random.Random(settings.seed).shuffle(examples)
     return examples
+
+
+def copy_stage_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:
+    """The copy stage's examples: compact positions of the recipe's games, every one relabelled,
+    from other games (another seed) than the main stage's."""
+    stage = settings.model_copy(
+        update={
+            "seed": settings.seed + COPY_SEED_OFFSET,
+            "relabel_share": 1.0,
+            "full_share": 0.0,
+            "arithmetic_share": 0.0,
+        }
+    )
+    return training_examples(specs, stage)
 
 
 def _some_relabelled(examples: list[Example], share: float, seed: int) -> list[Example]:
