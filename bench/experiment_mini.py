@@ -54,6 +54,7 @@ def main() -> None:
     experiment = args.experiment
     root = args.out or Path(tempfile.mkdtemp(prefix=f"{experiment}-")) / experiment
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix=f"{experiment}-cache-"))
+    empty_cache = not cache.exists() or not any(cache.iterdir())
     env = {**os.environ, "MARS_CACHE_DIR": str(cache)}
     if experiment == "marshal-mini":  # its GSM8K parts: an empty cache holds no test sets
         env["MARS_DATA_DIR"] = str(local_gsm8k().parent.parent)
@@ -83,7 +84,7 @@ def main() -> None:
         report_written=(root / "report.md").is_file(),
         part_minutes=parts,
         start_build_minutes=round(minutes - sum(parts.values()), 2),
-        empty_cache=args.cache_dir is None,
+        empty_cache=empty_cache,  # a new folder, or a --cache-dir that held nothing
         folder=str(root),
     )
 
