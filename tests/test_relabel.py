@@ -141,3 +141,18 @@ def test_copy_stage_runs_first_on_relabelled_examples_alone(tmp_path: Path) -> N
     report = pretrain_tiny_model(ensure_tiny_model(), tmp_path / "start", settings=settings)
     assert report["training"]["copy_stage"]["steps"] == 3
     assert report["recipe"]["copy_steps"] == 3
+
+
+def test_copy_stage_of_a_board_recipe_with_a_search_teacher() -> None:
+    """The copy stage's seeds still fit the 32-bit seeds OpenSpiel's bots take."""
+    settings = PretrainSettings(
+        games=["tic_tac_toe"],
+        examples=12,
+        full_share=0.0,
+        relabel_share=0.4,
+        copy_steps=10,
+        reply_teachers={"tic_tac_toe": {"policy": "mcts:20", "temperature": 1.0}},
+    )
+    stage = copy_stage_examples([get_game("tic_tac_toe")], settings)
+    assert len(stage) == 12
+    assert all(parse_move(e.reply, list(e.legal)).label == e.move for e in stage)
