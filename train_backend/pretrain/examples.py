@@ -17,7 +17,7 @@ from train_backend.pretrain.format_data import (
 )
 from train_backend.pretrain.recipe import PretrainSettings
 from train_backend.pretrain.relabel import relabelled
-from train_backend.pretrain.teacher_replies import ReplySampler
+from train_backend.pretrain.teacher_replies import ReplySampler, ReplyTeacher
 
 # Held-out positions come from games seeded far away from every training game.
 EVAL_SEED_OFFSET = 1_000_000_007
@@ -93,13 +93,15 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
 
 def copy_stage_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:
     """The copy stage's examples: compact positions of the recipe's games, every one relabelled,
-    from other games (another seed) than the main stage's."""
+    from other games (another seed) than the main stage's, each reply naming a uniformly random
+    legal move (what is taught is reading the list, not a policy; no search a position)."""
     stage = settings.model_copy(
         update={
             "seed": settings.seed + COPY_SEED_OFFSET,
             "relabel_share": 1.0,
             "full_share": 0.0,
             "arithmetic_share": 0.0,
+            "reply_teachers": {spec.name: ReplyTeacher(policy="random") for spec in specs},
         }
     )
     return training_examples(specs, stage)
