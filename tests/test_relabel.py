@@ -156,3 +156,12 @@ def test_copy_stage_of_a_board_recipe_with_a_search_teacher() -> None:
     stage = copy_stage_examples([get_game("tic_tac_toe")], settings)
     assert len(stage) == 12
     assert all(parse_move(e.reply, list(e.legal)).label == e.move for e in stage)
+
+
+def test_names_stay_distinct_when_every_letter_is_taken() -> None:
+    from train_backend.pretrain.relabel import LETTERS, _Names
+
+    names = _Names(random.Random(3))
+    names.used |= set(LETTERS)
+    fresh = names._fresh(lambda: names.rng.choice(LETTERS))
+    assert fresh not in LETTERS and fresh in names.used

@@ -214,9 +214,9 @@ def pretrain_tiny_model(
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         # Training on `threads` threads (1: the same bytes on any machine); evaluation is greedy
         # and keeps torch's default threads.
-        say(f"training on {len(rows)} replies for {settings.steps} steps")
         with torch_threads(settings.threads):
             copy_losses = _copy_stage(model, tokenizer, specs, settings, pad_id, say, on_step)
+            say(f"training on {len(rows)} replies for {settings.steps} steps")
             losses = train_on_replies(model, rows, settings, pad_id, on_step)
         train_s = time.perf_counter() - train_started
         eval_started = time.perf_counter()

@@ -52,12 +52,15 @@ class _Names:
         self.used: set[str] = set()
 
     def _fresh(self, make: Callable[[], str]) -> str:
+        candidate = make()
         for _ in range(50):  # bounded: an invented word is almost never taken already
-            candidate = make()
             if candidate not in self.used:
-                self.used.add(candidate)
-                return candidate
-        raise RuntimeError("no fresh invented word after 50 draws")
+                break
+            candidate = make()
+        else:  # e.g. every letter taken: a word no other can be
+            candidate = f"{self.invented_word()}{len(self.used)}"
+        self.used.add(candidate)
+        return candidate
 
     def invented_word(self) -> str:
         syllables = self.rng.randint(1, 3)
