@@ -165,3 +165,19 @@ def test_names_stay_distinct_when_every_letter_is_taken() -> None:
     names.used |= set(LETTERS)
     fresh = names._fresh(lambda: names.rng.choice(LETTERS))
     assert fresh not in LETTERS and fresh in names.used
+
+
+def test_invented_words_are_never_a_word_of_any_variant() -> None:
+    """Uniform letters can spell `add` or `oak`; the reserved list of every variant's words
+    stops them, and the fallback after 50 reserved draws (a trailing q) is reserved by none."""
+    from train_backend.pretrain.relabel import RELABEL_VERSION, _Names, variant_words
+
+    reserved = variant_words()
+    assert {"push", "wait", "occupy", "copper"} <= reserved  # kuhn_poker.v1, tic_tac_toe.v1
+    assert not any(word.endswith("q") for word in reserved)
+    names = _Names(random.Random(4))
+    drawn = {names.invented_word() for _ in range(20_000)}
+    assert not drawn & reserved
+    assert len({len(word) for word in drawn}) == 6  # 2 to 7 letters
+    assert PretrainSettings(relabel_share=0.3).recipe()["relabel_version"] == RELABEL_VERSION
+    assert "relabel_version" not in PretrainSettings().recipe()

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.errors import MarsError
 from core.settings_files import read_yaml_mapping, settings_error
 from train_backend.pretrain.format_data import FORMAT_DATA_VERSION
+from train_backend.pretrain.relabel import RELABEL_VERSION
 from train_backend.pretrain.teacher_replies import ReplyTeacher, check_teacher
 
 PRETRAIN_VERSION = 1
@@ -102,9 +103,13 @@ class PretrainSettings(BaseModel):
         if not self.copy_steps:
             unused |= {"copy_steps", "copy_stop_below", "copy_batch_size"}
         excluded = {"eval_positions", "eval_full_positions", "threads", *unused}
+        relabelling = (
+            {"relabel_version": RELABEL_VERSION} if self.relabel_share or self.copy_steps else {}
+        )
         return {
             "version": PRETRAIN_VERSION,
             "data_version": FORMAT_DATA_VERSION,
+            **relabelling,
             **self.model_dump(exclude=excluded),
         }
 

@@ -15,13 +15,17 @@ with a relabelled copy: the same position and the same move, with
   appears.
 
 The format's own words stay (`You are`, `Other player:`, `State:`, `Legal:`, the answer tag and
-`I choose`), so the only way to a valid reply is to read the move off the `Legal:` line. The
-invented words come from syllables, not from the variants' word lists (games/variants): the
-evaluated variants stay out of the training data. Everything is drawn from the `rng` given.
+`I choose`), so the only way to a valid reply is to read the move off the `Legal:` line. An
+invented word is 2 to 7 letters drawn uniformly: words built from syllables let the model guess
+their shape, and it learnt to invent such words instead of copying (`<petupen b1>` for
+`<occupy u3>`, pretraining.md). No invented word is a word of any obfuscated variant's title,
+seats or rules (games/variants): the evaluated variants stay out of the training data.
+Everything is drawn from the `rng` given.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable
@@ -31,8 +35,9 @@ from train_backend.pretrain.format_data import Example, game_reply
 
 WORD_SHARE = 0.7  # of the distinct words, renamed
 WHOLE_LABEL_SHARE = 0.5  # of the examples, every legal label replaced whole
-CONSONANTS = "bdfgklmnprstvz"
-VOWELS = "aeiou"
+# 2: invented words of uniform letters (1: of syllables); in the recipe of a relabelling build only
+RELABEL_VERSION = 2
+WORD_LETTERS = (2, 7)  # an invented word's length, drawn uniformly
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 DOT_SYMBOLS = "-_~=+:*"
 SCAFFOLD_PREFIXES = ("You are ", "Other player: ", "Legal: ")
@@ -63,10 +68,12 @@ class _Names:
         return candidate
 
     def invented_word(self) -> str:
-        syllables = self.rng.randint(1, 3)
-        return "".join(
-            self.rng.choice(CONSONANTS) + self.rng.choice(VOWELS) for _ in range(syllables)
-        ) + (self.rng.choice(CONSONANTS) if self.rng.random() < 0.5 else "")
+        reserved = variant_words()
+        for _ in range(50):  # bounded: a draw is a variant's word about once in 10,000
+            word = "".join(self.rng.choices(LETTERS, k=self.rng.randint(*WORD_LETTERS)))
+            if word not in reserved:
+                return word
+        return word + "q"  # no variant word ends in q after such a draw: checked by the test
 
     def word(self, word: str) -> str:
         key = word.lower()
@@ -99,6 +106,19 @@ class _Names:
                 column = "abcdefgh"[index % 8]
                 new[text] = f"{stem} {column}{index // 8 + 1}"
         return new
+
+
+@functools.cache
+def variant_words() -> frozenset[str]:
+    """Every word (lower case, 2+ letters) of every obfuscated variant's title, seats, rules and
+    compact rules, which hold its move and piece names."""
+    from games.variants import list_variants
+
+    words: set[str] = set()
+    for spec in list_variants():
+        for text in (spec.title, spec.rules, spec.compact_rules, *spec.seat_names):
+            words.update(w.lower() for w in re.findall(_WORD, text) if len(w) > 1)
+    return frozenset(words)
 
 
 def _same_case(model: str, word: str) -> str:
