@@ -188,3 +188,34 @@ def test_an_interrupted_build_leaves_nothing_that_counts_as_built(
         start.build()
     assert not start.folder.exists() and not start.is_built()
     assert not [p for p in tiny_cache.iterdir() if p.name.startswith(".tiny-model-v1-format")]
+
+
+def test_a_run_of_some_parts_builds_only_the_starts_they_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mars experiment marshal-mini --only train-kuhn` builds the poker start alone: the board
+    start (half an hour on this CPU) is not built for a part that does not run."""
+    from mars.orchestration.experiments import parts
+    from mars.orchestration.experiments.runner import run_experiment
+
+    built: list[str] = []
+
+    def start_path(experiment: object, name: str, *, build: bool) -> Path:
+        if build:
+            built.append(name)
+        return tmp_path / "starts" / name
+
+    monkeypatch.setattr(parts, "start_path", start_path)
+    ran: list[list[str]] = []
+
+    def runner(argv: list[str], log: Path, timeout: float | None) -> int:
+        ran.append(argv)
+        return 0
+
+    loaded = load_experiment("marshal-mini")
+    root = tmp_path / "exp"
+    run_experiment(loaded, root, source=tmp_path, only=["train-kuhn"], runner=runner, log=print)
+    assert built == ["poker"]
+    assert len(ran) == 1 and str(tmp_path / "starts" / "poker") in (
+        (root / "configs" / "train-kuhn.yaml").read_text()
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -156,9 +156,17 @@ def resolve_part(part: Part, experiment: Experiment, root: Path, resolve: Callab
     return Resolved(part, run_dir, argv, files, args, config, evals)
 
 
-def resolve_parts(experiment: Experiment, root: Path, *, build: bool) -> list[Resolved]:
+def resolve_parts(
+    experiment: Experiment, root: Path, *, build: bool, only: Sequence[str] = ()
+) -> list[Resolved]:
+    """Every part, or those named in `only`: with `build`, the starts they use are built first
+    (and only those: `--only train-kuhn` does not build the board start)."""
     resolve = resolver(experiment, root, build=build)
-    return [resolve_part(part, experiment, root, resolve) for part in experiment.parts]
+    return [
+        resolve_part(part, experiment, root, resolve)
+        for part in experiment.parts
+        if not only or part.name in only
+    ]
 
 
 def starts_used(experiment: Experiment, root: Path) -> list[str]:

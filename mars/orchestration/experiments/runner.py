@@ -86,8 +86,7 @@ def _run_parts(
     run: Callable[[list[str], Path, float | None], int],
     log: Callable[[str], None],
 ) -> Outcome:
-    resolved = resolve_parts(experiment, root, build=True)
-    chosen = [item for item in resolved if not only or item.part.name in only]
+    chosen = resolve_parts(experiment, root, build=True, only=only)
     _refuse_live_or_changed_parts(chosen, root, fresh)
     for item in chosen:
         if item.part.name in fresh:
