@@ -181,3 +181,22 @@ def test_invented_words_are_never_a_word_of_any_variant() -> None:
     assert len({len(word) for word in drawn}) == 6  # 2 to 7 letters
     assert PretrainSettings(relabel_share=0.3).recipe()["relabel_version"] == RELABEL_VERSION
     assert "relabel_version" not in PretrainSettings().recipe()
+
+
+def test_boards_restate_their_rows_under_restate_all_renamed_as_the_prompt() -> None:
+    specs = [get_game("tic_tac_toe"), get_game("kuhn_poker")]
+    settings = PretrainSettings(
+        games=["tic_tac_toe", "kuhn_poker"], examples=60, full_share=0.0, relabel_share=1.0
+    )
+    for style, boards_restate in (("restate", False), ("restate_all", True)):
+        chosen = settings.model_copy(update={"reply_style": style})
+        for example in training_examples(specs, chosen):
+            if example.kind != "tic_tac_toe":
+                continue
+            note = example.reply.split("\n<answer>")[0]
+            assert note.startswith("I choose ") != boards_restate
+            if boards_restate:  # the rows as the prompt shows them, renamed marks and dots too
+                lines = example.messages[-1]["content"].split("\n")
+                rows = lines[lines.index("State:") + 1 : lines.index("State:") + 4]
+                assert note == "; ".join(rows)
+            assert parse_move(example.reply, list(example.legal)).label == example.move

@@ -42,6 +42,13 @@ def _split(total: int, weights: Sequence[float]) -> list[int]:
     return parts
 
 
+def restates(settings: PretrainSettings, spec: GameSpec) -> bool:
+    """Whether this game's replies restate the seat's view before the answer (`reply_style`)."""
+    if settings.reply_style == "restate_all":
+        return True
+    return settings.reply_style == "restate" and not spec.perfect_information
+
+
 def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> list[Example]:
     """Game positions (both styles) plus a few arithmetic answers, shuffled with the seed."""
     arithmetic = round(settings.examples * settings.arithmetic_share)
@@ -80,7 +87,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     reply_teacher=reply_teacher,
                     balance=settings.balance if spec.perfect_information else 1,
                     max_seat_turns=settings.full_seat_turns if style == "full" else None,
-                    restate=settings.reply_style == "restate" and not spec.perfect_information,
+                    restate=restates(settings, spec),
                     reply_sampler=sampler,
                 )
                 if style == "compact" and settings.relabel_share:

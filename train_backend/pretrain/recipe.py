@@ -52,7 +52,9 @@ class PretrainSettings(BaseModel):
     # The reply: `choose` = "I choose X." then the answer tag; `restate` = in the hidden-information
     # games, the seat's compact view of the state on one line, then the answer tag (see
     # train_backend.pretrain.format_data.game_reply); perfect-information games keep `choose`.
-    reply_style: Literal["choose", "restate"] = "choose"
+    # `restate_all`: every game restates, a board as its rows on one line (restating is what
+    # taught the poker start to copy relabelled labels, pretraining.md).
+    reply_style: Literal["choose", "restate", "restate_all"] = "choose"
     # This share of each game's compact examples is a relabelled copy: words and labels renamed
     # to invented ones (train_backend.pretrain.relabel), so that reading the move off the
     # `Legal:` line is the only way to a valid reply, on renamed games too.

@@ -170,8 +170,9 @@ def relabelled(example: Example, rng: random.Random) -> Example:
             lines.append(rename(line, in_state))
     note, _, _ = example.reply.partition(ANSWER)
     move = label(example.move)
-    # a restated state is renamed as the state lines are
-    restated = "" if note.startswith(CHOOSE) else rename(note, True)
+    # a restated state is renamed as the state lines are, a board row (no space) mark by mark
+    parts = [] if note.startswith(CHOOSE) else note.split("; ")
+    restated = "; ".join(rename(part, True) for part in parts)
     reply = game_reply(move, restated)
     return replace(
         example,
