@@ -8,9 +8,10 @@ that start: the arena and exploitability items of its loop parts whose baseline 
 or whose watched training run starts from it (marshal-mini: `poker` gives Kuhn, its variant
 and Leduc; `board` Tic-Tac-Toe, its variant and Connect Four).
 
-Each game: `--positions` positions of random-vs-random games no recipe trains on, compact
-prompts, `--samples` replies each at `--temperature` (self-play's, 1) and one greedy reply (the
-loop's arena default); read as the arena reads them (train_backend/pretrain/play_quality.py).
+Each game: `--positions` positions of random-vs-random games no recipe trains on, in the
+start's prompt style (`--prompt-style`: compact, or numbered when its recipe says so),
+`--samples` replies each at `--temperature` (self-play's, 1) and one greedy reply (the loop's
+arena default); read as the arena reads them (train_backend/pretrain/play_quality.py).
 Ends with one JSON line: `worst_invalid_share`, the highest invalid share over the games,
 sampled or greedy, against the mini's target of 0.10, with each game's figures.
 """
@@ -47,6 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=96, help="tokens per reply")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--prompt-style", choices=("compact", "numbered"), help="default: the start recipe's"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     add_dry_run(parser)
     args = parser.parse_args(argv)
@@ -107,6 +111,13 @@ def chosen(args: argparse.Namespace) -> tuple[Any, list[str]]:
     return experiment, games
 
 
+def recipe_style(source: Any, args: argparse.Namespace) -> str:
+    """The prompt style the experiment's start is taught (compact for a bare folder)."""
+    if args.model is not None:
+        return "compact"
+    return str(source.start_recipe(args.start).get("prompt_style", "compact"))
+
+
 def dry_run(dry: DryRun, args: argparse.Namespace) -> None:
     """The start's recipe and the games: the experiment's own validation, the game registry."""
     from mars.orchestration.experiments.parts import start_state
@@ -135,6 +146,7 @@ def main() -> None:
     try:
         source, games = chosen(args)
         folder = Path(source) if args.model is not None else build_start(source, args.start)
+        style = args.prompt_style or recipe_style(source, args)
     except MarsError as exc:
         raise SystemExit(f"error: {exc}") from None
     print(f"start: {folder}")
@@ -155,6 +167,7 @@ def main() -> None:
             temperature=args.temperature,
             max_new_tokens=args.max_tokens,
             seed=args.seed,
+            style=style,
             on_game=show,
         )
     worst = max(max(r.invalid_share, r.greedy_invalid_share) for r in results)
@@ -166,6 +179,7 @@ def main() -> None:
         start=str(folder),
         temperature=args.temperature,
         samples=args.samples,
+        prompt_style=style,
     )
 
 

@@ -296,7 +296,9 @@ async def _model_turn(
     messages, reused = model.prompter.turn_messages(state, legal_labels, history)
     for attempt in range(retries + 1):
         completion = await model.agent.respond(messages)
-        move = parse_move(completion.text, legal_labels, rules.parse_mode)
+        move = parse_move(
+            completion.text, legal_labels, rules.parse_mode, numbered=model.prompter.numbered
+        )
         usage = completion.usage
         turn: Turn = {
             "seat": seat,

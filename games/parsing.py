@@ -11,6 +11,11 @@ reasoning parser leaves a blank line where it cut the think block out). ACTION, 
 surrounding whitespace and cut at the code's action separator `||`, must equal a legal label
 exactly, case and brackets included. This reading is linear in the reply's length too.
 
+Numbered prompts (`games.prompts`, style `numbered`) list the legal actions with numbers and
+the answer is one: `parse_move(..., numbered=True)` reads ACTION, by the same mode's rule, as a
+number from 1 to the list's length (`<answer>2</answer>` chooses the second legal label) and
+never as a label, so one reply has one reading.
+
 In both modes anything else (no tag, an empty tag, a label that is not legal now) is an invalid
 move.
 """
@@ -55,7 +60,11 @@ def extract_answer(reply: str) -> str | None:
     return reply[open_ + len(OPEN_TAG) : close]
 
 
-def parse_move(reply: str, legal_labels: list[str], mode: ParseMode = "lenient") -> ParsedMove:
+def parse_move(
+    reply: str, legal_labels: list[str], mode: ParseMode = "lenient", *, numbered: bool = False
+) -> ParsedMove:
+    if numbered:
+        return _parse_number(reply, legal_labels, mode)
     if mode == "strict":
         return parse_move_strict(reply, legal_labels)
     answer = extract_answer(reply or "")
@@ -107,3 +116,13 @@ def parse_move_strict(reply: str, legal_labels: list[str]) -> ParsedMove:
         return ParsedMove(answer)
     shown = answer if len(answer) <= MAX_ANSWER_CHARS else answer[:MAX_ANSWER_CHARS] + "..."
     return ParsedMove(None, f"{shown!r} is not exactly one of the legal actions")
+
+
+def _parse_number(reply: str, legal_labels: list[str], mode: ParseMode) -> ParsedMove:
+    """A numbered prompt's answer: the legal label at that place of the list (counted from 1)."""
+    numbers = [str(number) for number in range(1, len(legal_labels) + 1)]
+    move = parse_move(reply, numbers, mode)
+    if move.label is None:
+        error = (move.error or "").replace("legal actions", "numbers of the legal actions")
+        return ParsedMove(None, error)
+    return ParsedMove(legal_labels[int(move.label) - 1])

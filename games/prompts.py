@@ -7,6 +7,10 @@ Two styles:
   The model's earlier replies stay in the chat.
 - `compact`: one short self-contained prompt per turn (minimal rules, the state, the legal
   actions, the answer instruction), small enough for a ~1M-parameter model (< ~300 tokens).
+- `numbered`: the compact prompt with the legal actions numbered (`Legal: 1 <pass> 2 <bet>`);
+  the answer is a number of that list (`games.parsing.parse_move(..., numbered=True)`). A ~1M
+  model cannot copy labels it never saw (an obfuscated variant's), but it can write a number of
+  a list: validity no longer depends on the labels, choosing well still does.
 
 History follows the paper: in perfect-information games the other seat's move is shown in full
 (its action and the position it produced, which is the current state); otherwise only the
@@ -16,15 +20,13 @@ action it chose, never what it saw.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 import pyspiel
 
+from games.rules import PROMPT_STYLES, PromptStyle
 from games.spec import GameSpec
 
 Message = dict[str, str]
-PromptStyle = Literal["full", "compact"]
-PROMPT_STYLES: tuple[str, ...] = ("full", "compact")
 # An invalid reply echoed back in retry mode is cut to its last characters.
 ECHO_LIMIT_CHARS = 2000
 
@@ -45,6 +47,11 @@ def legal_actions_in(text: str) -> list[str]:
 
 def _join(labels: list[str]) -> str:
     return ", ".join(labels)
+
+
+def numbered_list(labels: list[str]) -> str:
+    """`1 <pass> 2 <bet>`: each legal label after its number, counted from 1."""
+    return " ".join(f"{number} {label}" for number, label in enumerate(labels, start=1))
 
 
 def system_prompt(spec: GameSpec) -> str:
@@ -98,6 +105,11 @@ class SeatPrompter:
         self._seen = 0  # how much of the episode's action history this seat has been shown
         self._turns = 0
 
+    @property
+    def numbered(self) -> bool:
+        """Whether replies answer with a number of the legal list (`parse_move(numbered=)`)."""
+        return self.style == "numbered"
+
     def _new_moves(self, history: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """The other seat's moves since this seat last acted."""
         moves = [(actor, label) for actor, label in history[self._seen :] if actor != self.seat]
@@ -118,7 +130,7 @@ class SeatPrompter:
         self._turns += 1
         moves = self._new_moves(history)
         view = self.spec.view(state, self.seat)
-        if self.style == "compact":
+        if self.style != "full":
             content = self._compact(view.compact, legal_labels, moves)
             return [{"role": "user", "content": content}], 0
         events = self._events(moves)
@@ -143,8 +155,12 @@ class SeatPrompter:
         lines = [self.spec.compact_rules, f"You are {self.spec.seat_names[self.seat]}."]
         if moves:
             lines.append("Other player: " + " ".join(label for _, label in moves))
-        lines += ["State:", state_text, "Legal: " + " ".join(legal_labels)]
-        lines.append("Reply <answer>ACTION</answer>.")
+        if self.numbered:
+            lines += ["State:", state_text, "Legal: " + numbered_list(legal_labels)]
+            lines.append("Reply <answer>NUMBER</answer>.")
+        else:
+            lines += ["State:", state_text, "Legal: " + " ".join(legal_labels)]
+            lines.append("Reply <answer>ACTION</answer>.")
         return "\n".join(lines)
 
     def accept_reply(self, reply: str) -> None:
@@ -157,10 +173,14 @@ class SeatPrompter:
     ) -> tuple[list[Message], int]:
         """Re-ask after an invalid reply: the reply and what was wrong with it are added."""
         echoed = reply if len(reply) <= ECHO_LIMIT_CHARS else "[...]" + reply[-ECHO_LIMIT_CHARS:]
+        if self.numbered:
+            listed, tag = numbered_list(legal_labels), "<answer>NUMBER</answer>"
+        else:
+            listed, tag = _join(legal_labels), "<answer>ACTION</answer>"
         notice = (
             f"That reply is not a valid move: {error}.\n"
-            f"Legal actions: {_join(legal_labels)}\n"
-            "Answer again and end with <answer>ACTION</answer>."
+            f"Legal actions: {listed}\n"
+            f"Answer again and end with {tag}."
         )
         messages = [
             *sent,

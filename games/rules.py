@@ -12,6 +12,9 @@ choices and the MARSHAL code's (docs/parity.md has the table).
 - `leduc_deals`: "natural" (OpenSpiel's 120 ordered deals, seed s plays deal s mod 120) or
   "rank_triples" (the code's 24 rank triples, seed s plays triple s mod 24).
 - `parse_mode`: "lenient" or "strict" (games.parsing).
+
+The prompt styles (`full`, `compact`, `numbered`: games.prompts) are named here too, so that
+settings can check them without loading OpenSpiel.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ InvalidOutcome = Literal["forfeit", "reference"]
 LengthPenaltyStyle = Literal["light", "reference"]
 LeducDeals = Literal["natural", "rank_triples"]
 ParseMode = Literal["lenient", "strict"]
+PromptStyle = Literal["full", "compact", "numbered"]
+PROMPT_STYLES: tuple[str, ...] = ("full", "compact", "numbered")
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "turn_rewards": ("outcome", "step"),

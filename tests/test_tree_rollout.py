@@ -41,9 +41,9 @@ def policy() -> Policy:
     return load_policy(ensure_tiny_model())
 
 
-def scripted_responder(policy: Policy, choose: Chooser) -> PolicyResponder:
+def scripted_responder(policy: Policy, choose: Chooser, numbered: bool = False) -> PolicyResponder:
     """A responder whose replies are a numbered note then `<answer>label</answer>`, the label
-    the one `choose` picks."""
+    the one `choose` picks (`numbered`: its number in the legal list)."""
     counter = {"n": 0}
 
     def generate(requests: list[Request]) -> list[Generated]:
@@ -52,7 +52,8 @@ def scripted_responder(policy: Policy, choose: Chooser) -> PolicyResponder:
             legal = legal_actions_in(policy.decode(request.prompt_ids))
             label = choose(legal, counter["n"])
             counter["n"] += 1
-            reply = f"note {counter['n']}\n<answer>{label}</answer>"  # each reply its own note
+            answer = legal.index(label) + 1 if numbered and label in legal else label
+            reply = f"note {counter['n']}\n<answer>{answer}</answer>"  # each reply its own note
             ids = policy.tokenizer(reply, add_special_tokens=False)
             out.append(Generated([*ids["input_ids"], policy.stop_ids[0]], True))
         return out
@@ -71,17 +72,22 @@ def always_bet(legal: list[str], index: int) -> str:
 
 
 def tree_step(
-    policy: Policy, tree: TreeSettings, *, choose: Chooser = always_bet, games: int = 6
+    policy: Policy,
+    tree: TreeSettings,
+    *,
+    choose: Chooser = always_bet,
+    games: int = 6,
+    style: str = "compact",
 ) -> StepRollout:
     return asyncio.run(
         play_tree_step(
-            scripted_responder(policy, choose),
+            scripted_responder(policy, choose, numbered=style == "numbered"),
             [KUHN],
             tree=tree,
             step=1,
             run_seed=0,
             games_per_step=games,
-            options=EpisodeOptions(prompt_style="compact"),
+            options=EpisodeOptions(prompt_style=style),  # type: ignore[arg-type]
         )
     )
 
@@ -153,6 +159,23 @@ def test_all_actions_puts_every_legal_move_among_the_branches(policy: Policy) ->
         forced = [covered.rows[i]["forced"] for i in indices]
         assert forced.count(True) == 1
     assert covered.extra["tree_forced_branches"] == len(groups_of(covered))
+
+
+def test_all_actions_rewrites_numbered_answers_to_every_number(policy: Policy) -> None:
+    """Numbered prompts: the forced branch answers the other move's number, and the game plays
+    the move that number names (Kuhn lists <PASS> first, <BET> second)."""
+    covered = tree_step(policy, TreeSettings(branches=2, all_actions=True), style="numbered")
+    for indices in groups_of(covered).values():
+        texts = [policy.decode(covered.samples[i].completion_ids) for i in indices]
+        numbers = sorted(re.search(r"<answer>(\d)</answer>", t)[1] for t in texts)
+        assert numbers == ["1", "2"]
+        assert [covered.rows[i]["forced"] for i in indices].count(True) == 1
+    assert covered.extra["tree_forced_branches"] == len(groups_of(covered))
+    for record in covered.records:
+        for turn in record["turns"]:
+            if "reply" in turn:
+                number = re.search(r"<answer>(\d)</answer>", turn["reply"])[1]
+                assert turn["action"] == (PASS, BET)[int(number) - 1]
 
 
 def garbage_first(legal: list[str], index: int) -> str:

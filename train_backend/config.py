@@ -26,6 +26,7 @@ from games.rules import (
     LengthPenaltyStyle,
     ParseMode,
     PlayRules,
+    PromptStyle,
     TurnRewards,
 )
 
@@ -136,7 +137,7 @@ class TrainConfig(BaseModel):
     top_k: int = Field(100, ge=0)
     max_new_tokens: int = Field(4096, ge=1)  # per turn
     max_game_tokens: int = Field(32768, ge=1)
-    prompt_style: Literal["full", "compact"] = "full"
+    prompt_style: PromptStyle = "full"
     # conversation: one training sample per seat and game (its whole chat, loss on its replies);
     # turn: one sample per model call (that turn's prompt and reply)
     sample_unit: Literal["conversation", "turn"] = "conversation"

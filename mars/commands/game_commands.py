@@ -5,7 +5,10 @@ from __future__ import annotations
 
 SEATS_HELP = "Seats the player takes: both | first | second."
 INVALID_HELP = "Invalid replies: penalty (the game ends, the paper's rule) | retry:K (K re-asks)."
-STYLE_HELP = "Prompts: full (rules, one growing chat per seat) | compact (short, for tiny models)."
+STYLE_HELP = (
+    "Prompts: full (rules, one growing chat per seat) | compact (short, for tiny models) | "
+    "numbered (compact, answered with a number of the legal list)."
+)
 PLAYER_HELP = (
     "llm (--model), llm:PATH (a checkpoint served for the run), llm:NAME@URL (a model at a URL), "
     "random, mcts:SIMS, cfr:ITERS, nash."

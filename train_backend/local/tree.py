@@ -158,6 +158,8 @@ class TreeRollout:
     def _rewrite(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
         """The branches of `counterfactual` or `all_actions` (train_backend.local.tree_answers)."""
         legal = legal_actions_in(messages[-1]["content"])
+        if self.options.prompt_style == "numbered":  # the answers are the list's numbers
+            legal = [str(number) for number in range(1, len(legal) + 1)]
         mode = self.options.rules.parse_mode
         actions = [parse_move(r.text, legal, mode).label for r in replies]
         self.invalid_samples += actions.count(None)

@@ -69,7 +69,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
             else 0.0
         )
         for style, count, stream in (
-            ("compact", compact_counts[index], 0),
+            (settings.prompt_style, compact_counts[index], 0),
             ("full", full_counts[index], 1),
         ):
             if count:
@@ -90,7 +90,7 @@ def training_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
                     restate=restates(settings, spec),
                     reply_sampler=sampler,
                 )
-                if style == "compact" and settings.relabel_share:
+                if style != "full" and settings.relabel_share:
                     positions = _some_relabelled(positions, settings.relabel_share, first_seed)
                 examples += positions
     examples += arithmetic_examples(arithmetic, settings.seed + ARITHMETIC_SEED_OFFSET)
@@ -125,7 +125,7 @@ def held_out_examples(specs: Sequence[GameSpec], settings: PretrainSettings) -> 
     for index, spec in enumerate(specs):
         teachers = build_teachers(spec, ["random"])
         for style, count in (
-            ("compact", settings.eval_positions),
+            (settings.prompt_style, settings.eval_positions),
             ("full", settings.eval_full_positions),
         ):
             if count:

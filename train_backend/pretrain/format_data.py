@@ -64,15 +64,24 @@ class Example:
     move: str = ""  # the legal label the reply names (games)
 
 
-def game_reply(label: str, note: str = "") -> str:
+def game_reply(label: str, note: str = "", legal: Sequence[str] | None = None) -> str:
     """The target reply: `I choose X.` then the answer tag, or the state restated then the tag.
 
     With a note the move is named once: two copies of it are two sampled decisions that can
-    disagree, and self-play credits both for what only the answer tag decided.
+    disagree, and self-play credits both for what only the answer tag decided. With the
+    `numbered` style's `legal` list the answer is the move's number in it, and nothing else
+    names the move.
     """
+    if legal is not None:
+        number = legal.index(label) + 1
+        return f"{note}\n<answer>{number}</answer>" if note else f"<answer>{number}</answer>"
     if note:
         return f"{note}\n<answer>{label}</answer>"
     return f"I choose {label}.\n<answer>{label}</answer>"
+
+
+def _reply_for(example_style: str, label: str, note: str, legal: Sequence[str]) -> str:
+    return game_reply(label, note, legal if example_style == "numbered" else None)
 
 
 def state_note(spec: GameSpec, state: pyspiel.State, seat: int) -> str:
@@ -167,7 +176,7 @@ def _episode_positions(
         action = agent.choose(state)
         note = state_note(spec, state, seat) if restate else ""
         unnamed = None
-        if reply_sampler is not None and style == "compact":
+        if reply_sampler is not None and style != "full":
             label, unnamed = "", _Unnamed(state.clone(), seat, note)
         elif reply_sampler is not None:
             label = vocab.label(seat, reply_sampler.sample(state, draws))
@@ -179,7 +188,7 @@ def _episode_positions(
             label = vocab.label(seat, action if namer is agent else namer.choose(state))
         if style == "full":
             action = vocab.action(seat, label)  # type: ignore[assignment]
-        reply = game_reply(label, note)
+        reply = _reply_for(style, label, note, legal) if label else ""  # unnamed: see _named
         if max_seat_turns is None or turns[seat] < max_seat_turns:
             example = Example(spec.name, style, tuple(messages), reply, tuple(legal), move=label)
             yield example, unnamed
@@ -193,7 +202,8 @@ def _named(
     example: Example, unnamed: _Unnamed, sampler: ReplySampler, spec: GameSpec, rng: random.Random
 ) -> Example:
     label = vocabulary(spec).label(unnamed.seat, sampler.sample(unnamed.state, rng))
-    return replace(example, reply=game_reply(label, unnamed.note), move=label)
+    reply = _reply_for(example.style, label, unnamed.note, example.legal)
+    return replace(example, reply=reply, move=label)
 
 
 def game_examples(

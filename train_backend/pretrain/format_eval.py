@@ -98,7 +98,7 @@ def score_reply(example: Example, reply: str) -> tuple[bool, bool]:
     if example.kind == "arithmetic":
         boxed = last_boxed(reply)
         return boxed is not None, (boxed or "").strip() == example.answer
-    legal = parse_move(reply, list(example.legal)).ok
+    legal = parse_move(reply, list(example.legal), numbered=example.style == "numbered").ok
     return legal, legal
 
 

@@ -1,7 +1,7 @@
 """How a start model plays before any RL: its invalid replies and how varied its moves are.
 
-For each game (an obfuscated variant is a game here too): compact prompts, as the CPU trainer
-and the loop's step 0 send them, of positions from random-vs-random games whose seeds no
+For each game (an obfuscated variant is a game here too): compact (or numbered) prompts, as the
+CPU trainer and the loop's step 0 send them, of positions from random-vs-random games whose seeds no
 recipe trains on or evaluates its pre-training with. Each position gets `samples` replies at
 `temperature` (self-play's sampling) and one greedy reply (the loop's arena default).
 
@@ -51,11 +51,13 @@ def entropy_bits(moves: Sequence[str]) -> float:
     return -sum(n / total * math.log2(n / total) for n in counts.values()) if total else 0.0
 
 
-def named_moves(replies: Sequence[str], legal: Sequence[str]) -> list[str | None]:
+def named_moves(
+    replies: Sequence[str], legal: Sequence[str], numbered: bool = False
+) -> list[str | None]:
     """The legal move each reply names, None for an invalid one."""
     moves = []
     for reply in replies:
-        move = parse_move(reply, list(legal))
+        move = parse_move(reply, list(legal), numbered=numbered)
         moves.append(move.label if move.ok else None)
     return moves
 
@@ -65,12 +67,14 @@ def game_quality(
     legal: Sequence[Sequence[str]],
     sampled: Sequence[Sequence[str]],
     greedy: Sequence[str],
+    numbered: bool = False,
 ) -> GameQuality:
-    """A game's figures from each position's legal moves, sampled replies and greedy reply."""
+    """A game's figures from each position's legal moves, sampled replies and greedy reply
+    (`numbered`: the replies answer with numbers of the legal list)."""
     invalid = 0
     entropies: list[float] = []
     for labels, replies in zip(legal, sampled, strict=True):
-        moves = named_moves(replies, labels)
+        moves = named_moves(replies, labels, numbered)
         valid = [m for m in moves if m is not None]
         invalid += len(moves) - len(valid)
         if valid:
@@ -78,7 +82,7 @@ def game_quality(
     greedy_invalid = sum(
         move is None
         for labels, reply in zip(legal, greedy, strict=True)
-        for move in named_moves([reply], labels)
+        for move in named_moves([reply], labels, numbered)
     )
     replies = sum(len(r) for r in sampled)
     return GameQuality(
@@ -92,14 +96,16 @@ def game_quality(
     )
 
 
-def quality_positions(game: str, count: int, seed: int = 0) -> list[Example]:
-    """`count` positions of `game` (compact prompts) from random-vs-random games, two a game;
+def quality_positions(
+    game: str, count: int, seed: int = 0, style: str = "compact"
+) -> list[Example]:
+    """`count` positions of `game` (`style` prompts) from random-vs-random games, two a game;
     a variant gets its original's positions (the same seeds: a paired comparison)."""
     spec = get_game(game)
     first_seed = QUALITY_SEED_OFFSET + seed * 100_000
     return game_examples(
         spec,
-        "compact",
+        style,
         count=count,
         first_seed=first_seed,
         teachers=build_teachers(spec, ["random"]),
@@ -116,6 +122,7 @@ def measure_start(
     temperature: float = 1.0,
     max_new_tokens: int = 96,
     seed: int = 0,
+    style: str = "compact",
     on_game: Callable[[GameQuality], None] | None = None,
 ) -> list[GameQuality]:
     """Each game's figures for the model in `model_dir` (loaded in this process)."""
@@ -127,7 +134,7 @@ def measure_start(
     model, tokenizer = load_model(model_dir)
     results = []
     for game in games:
-        examples = quality_positions(game, positions, seed)
+        examples = quality_positions(game, positions, seed, style)
         chats = [e.messages for e in examples]
         torch.manual_seed(seed)
         flat = generate_replies(
@@ -139,7 +146,8 @@ def measure_start(
         )
         greedy = generate_replies(model, tokenizer, chats, max_new_tokens=max_new_tokens)
         sampled = [flat[i * samples : (i + 1) * samples] for i in range(len(examples))]
-        result = game_quality(game, [e.legal for e in examples], sampled, greedy)
+        legal = [e.legal for e in examples]
+        result = game_quality(game, legal, sampled, greedy, numbered=style == "numbered")
         if on_game is not None:
             on_game(result)
         results.append(result)

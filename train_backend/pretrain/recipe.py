@@ -59,6 +59,10 @@ class PretrainSettings(BaseModel):
     # to invented ones (train_backend.pretrain.relabel), so that reading the move off the
     # `Legal:` line is the only way to a valid reply, on renamed games too.
     relabel_share: float = Field(0.0, ge=0, le=1)
+    # The style of the short (non-`full`) examples: `compact`, or `numbered` (the legal list
+    # numbered, the reply's answer a number of it: games.prompts), which a start must be taught
+    # for a run with `prompt_style: numbered`. Relabelling has nothing to teach there.
+    prompt_style: Literal["compact", "numbered"] = "compact"
     # A first stage on relabelled examples alone (other positions, other names), in batches of
     # `copy_batch_size`, until its loss has fallen under `copy_stop_below` (at most this many
     # steps): in the mix, 600 steps taught the tiny model to invent words like the relabelled
@@ -95,6 +99,11 @@ class PretrainSettings(BaseModel):
                 check_teacher(get_game(name), teacher)
             except MarsError as exc:
                 raise ValueError(str(exc)) from None
+        if self.prompt_style == "numbered" and (self.relabel_share or self.copy_steps):
+            raise ValueError(
+                "relabel_share and copy_steps teach copying labels; numbered prompts answer "
+                "with a number, so use one or the other"
+            )
         return self
 
     def recipe(self) -> dict[str, Any]:
@@ -102,6 +111,7 @@ class PretrainSettings(BaseModel):
         # stay found.
         unused = {"reply_teachers"} if not self.reply_teachers else set()
         unused |= {"relabel_share"} if not self.relabel_share else set()
+        unused |= {"prompt_style"} if self.prompt_style == "compact" else set()
         if not self.copy_steps:
             unused |= {"copy_steps", "copy_stop_below", "copy_batch_size"}
         excluded = {"eval_positions", "eval_full_positions", "threads", *unused}

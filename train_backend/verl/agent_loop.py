@@ -147,7 +147,7 @@ class SelfPlayAgentLoop(AgentLoopBase):
         unit = str(kwargs.get("sample_unit") or "conversation")
         if unit not in SAMPLE_UNITS:
             raise ValueError(f"sample_unit must be one of {', '.join(SAMPLE_UNITS)}, not {unit!r}")
-        if options.prompt_style == "compact":
+        if options.prompt_style != "full":
             unit = "turn"  # every compact prompt stands alone: there is no conversation to keep
         max_new_tokens = int(kwargs.get("max_new_tokens") or self.response_length)
         episode = episode_id(kwargs, game, seed)

@@ -11,6 +11,7 @@ from typing import Any
 from core import checkpoints as contract
 from core.errors import MarsError
 from core.runstore import FINISHED_STATUSES, RUN_FILE
+from games.rules import PROMPT_STYLES
 from mars.orchestration.loop.spec import LoopSpec, SuiteItem
 
 
@@ -97,7 +98,7 @@ def checkpoint_defaults(checkpoint: Checkpoint) -> dict[str, Any]:
     if not isinstance(config, dict):
         return {}
     out: dict[str, Any] = {}
-    if config.get("prompt_style") in ("full", "compact"):
+    if config.get("prompt_style") in PROMPT_STYLES:
         out["prompt_style"] = config["prompt_style"]
     if isinstance(config.get("max_new_tokens"), int) and config["max_new_tokens"] > 0:
         out["max_tokens"] = config["max_new_tokens"]

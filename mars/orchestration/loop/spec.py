@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from core.errors import MarsError
 from core.settings_files import first_problem, yaml_error_line
+from games.rules import PromptStyle
 
 
 class ArenaItem(BaseModel):
@@ -19,7 +20,7 @@ class ArenaItem(BaseModel):
     opponent: str
     episodes: int = Field(ge=1)  # per seat
     seats: Literal["both", "first", "second"] = "both"
-    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    prompt_style: PromptStyle | None = None  # None: the loop's setting
     invalid: str = "penalty"
     name: str | None = None
 
@@ -49,7 +50,7 @@ class ExploitItem(BaseModel):
     game: str
     samples: int = Field(16, ge=1)  # replies per information state
     bootstrap: int = Field(200, ge=0)
-    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    prompt_style: PromptStyle | None = None  # None: the loop's setting
     name: str | None = None
 
     @property
@@ -69,7 +70,7 @@ class RatingItem(BaseModel):
     bots: list[str] = Field(default_factory=lambda: ["random"])
     anchor: str | None = None  # pinned at 1000; None: the first bot, else the field's mean
     bootstrap: int = Field(0, ge=0)  # 0: the posterior interval; N: a bootstrap over games
-    prompt_style: Literal["full", "compact"] | None = None  # None: the loop's setting
+    prompt_style: PromptStyle | None = None  # None: the loop's setting
     invalid: str = "penalty"
     name: str | None = None
 
@@ -90,7 +91,7 @@ class LoopSpec(BaseModel):
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)  # None: the checkpoint's max_new_tokens, or 1024
-    prompt_style: Literal["full", "compact"] | None = None  # None: the checkpoint's, or full
+    prompt_style: PromptStyle | None = None  # None: the checkpoint's, or full
     concurrency: int = Field(16, ge=1)
     data_dir: str | None = None  # passed to `mars eval --data-dir`
     eval_timeout_s: float = Field(3600.0, gt=0)  # per sub-command
