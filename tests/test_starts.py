@@ -219,3 +219,29 @@ def test_a_run_of_some_parts_builds_only_the_starts_they_use(
     assert len(ran) == 1 and str(tmp_path / "starts" / "poker") in (
         (root / "configs" / "train-kuhn.yaml").read_text()
     )
+
+
+def test_two_unbuilt_starts_are_built_side_by_side_then_found(
+    tiny_cache: Path, tmp_path: Path
+) -> None:
+    """`mars experiment` builds the starts its parts use in processes of their own, at once
+    (two cores here): each ends built with its own recipe, and a second run builds nothing."""
+    from mars.orchestration.experiments.parts import build_starts_side_by_side, experiment_start
+
+    recipe = {"kind": "mas", "examples": 4, "copy_steps": 1}
+    path = tmp_path / "exp.yaml"
+    config = {"workflow": "reasoner_tool", "steps": 2}
+    parts = [
+        {"name": name, "run": "train-mas", "config": {**config, "model": f"${{model:{name}}}"}}
+        for name in ("a", "b")
+    ]
+    starts = {"a": {**recipe, "steps": 1}, "b": {**recipe, "steps": 2}}
+    path.write_text(yaml.safe_dump({"name": "exp", "starts": starts, "parts": parts}))
+    loaded = load_experiment(str(path))
+    assert build_starts_side_by_side(loaded, tmp_path / "run", only=["a"]) == []  # one: in line
+    assert build_starts_side_by_side(loaded, tmp_path / "run") == ["a", "b"]
+    for name, steps in (("a", 1), ("b", 2)):
+        start = experiment_start(loaded, name)
+        assert start.is_built()
+        assert json.loads((start.folder / RECIPE_FILE).read_text())["recipe"]["steps"] == steps
+    assert build_starts_side_by_side(loaded, tmp_path / "run") == []

@@ -96,8 +96,19 @@ def _starts(loaded: Any, root: Path, *, build: bool) -> ExperimentResult:
     """Each starting model the parts use, built (`build`) or said to be built or not."""
     import time
 
-    from mars.orchestration.experiments.parts import build_start, start_state, starts_used
+    from mars.orchestration.experiments.parts import (
+        build_start,
+        build_starts_side_by_side,
+        start_state,
+        starts_used,
+    )
 
+    if build:
+        started = time.perf_counter()
+        side_by_side = build_starts_side_by_side(loaded, root)
+        if side_by_side:
+            took = time.perf_counter() - started
+            print(f"starts {', '.join(side_by_side)}: built side by side in {took:.0f}s")
     folders: dict[str, Path] = {}
     for key in starts_used(loaded, root):
         folder, built = start_state(loaded, key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -169,9 +170,9 @@ def resolve_parts(
     ]
 
 
-def starts_used(experiment: Experiment, root: Path) -> list[str]:
-    """The starting models (`${model:KEY}`) the parts use, each once, in the order first named
-    (through variables too); nothing is built."""
+def starts_used(experiment: Experiment, root: Path, only: Sequence[str] = ()) -> list[str]:
+    """The starting models (`${model:KEY}`) the parts (or those in `only`) use, each once, in
+    the order first named (through variables too); nothing is built."""
     used: list[str] = []
     plain = resolver(experiment, root, build=False)
 
@@ -182,8 +183,38 @@ def starts_used(experiment: Experiment, root: Path) -> list[str]:
         return plain(ref)
 
     for part in experiment.parts:
-        resolve_part(part, experiment, root, resolve)
+        if not only or part.name in only:
+            resolve_part(part, experiment, root, resolve)
     return used
+
+
+def _build_declared(experiment: Experiment, key: str) -> str:
+    return str(start_path(experiment, key, build=True))
+
+
+def build_starts_side_by_side(
+    experiment: Experiment, root: Path, only: Sequence[str] = ()
+) -> list[str]:
+    """Build the declared starts the parts use that are not built yet, each in a process of its
+    own, as many at once as there are cores; the keys built. A build trains on one torch thread
+    (its recipe's `threads`), so on two cores two starts take about as long as the longer one
+    (marshal-mini's poker and board starts: experiments.md). One start, or one core: nothing
+    here, the parts' resolution builds it as before."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    keys = [key for key in starts_used(experiment, root, only) if key in experiment.starts]
+    todo = [key for key in keys if not experiment_start(experiment, key).is_built()]
+    cores = os.cpu_count() or 1
+    if len(todo) < 2 or cores < 2:
+        return []
+    from core.tiny_model import ensure_tiny_model
+
+    ensure_tiny_model()  # the base they share, built once before they start
+    with ProcessPoolExecutor(min(len(todo), cores), mp_context=get_context("spawn")) as pool:
+        for future in [pool.submit(_build_declared, experiment, key) for key in todo]:
+            future.result()  # a build's MarsError is raised here
+    return todo
 
 
 def build_start(experiment: Experiment, key: str) -> Path:

@@ -26,6 +26,7 @@ from mars.orchestration.experiments.parts import (
     LOGS,
     PartState,
     Resolved,
+    build_starts_side_by_side,
     part_state,
     resolve_parts,
 )
@@ -86,6 +87,9 @@ def _run_parts(
     run: Callable[[list[str], Path, float | None], int],
     log: Callable[[str], None],
 ) -> Outcome:
+    built = build_starts_side_by_side(experiment, root, only)
+    if built:
+        log(f"starts built side by side: {', '.join(built)}")
     chosen = resolve_parts(experiment, root, build=True, only=only)
     _refuse_live_or_changed_parts(chosen, root, fresh)
     for item in chosen:
