@@ -177,9 +177,35 @@ def test_numbered_pretraining_examples_answer_the_number_of_their_move() -> None
     assert held_out and {e.style for e in held_out} == {"numbered"}
 
 
-def test_a_numbered_recipe_is_a_new_recipe_and_refuses_relabelling() -> None:
+def test_a_numbered_recipe_is_a_new_recipe() -> None:
     plain = PretrainSettings()
     assert "prompt_style" not in plain.recipe()  # cached compact starts are still found
     assert PretrainSettings(prompt_style="numbered").recipe()["prompt_style"] == "numbered"
-    with pytest.raises(ValueError, match="numbered"):
-        PretrainSettings(prompt_style="numbered", relabel_share=0.5)
+
+
+@pytest.mark.parametrize("reply_style", ["choose", "restate_all"])
+def test_relabelled_numbered_examples_answer_the_same_number(reply_style: str) -> None:
+    """Renamed words and labels, the list's order kept: the reply's number is unchanged and
+    names the renamed move."""
+    settings = PretrainSettings(
+        games=["kuhn_poker", "tic_tac_toe"],
+        prompt_style="numbered",
+        relabel_share=1.0,
+        reply_style=reply_style,  # type: ignore[arg-type]
+        examples=40,
+        full_share=0.0,
+        arithmetic_share=0.0,
+    )
+    plain = settings.model_copy(update={"relabel_share": 0.0})
+    specs = [get_game(g) for g in settings.games]
+    renamed, originals = training_examples(specs, settings), training_examples(specs, plain)
+    assert len(renamed) == len(originals)
+    changed = 0
+    for example, original in zip(renamed, originals, strict=True):
+        number = re.search(r"<answer>(\d+)</answer>", example.reply)
+        assert number and number[0] in original.reply  # the same number
+        assert parse_move(example.reply, list(example.legal), numbered=True).label == example.move
+        assert "Reply <answer>NUMBER</answer>." in example.messages[-1]["content"]
+        assert re.search(r"^Legal: 1 <", example.messages[-1]["content"], re.M)
+        changed += example.legal != original.legal or example.messages != original.messages
+    assert changed >= len(renamed) * 0.9

@@ -61,7 +61,8 @@ class PretrainSettings(BaseModel):
     relabel_share: float = Field(0.0, ge=0, le=1)
     # The style of the short (non-`full`) examples: `compact`, or `numbered` (the legal list
     # numbered, the reply's answer a number of it: games.prompts), which a start must be taught
-    # for a run with `prompt_style: numbered`. Relabelling has nothing to teach there.
+    # for a run with `prompt_style: numbered`. Relabelled numbered examples teach answering a
+    # number whatever the words around it (pretraining.md).
     prompt_style: Literal["compact", "numbered"] = "compact"
     # A first stage on relabelled examples alone (other positions, other names), in batches of
     # `copy_batch_size`, until its loss has fallen under `copy_stop_below` (at most this many
@@ -99,11 +100,6 @@ class PretrainSettings(BaseModel):
                 check_teacher(get_game(name), teacher)
             except MarsError as exc:
                 raise ValueError(str(exc)) from None
-        if self.prompt_style == "numbered" and (self.relabel_share or self.copy_steps):
-            raise ValueError(
-                "relabel_share and copy_steps teach copying labels; numbered prompts answer "
-                "with a number, so use one or the other"
-            )
         return self
 
     def recipe(self) -> dict[str, Any]:

@@ -41,7 +41,7 @@ WORD_LETTERS = (2, 7)  # an invented word's length, drawn uniformly
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 DOT_SYMBOLS = "-_~=+:*"
 SCAFFOLD_PREFIXES = ("You are ", "Other player: ", "Legal: ")
-SCAFFOLD_LINES = ("State:", "Reply <answer>ACTION</answer>.")
+SCAFFOLD_LINES = ("State:", "Reply <answer>ACTION</answer>.", "Reply <answer>NUMBER</answer>.")
 ANSWER = "\n<answer>"
 CHOOSE = "I choose "
 _WORD = r"[A-Za-z]+"
@@ -168,16 +168,18 @@ def relabelled(example: Example, rng: random.Random) -> Example:
             lines.append(prefix + rename(line[len(prefix) :]))
         else:
             lines.append(rename(line, in_state))
-    note, _, _ = example.reply.partition(ANSWER)
+    note = example.reply.partition(ANSWER)[0] if ANSWER in example.reply else ""
     move = label(example.move)
+    legal = tuple(label(text) for text in example.legal)
     # a restated state is renamed as the state lines are, a board row (no space) mark by mark
-    parts = [] if note.startswith(CHOOSE) else note.split("; ")
+    parts = [] if not note or note.startswith(CHOOSE) else note.split("; ")
     restated = "; ".join(rename(part, True) for part in parts)
-    reply = game_reply(move, restated)
+    # a numbered reply answers the same number: the renamed list keeps its order
+    reply = game_reply(move, restated, legal if example.style == "numbered" else None)
     return replace(
         example,
         messages=(*earlier, {**last, "content": "\n".join(lines)}),
         reply=reply,
-        legal=tuple(label(text) for text in example.legal),
+        legal=legal,
         move=move,
     )
