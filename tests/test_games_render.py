@@ -180,7 +180,7 @@ def test_hanabi_own_cards_show_only_what_hints_revealed(game: str) -> None:
 
 
 @pytest.mark.parametrize("game", ALL_GAMES)
-@pytest.mark.parametrize("style", ["full", "compact"])
+@pytest.mark.parametrize("style", ["full", "compact", "numbered"])
 def test_listed_legal_actions_are_exactly_openspiels(game: str, style: str) -> None:
     spec = get_game(game)
     vocab = vocabulary(spec)
