@@ -112,9 +112,16 @@ def chosen(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def recipe_style(source: Any, args: argparse.Namespace) -> str:
-    """The prompt style the experiment's start is taught (compact for a bare folder)."""
+    """The prompt style the start was taught: its experiment recipe's, or a folder's
+    `pretrain.json` recipe (compact when it says nothing)."""
     if args.model is not None:
-        return "compact"
+        import json
+
+        try:
+            recipe = json.loads((Path(source) / "pretrain.json").read_text())["recipe"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "compact"
+        return str(recipe.get("prompt_style", "compact"))
     return str(source.start_recipe(args.start).get("prompt_style", "compact"))
 
 

@@ -119,10 +119,19 @@ def parse_move_strict(reply: str, legal_labels: list[str]) -> ParsedMove:
 
 
 def _parse_number(reply: str, legal_labels: list[str], mode: ParseMode) -> ParsedMove:
-    """A numbered prompt's answer: the legal label at that place of the list (counted from 1)."""
+    """A numbered prompt's answer: the legal label at that place of the list (counted from 1).
+    The lenient reading drops the spaces inside a label; inside a number it must not (`1 2` is
+    two numbers, not 12)."""
     numbers = [str(number) for number in range(1, len(legal_labels) + 1)]
     move = parse_move(reply, numbers, mode)
     if move.label is None:
         error = (move.error or "").replace("legal actions", "numbers of the legal actions")
-        return ParsedMove(None, error)
+        return ParsedMove(None, error.replace("ACTION", "NUMBER"))
+    if mode == "lenient":
+        answer = (extract_answer(reply) or "").strip()
+        if len(answer) >= 2 and answer[0] == "<" and answer[-1] == ">":
+            answer = answer[1:-1].strip()
+        if answer != move.label:
+            shown = " ".join(answer.split())
+            return ParsedMove(None, f"{shown!r} is not one of the numbers of the legal actions")
     return ParsedMove(legal_labels[int(move.label) - 1])

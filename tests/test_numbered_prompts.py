@@ -54,7 +54,8 @@ def test_a_number_reads_as_the_label_at_that_place(reply: str, mode: str, expect
         "<answer>02</answer>",
         "<answer>-1</answer>",
         "<answer>2.0</answer>",
-        "<answer>1 2</answer>",
+        "<answer>1 2</answer>",  # two numbers, not 12 (lenient drops spaces inside labels)
+        "<answer>1 0</answer>",
         "<answer></answer>",
         "2",  # no tag
     ],
@@ -62,6 +63,15 @@ def test_a_number_reads_as_the_label_at_that_place(reply: str, mode: str, expect
 def test_anything_but_a_number_of_the_list_is_invalid(reply: str) -> None:
     move = parse_move(reply, LEGAL, numbered=True)
     assert not move.ok and move.error
+
+
+def test_spaces_never_join_digits_into_another_number() -> None:
+    legal = [f"<L{i}>" for i in range(12)]
+    assert not parse_move("<answer>1 2</answer>", legal, numbered=True).ok
+    assert parse_move("<answer>12</answer>", legal, numbered=True).label == "<L11>"
+    assert parse_move("<answer> < 12 > </answer>", legal, numbered=True).label == "<L11>"
+    missing = parse_move("I pick 2", legal, numbered=True)
+    assert not missing.ok and "NUMBER" in (missing.error or "")
 
 
 def test_strict_numbered_answers_keep_the_strict_shape() -> None:

@@ -205,6 +205,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], list[str]]] = {
     "sudoku_9x9 grade": (_graded("sudoku_9x9", SUDOKU.ref), LISTS[:4]),
     "parse_move lenient": (lambda text: parse_move(text, LABELS), TAGS),
     "parse_move strict": (lambda text: parse_move(text, LABELS, "strict"), TAGS),
+    "parse_move numbered": (lambda text: parse_move(text, LABELS, numbered=True), TAGS),
     "extract_math_answer": (extract_math_answer, MATH),
     "extract_choice_letter": (lambda text: extract_choice_letter(text, "ABCD", CHOICES), MATH),
     "strip_text_wrappers": (strip_text_wrappers, MATH[:6]),

@@ -201,6 +201,7 @@ def build_starts_side_by_side(
     (marshal-mini's poker and board starts: experiments.md). One start, or one core: nothing
     here, the parts' resolution builds it as before."""
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
     from multiprocessing import get_context
 
     keys = [key for key in starts_used(experiment, root, only) if key in experiment.starts]
@@ -212,8 +213,15 @@ def build_starts_side_by_side(
 
     ensure_tiny_model()  # the base they share, built once before they start
     with ProcessPoolExecutor(min(len(todo), cores), mp_context=get_context("spawn")) as pool:
-        for future in [pool.submit(_build_declared, experiment, key) for key in todo]:
-            future.result()  # a build's MarsError is raised here
+        futures = {key: pool.submit(_build_declared, experiment, key) for key in todo}
+        for key, future in futures.items():
+            try:
+                future.result()  # a build's MarsError is raised here
+            except BrokenProcessPool:
+                raise MarsError(
+                    f"the build of start {key} died (out of memory, or killed); "
+                    f"`mars experiment {experiment.name} --starts` builds the starts again"
+                ) from None
     return todo
 
 
