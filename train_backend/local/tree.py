@@ -158,14 +158,16 @@ class TreeRollout:
     def _rewrite(self, replies: list[Reply], messages: list[Message]) -> list[Reply]:
         """The branches of `counterfactual` or `all_actions` (train_backend.local.tree_answers)."""
         legal = legal_actions_in(messages[-1]["content"])
-        if self.options.prompt_style == "numbered":  # the answers are the list's numbers
-            legal = [str(number) for number in range(1, len(legal) + 1)]
         mode = self.options.rules.parse_mode
-        actions = [parse_move(r.text, legal, mode).label for r in replies]
+        numbered = self.options.prompt_style == "numbered"
+        moves = [parse_move(r.text, legal, mode, numbered=numbered).label for r in replies]
+        # what a reply writes in its answer tag for each legal move: the label, or its number
+        answers = [str(n) for n in range(1, len(legal) + 1)] if numbered else legal
+        actions = [None if m is None else answers[legal.index(m)] for m in moves]
         self.invalid_samples += actions.count(None)
         if self.tree.counterfactual:
-            return counterfactual_branches(self.policy, replies, actions, legal)
-        return cover_actions(self.policy, replies, actions, legal, self.tree.keep_invalid)
+            return counterfactual_branches(self.policy, replies, actions, answers)
+        return cover_actions(self.policy, replies, actions, answers, self.tree.keep_invalid)
 
     # -- players --------------------------------------------------------------------------------
 
