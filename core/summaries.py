@@ -171,6 +171,7 @@ class ExploitabilitySummary(TypedDict, total=False):
     samples: int | None
     temperature: float | None
     prompt_style: str | None
+    parse_mode: str | None  # how replies were read: lenient or strict (games/parsing.py)
     bootstrap_resamples: int
     states: int
     replies: int

@@ -226,3 +226,29 @@ def test_a_cooperative_arena_keeps_its_score_in_the_curve_csv_not_a_loss() -> No
     assert flat["hanabi/first/score"] == 1.8
     assert "hanabi/first/loss" not in flat and "hanabi/first/win" not in flat
     assert flat["ttt/first/loss"] == 1.0 and "ttt/first/score" not in flat
+
+
+def test_games_are_read_as_the_checkpoints_training_read_them(tmp_path: Path) -> None:
+    """A checkpoint trained with strict parsing is played and measured strictly; one trained
+    leniently (or that does not say) gets no flag, each command's lenient default."""
+    from mars.orchestration.loop.commands import sub_command
+
+    spec = parse_spec("arena:kuhn_poker:random:2,exploit:kuhn_poker:4,eval:gsm8k")
+    strict, lenient = (
+        Checkpoint(step, _checkpoint(tmp_path, step, complete=True, config={"parse_mode": mode}))
+        for step, mode in ((1, "strict"), (2, "lenient"))
+    )
+    for checkpoint, flag in ((strict, ["--parse-mode", "strict"]), (lenient, [])):
+        settings = resolve_settings(spec, checkpoint)
+        arena, exploit, suite = (
+            sub_command(item, spec, settings, base_url="http://127.0.0.1:1/v1", model="m",
+                        run_dir=tmp_path / "r")
+            for item in spec.evals
+        )  # fmt: skip
+        for command in (arena, exploit):
+            given = [a for a in command.argv if a == "--parse-mode"]
+            assert len(given) == len(flag) // 2
+            if flag:
+                at = command.argv.index("--parse-mode")
+                assert command.argv[at : at + 2] == flag
+        assert "--parse-mode" not in suite.argv  # suites have no game replies to read

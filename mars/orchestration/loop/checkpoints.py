@@ -93,13 +93,16 @@ def training_finished(folder: Path) -> bool:
 
 
 def checkpoint_defaults(checkpoint: Checkpoint) -> dict[str, Any]:
-    """Prompt style and reply length the checkpoint was trained with, when it says so."""
+    """Prompt style, reply reading (when strict) and reply length the checkpoint was trained
+    with, when it says so."""
     config = checkpoint.info().get("config")
     if not isinstance(config, dict):
         return {}
     out: dict[str, Any] = {}
     if config.get("prompt_style") in PROMPT_STYLES:
         out["prompt_style"] = config["prompt_style"]
+    if config.get("parse_mode") == "strict":  # lenient is every command's default
+        out["parse_mode"] = "strict"
     if isinstance(config.get("max_new_tokens"), int) and config["max_new_tokens"] > 0:
         out["max_tokens"] = config["max_new_tokens"]
     return out

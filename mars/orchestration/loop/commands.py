@@ -18,6 +18,7 @@ class Settings:
     """What one checkpoint's evaluations run with, after the checkpoint's own defaults."""
 
     prompt_style: str
+    parse_mode: str | None  # None: each command's default (lenient)
     max_tokens: int
     temperature: float
     top_p: float
@@ -28,6 +29,7 @@ def resolve_settings(spec: LoopSpec, checkpoint: Checkpoint) -> Settings:
     defaults = checkpoint_defaults(checkpoint)
     return Settings(
         prompt_style=spec.prompt_style or defaults.get("prompt_style", "full"),
+        parse_mode=defaults.get("parse_mode"),
         max_tokens=spec.max_tokens or defaults.get("max_tokens", 1024),
         temperature=spec.temperature,
         top_p=spec.top_p,
@@ -71,6 +73,8 @@ def sub_command(
     common = [*served, *as_argv(sampling), "--run-dir", str(run_dir), "--quiet"]
     mars = [sys.executable, "-m", "mars"]
     prompt_style = getattr(item, "prompt_style", None) or settings.prompt_style
+    # games are read as the checkpoint's training read them
+    parse_mode = ["--parse-mode", settings.parse_mode] if settings.parse_mode else []
     if isinstance(item, ArenaItem | RatingItem):
         argv = [
             *mars,
@@ -89,6 +93,7 @@ def sub_command(
             item.invalid,
             "--prompt-style",
             prompt_style,
+            *parse_mode,
             # the checkpoint's name in records: its folder, as `llm:FOLDER` names it elsewhere
             *(["--model-label", model_label] if model_label else []),
             *common,
@@ -106,6 +111,7 @@ def sub_command(
             str(item.bootstrap),
             "--prompt-style",
             prompt_style,
+            *parse_mode,
             *common,
         ]
         return SubCommand(argv, run_dir, prompt_style)
