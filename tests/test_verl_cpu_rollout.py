@@ -1,4 +1,4 @@
-"""The CPU device's rollout server (train_backend/verl/cpu_device.py) with the tiny model, in
+"""The CPU device's rollout server (train_backend/verl/cpu_rollout.py) with the tiny model, in
 process: a request with its own seed is answered the same whatever else the server batches."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed (make setup-verl)")
 
 from core.tiny_model import ensure_tiny_model
-from train_backend.verl import cpu_device
+from train_backend.verl import cpu_rollout
 
 PROMPTS = [[11, 12, 13, 14, 15], [21, 22], [31, 32, 33, 34, 35, 36, 37, 38, 39], [41, 42, 43]]
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "logprobs": True}
@@ -22,7 +22,7 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "lo
 def server() -> Any:
     config = SimpleNamespace(seed=0, max_model_len=256, prompt_length=128, response_length=64)
     # the class Ray would start as an actor: driven here without Ray, on this event loop
-    server_class = cpu_device.CPURolloutServer.__ray_metadata__.modified_class
+    server_class = cpu_rollout.CPURolloutServer.__ray_metadata__.modified_class
     return server_class(config, str(ensure_tiny_model()), 0)
 
 

@@ -1,4 +1,5 @@
-"""The verl plugin registers our pieces when verl's registries load, and imports nothing before.
+"""The verl plugin and the CPU device register our pieces when verl's modules load, and import
+nothing before.
 
 Each check runs in a fresh interpreter: what a process has imported is the point.
 """
@@ -6,6 +7,7 @@ Each check runs in a fresh interpreter: what a process has imported is the point
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -53,3 +55,44 @@ def test_the_plugin_registers_each_piece_when_its_verl_registry_loads() -> None:
     assert report["loops"] == expected_loops
     assert report["estimators"] == sorted(set(names.VERL_ESTIMATOR_NAMES.values()))
     assert report["trainer"] == "MarshalPPOTrainer"
+
+
+CPU_PROBE = """
+import json, sys
+import verl  # verl imports the CPU device and the plugin from VERL_USE_EXTERNAL_MODULES
+heavy = ("verl.workers.engine", "verl.workers.engine_workers", "train_backend.verl.cpu_rollout")
+report = {"device": "train_backend.verl.cpu_device" in sys.modules}
+report["after_verl"] = [m for m in heavy if m in sys.modules]
+from verl.plugin.platform import get_platform
+report["platform"] = get_platform().device_name
+from verl.workers.engine import EngineRegistry
+report["engine_devices"] = sorted(EngineRegistry._engines["language_model"]["fsdp2"])
+import verl.workers.engine_workers as engine_workers
+report["gloo"] = getattr(engine_workers.initialize_global_process_group_ray, "_mars_cpu", False)
+from verl.workers.engine.fsdp import transformer_impl
+report["offload"] = transformer_impl.CPUOffloadPolicy.__name__
+from verl.workers.rollout.base import get_rollout_class
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+report["rollout"] = get_rollout_class("mars_cpu", "async").__qualname__
+report["replica"] = RolloutReplicaRegistry.get("mars_cpu").__qualname__
+print(json.dumps(report))
+"""
+
+
+def test_the_cpu_device_adds_each_piece_when_its_verl_module_loads() -> None:
+    """A `--device cpu` process that never builds an engine or a rollout (verl's storage units,
+    load balancers, agent-loop workers) imports neither; one that does finds the CPU's."""
+    env = dict(
+        os.environ,
+        VERL_PLATFORM="cpu",
+        VERL_USE_EXTERNAL_MODULES="train_backend.verl.cpu_device,train_backend.verl.plugin",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", CPU_PROBE], capture_output=True, text=True, env=env, check=True
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["device"] and report["after_verl"] == []
+    assert report["platform"] == "cpu"
+    assert "cpu" in report["engine_devices"]
+    assert report["gloo"] is True and report["offload"] == "UnpinnedCPUOffloadPolicy"
+    assert (report["rollout"], report["replica"]) == ("CPURolloutAdapter", "CPURolloutReplica")

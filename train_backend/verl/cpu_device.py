@@ -9,40 +9,40 @@ process imports it before anything asks verl for its platform. What it adds:
   the local Ray cluster as many logical GPUs as `n_gpus_per_node`);
 - verl's FSDP/FSDP2 language-model engine registered for the `cpu` device (public
   `EngineRegistry`);
-- a rollout named `mars_cpu` (public `RolloutReplicaRegistry`): one Ray actor per replica holds
-  the model with transformers and serves verl's agent loop token-in/token-out (`TokenOutput`),
-  batching concurrent requests; the trainer's weights reach it after every step through verl's
-  "naive" weight sync: the whole model, or with LoRA the adapter alone, which the rollout puts
-  on its base with PEFT (rollout_weights.py).
+- a rollout named `mars_cpu` (public `RolloutReplicaRegistry`), which lives in cpu_rollout.py:
+  one Ray actor per replica holds the model with transformers and serves verl's agent loop.
 
 verl has no public hook for three things (and its engine table is read to register only once);
 each hook below names the verl file it depends on, which is why the CPU device needs verl
 exactly 0.9.1 (`names.VERL_VERSION`: it refuses to load on another release, and a test checks).
+
+Importing this module registers the platform at once and nothing else: each of the rest is added
+when its verl module first loads in a process (import_hooks.py). Most of verl's processes (its
+storage units, load balancers, agent-loop workers, the rollout servers) never load the training
+engine, which cost each of them about 2.7 s here when it was imported eagerly
+(`bench/plugin_import.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
+import importlib
 import os
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
-import ray
 import torch
 import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
 from train_backend.verl import names
-from train_backend.verl.policy_spec import policy_of
+from train_backend.verl.import_hooks import after_import
 
 PLATFORM = "cpu"
 GLOO = "cpu:gloo"
-SERVER_PREFIX = "mars_cpu_rollout_"
-MAX_BATCH = 64
-BATCH_WINDOW_S = 0.02  # how long the server waits for more requests before decoding a batch
+ROLLOUT_MODULE = "train_backend.verl.cpu_rollout"  # imported only where verl reaches a rollout
 
 
 def _no_op(*_: Any, **__: Any) -> None:
@@ -169,318 +169,84 @@ class PlatformCPU(PlatformBase):
         return None
 
 
-# Some verl modules ask for the platform when they are imported (e.g. the FSDP engine's
-# `device_name = get_device_name()`), so they are imported only once `cpu` is registered above.
-from verl.workers.engine import EngineRegistry  # noqa: E402
-from verl.workers.rollout.base import BaseRollout  # noqa: E402
-from verl.workers.rollout.replica import (  # noqa: E402
-    RolloutReplica,
-    RolloutReplicaRegistry,
-    TokenOutput,
-)
-
-
-def _register_engine() -> None:
+def _register_engine(engine_package: ModuleType) -> None:
+    """verl's FSDP/FSDP2 language-model engine for the `cpu` device, once `verl.workers.engine`
+    (which imports the FSDP engine after asking for the platform registered above) has loaded."""
+    if not torch.distributed.is_available():
+        return
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
+    registry = engine_package.EngineRegistry
     # A second import must not register twice (verl asserts); the registry's table is private
     # (verl/workers/engine/base.py, EngineRegistry._engines).
-    backends = EngineRegistry._engines.get("language_model", {})
+    backends = registry._engines.get("language_model", {})
     if PLATFORM not in backends.get("fsdp2", {}):
-        EngineRegistry.register(
-            model_type="language_model", backend=["fsdp", "fsdp2"], device=PLATFORM
-        )(FSDPEngineWithLMHead)
+        registry.register(model_type="language_model", backend=["fsdp", "fsdp2"], device=PLATFORM)(
+            FSDPEngineWithLMHead
+        )
 
 
-def _install_private_hooks() -> None:
-    """The three places verl 0.9.1 has no public extension point for a CPU device."""
-    import verl.workers.engine.fsdp.transformer_impl as fsdp_impl
-    import verl.workers.engine_workers as engine_workers
-    from verl.workers.rollout import base as rollout_base
+# The three places verl 0.9.1 has no public extension point for a CPU device, each patched once
+# its module has loaded.
 
-    # 1. verl/workers/engine_workers.py (TrainingWorker.__init__) calls
-    #    verl/utils/distributed.py:initialize_global_process_group_ray() with no backend, which
-    #    builds "cpu:gloo,<device>:<backend>" = "cpu:gloo,cpu:gloo" here: torch rejects a device
-    #    named twice. The module-level name is replaced; an explicit backend is kept.
+
+def _gloo_process_group(engine_workers: ModuleType) -> None:
+    """verl/workers/engine_workers.py (TrainingWorker.__init__) calls
+    verl/utils/distributed.py:initialize_global_process_group_ray() with no backend, which builds
+    "cpu:gloo,<device>:<backend>" = "cpu:gloo,cpu:gloo" here: torch rejects a device named twice.
+    The module-level name is replaced; an explicit backend is kept."""
     original_init = engine_workers.initialize_global_process_group_ray
-    if not getattr(original_init, "_mars_cpu", False):
+    if getattr(original_init, "_mars_cpu", False):
+        return
 
-        def init_process_group(timeout_second: Any = None, backend: str | None = None) -> None:
-            original_init(timeout_second=timeout_second, backend=backend or GLOO)
+    def init_process_group(timeout_second: Any = None, backend: str | None = None) -> None:
+        original_init(timeout_second=timeout_second, backend=backend or GLOO)
 
-        init_process_group._mars_cpu = True  # type: ignore[attr-defined]
-        engine_workers.initialize_global_process_group_ray = init_process_group
+    init_process_group._mars_cpu = True  # type: ignore[attr-defined]
+    engine_workers.initialize_global_process_group_ray = init_process_group
 
-    # 2. verl/workers/engine/fsdp/transformer_impl.py (FSDPEngine._build_fsdp_module) gives a
-    #    forward-only FSDP2 model (the KL reference) CPUOffloadPolicy(pin_memory=True); pinning
-    #    needs an accelerator. The name it looks up is replaced by a subclass that never pins.
+
+def _unpinned_offload(fsdp_impl: ModuleType) -> None:
+    """verl/workers/engine/fsdp/transformer_impl.py (FSDPEngine._build_fsdp_module) gives a
+    forward-only FSDP2 model (the KL reference) CPUOffloadPolicy(pin_memory=True); pinning needs
+    an accelerator. The name it looks up is replaced by a subclass that never pins."""
     policy = fsdp_impl.CPUOffloadPolicy
-    if policy is not None and not getattr(policy, "_mars_cpu", False):
+    if policy is None or getattr(policy, "_mars_cpu", False):
+        return
 
-        class UnpinnedCPUOffloadPolicy(policy):  # type: ignore[misc, valid-type]
-            _mars_cpu = True
+    class UnpinnedCPUOffloadPolicy(policy):  # type: ignore[misc, valid-type]
+        _mars_cpu = True
 
-            def __init__(self, pin_memory: bool = False, **kwargs: Any) -> None:
-                super().__init__(pin_memory=False, **kwargs)
+        def __init__(self, pin_memory: bool = False, **kwargs: Any) -> None:
+            super().__init__(pin_memory=False, **kwargs)
 
-        fsdp_impl.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
-
-    # 3. verl/workers/rollout/base.py: the worker-side rollout is looked up in the private
-    #    `_ROLLOUT_REGISTRY` (rollout name, mode) -> class path, which has no register function.
-    rollout_base._ROLLOUT_REGISTRY[(names.CPU_ROLLOUT, "async")] = f"{__name__}.CPURolloutAdapter"
+    fsdp_impl.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
 
 
-def server_name(replica_rank: int, rollout_config: Any = None) -> str:
-    """The Ray name of a replica's server; in a job with several policies (policies.py) each
-    policy's rollout config names its policy, so their servers of one rank stay apart."""
-    policy = policy_of(rollout_config) if rollout_config is not None else None
-    return f"{SERVER_PREFIX}{policy + '_' if policy else ''}{replica_rank}"
+def _worker_rollout(rollout_base: ModuleType) -> None:
+    """verl/workers/rollout/base.py: the worker-side rollout is looked up in the private
+    `_ROLLOUT_REGISTRY` (rollout name, mode) -> class path, which has no register function."""
+    rollout_base._ROLLOUT_REGISTRY[(names.CPU_ROLLOUT, "async")] = (
+        f"{ROLLOUT_MODULE}.CPURolloutAdapter"
+    )
 
 
-@ray.remote(num_cpus=0)
-class CPURolloutServer:
-    """The model with transformers, serving verl's agent loop token-in/token-out.
-
-    Concurrent `generate` calls are gathered for `BATCH_WINDOW_S` and decoded as one batch (the
-    project's `generate_batch`: KV cache, seeded sampling, per-request token limits) in a worker
-    thread; the log-probs returned are those of the sampled tokens under the temperature-scaled
-    distribution (verl's actor computes its own with the same scaling).
-
-    A request with its own `seed` (vLLM's per-request seed; the workflow loop's under
-    `full_determinism`) is decoded alone with a generator of that seed: a batch's padding moves
-    the logits (4e-6 on the tiny model), so only alone is its reply the same whatever waited.
-    """
-
-    def __init__(self, config: Any, model_path: str, replica_rank: int) -> None:
-        from core.causal_lm import load_policy
-
-        torch.set_num_threads(1)
-        self.config = config
-        self.policy = load_policy(model_path)
-        self.replica_rank = replica_rank
-        self.name = server_name(replica_rank, config)
-        self.global_steps: int | None = None
-        self.generator = torch.Generator().manual_seed(int(config.seed) + replica_rank)
-        self.pending: list[tuple[dict[str, Any], asyncio.Future[Any]]] = []
-        self.drainer: asyncio.Task[None] | None = None
-
-    async def generate(
-        self,
-        request_id: str,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        **_: Any,
-    ) -> TokenOutput:
-        request = {
-            "prompt_ids": [int(t) for t in prompt_ids],
-            **self._limits(prompt_ids, sampling_params),
-        }
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending.append((request, future))
-        if self.drainer is None or self.drainer.done():
-            self.drainer = asyncio.create_task(self._drain())
-        token_ids, log_probs = await future
-        return TokenOutput(
-            token_ids=token_ids,
-            log_probs=log_probs if sampling_params.get("logprobs") else None,
-            stop_reason="completed",
-            extra_fields={"global_steps": self.global_steps},
-        )
-
-    def _limits(self, prompt_ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
-        # The same defaults as verl's vLLM server (vllm_async_server.py, generate).
-        config = self.config
-        room = int(config.max_model_len) - len(prompt_ids)
-        if room < 1:
-            raise ValueError(
-                f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len "
-                f"{config.max_model_len}"
-            )
-        wanted = params.get("max_tokens", params.get("max_new_tokens"))
-        if wanted is None:
-            wanted = min(
-                int(config.response_length),
-                int(config.prompt_length) + int(config.response_length) - len(prompt_ids),
-            )
-        top_k = int(params.get("top_k", -1))
-        return {
-            "seed": None if params.get("seed") is None else int(params["seed"]),
-            "max_new_tokens": max(1, min(int(wanted), room)),
-            "sampling": (
-                float(params.get("temperature", 1.0)),
-                float(params.get("top_p", 1.0)),
-                top_k if top_k > 0 else 0,
-            ),
-        }
-
-    async def _drain(self) -> None:
-        await asyncio.sleep(BATCH_WINDOW_S)
-        while self.pending:
-            batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
-            groups: dict[tuple[Any, ...], list[int]] = {}
-            for index, (request, _) in enumerate(batch):
-                alone = () if request["seed"] is None else (index,)
-                groups.setdefault((request["sampling"], *alone), []).append(index)
-            for key, indices in groups.items():
-                requests = [batch[i][0] for i in indices]
-                seed = requests[0]["seed"]
-                generator = self.generator if seed is None else torch.Generator().manual_seed(seed)
-                try:
-                    results = await asyncio.to_thread(self._decode, requests, key[0], generator)
-                except Exception as exc:  # every waiting request gets the error
-                    for i in indices:
-                        if not batch[i][1].done():
-                            batch[i][1].set_exception(exc)
-                    continue
-                for i, result in zip(indices, results, strict=True):
-                    if not batch[i][1].done():
-                        batch[i][1].set_result(result)
-
-    def _decode(
-        self,
-        requests: list[dict[str, Any]],
-        sampling: tuple[float, float, int],
-        generator: torch.Generator,
-    ) -> list[tuple[list[int], list[float]]]:
-        from core.batcher import Request, Sampling, generate_batch
-
-        temperature, top_p, top_k = sampling
-        outputs = generate_batch(
-            self.policy,
-            [Request(r["prompt_ids"], r["max_new_tokens"]) for r in requests],
-            Sampling(temperature=temperature, top_p=top_p, top_k=top_k),
-            generator,
-        )
-        completions = [out.completion_ids for out in outputs]
-        log_probs = self._log_probs([r["prompt_ids"] for r in requests], completions, temperature)
-        return list(zip(completions, log_probs, strict=True))
-
-    def _log_probs(
-        self, prompts: list[list[int]], completions: list[list[int]], temperature: float
-    ) -> list[list[float]]:
-        """Log-probs of each completion's tokens, one teacher-forced pass over the batch."""
-        rows = [p + c for p, c in zip(prompts, completions, strict=True)]
-        width = max(len(row) for row in rows)
-        ids = torch.full((len(rows), width), self.policy.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = 1
-        with torch.inference_mode():
-            logits = self.policy.model(input_ids=ids, attention_mask=mask).logits.float()
-        scale = temperature if temperature > 0 else 1.0
-        log_softmax = torch.log_softmax(logits / scale, dim=-1)
-        result = []
-        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
-            if not completion:
-                result.append([])
-                continue
-            positions = torch.arange(len(prompt) - 1, len(prompt) + len(completion) - 1)
-            picked = log_softmax[i, positions, torch.tensor(completion)]
-            result.append([float(v) for v in picked])
-        return result
-
-    def update_weights(
-        self,
-        weights: dict[str, torch.Tensor],
-        global_steps: int | None,
-        peft_config: dict[str, Any] | None = None,
-        base_sync_done: bool = True,
-    ) -> int:
-        """Take the trainer's weights: the whole model, or with LoRA (verl's `peft_config`) its
-        adapter alone once the base is in place (`base_sync_done`), else the base's weights."""
-        from train_backend.verl.rollout_weights import load_adapter_weights, load_base_weights
-
-        if peft_config and base_sync_done:
-            model = load_adapter_weights(self.policy.model, weights, peft_config)
-            self.policy = dataclasses.replace(self.policy, model=model)
-            # in verl's log: what the tests (and a rehearsal's reader) check the rollout ran
-            print(
-                f"{names.ROLLOUT_ADAPTER_LOG} of step {global_steps}: {len(weights)} tensors "
-                f"on {self.name}",
-                flush=True,
-            )
-        else:
-            load_base_weights(self.policy.model, weights)
-        self.global_steps = global_steps
-        return len(weights)
-
-    def parameter(self, name: str) -> torch.Tensor:
-        return self.policy.model.state_dict()[name].detach().clone()
-
-    # The control calls verl makes on every rollout server: nothing to free or resume on a CPU.
-    def wake_up(self) -> None: ...
-    def sleep(self) -> None: ...
-    def clear_kv_cache(self) -> None: ...
-    def release_kv_cache(self) -> None: ...
-    def resume_kv_cache(self) -> None: ...
-    def abort_all_requests(self, reject_request: bool = False) -> None: ...
-    def resume_generation(self) -> None: ...
-    def start_profile(self, **_: Any) -> None: ...
-    def stop_profile(self) -> None: ...
+def _replica_class() -> type:
+    return importlib.import_module(ROLLOUT_MODULE).CPURolloutReplica
 
 
-class CPURolloutReplica(RolloutReplica):
-    """One rollout server per replica, started next to verl's hybrid workers."""
-
-    async def launch_servers(self) -> None:
-        name = server_name(self.replica_rank, self.config)
-        server = CPURolloutServer.options(name=name, max_concurrency=1000).remote(
-            self.config,
-            str(self.model_config.get("local_path") or self.model_config.path),
-            self.replica_rank,
-        )
-        self.servers = [server]
-        self._server_handle = server
-        self._server_address = name  # no HTTP: the agent loop calls the actor handle
-        await server.wake_up.remote()
+def _register_replica(replica: ModuleType) -> None:
+    replica.RolloutReplicaRegistry.register(names.CPU_ROLLOUT, _replica_class)
 
 
-class CPURolloutAdapter(BaseRollout):
-    """The rollout inside verl's actor worker: forwards the trained weights to its server."""
-
-    def __init__(self, config: Any, model_config: Any, device_mesh: Any, **kwargs: Any) -> None:
-        super().__init__(config, model_config, device_mesh)
-        rank = int(os.environ.get("RANK", "0"))
-        world = (
-            self.config.tensor_model_parallel_size
-            * self.config.data_parallel_size
-            * self.config.pipeline_model_parallel_size
-        )
-        self.replica_rank = rank // world
-        self.is_leader_rank = rank % world == 0
-        self.server: Any = None
-
-    async def resume(self, tags: list[str]) -> None:
-        return None
-
-    async def release(self) -> None:
-        return None
-
-    async def update_weights(
-        self,
-        weights: Iterable[tuple[str, torch.Tensor]],
-        wire_format: str = "named_tensors",
-        **kwargs: Any,
-    ) -> None:
-        if wire_format != "named_tensors":
-            raise NotImplementedError(f"the CPU rollout takes full tensors, not {wire_format}")
-        # Every rank walks the generator: FSDP gathers each full tensor collectively.
-        state = {name: tensor.detach().to("cpu").clone() for name, tensor in weights}
-        if not self.is_leader_rank:
-            return
-        if self.server is None:
-            self.server = ray.get_actor(server_name(self.replica_rank, self.config))
-        await self.server.update_weights.remote(
-            state,
-            kwargs.get("global_steps"),
-            kwargs.get("peft_config"),
-            bool(kwargs.get("base_sync_done", True)),
-        )
-
-
-def _register_rollout() -> None:
-    RolloutReplicaRegistry.register(names.CPU_ROLLOUT, lambda: CPURolloutReplica)
+# verl's module -> what the CPU device adds to it once it has loaded
+HOOKS: dict[str, Callable[[ModuleType], None]] = {
+    "verl.workers.engine": _register_engine,
+    "verl.workers.engine_workers": _gloo_process_group,
+    "verl.workers.engine.fsdp.transformer_impl": _unpinned_offload,
+    "verl.workers.rollout.base": _worker_rollout,
+    "verl.workers.rollout.replica": _register_replica,
+}
 
 
 def register() -> None:
@@ -491,10 +257,8 @@ def register() -> None:
             f"the CPU device hooks into verl {names.VERL_VERSION} internals, but verl "
             f"{verl.__version__} is installed: run `make setup-verl`"
         )
-    if torch.distributed.is_available():
-        _register_engine()
-    _install_private_hooks()
-    _register_rollout()
+    for module_name, hook in HOOKS.items():
+        after_import(module_name, hook)
 
 
 register()

@@ -6,25 +6,24 @@ which the launcher sets for the driver and, through Ray's runtime environment, f
 The second fails loudly if this import fails; entry points that fail are only logged by verl.
 
 Importing this module costs nothing: each piece registers when verl's own registry module is
-first imported in a process (a hook that runs right after that module's code), so a process
-that never looks up a trainer, an estimator or an agent loop never imports ours. Importing them
-all eagerly pulled verl's trainer and agent-loop stacks into every process (about 2.3 s each on
-a quiet machine; `bench/plugin_import.py`). The trainer registry needs the class itself, so the
-trainer module is imported when `verl.trainer.ppo.v1` is; the agent-loop registry holds only a
-`_target_` string, so the loops are registered by name and imported where verl builds one.
+first imported in a process (import_hooks.py: a hook that runs right after that module's code),
+so a process that never looks up a trainer, an estimator or an agent loop never imports ours.
+Importing them all eagerly pulled verl's trainer and agent-loop stacks into every process (about
+2.3 s each on a quiet machine; `bench/plugin_import.py`). The trainer registry needs the class
+itself, so the trainer module is imported when `verl.trainer.ppo.v1` is; the agent-loop registry
+holds only a `_target_` string, so the loops are registered by name and imported where verl
+builds one.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 
 from train_backend.verl import names
+from train_backend.verl.import_hooks import after_import
 from train_backend.verl.policy_spec import POLICIES_ENV, name_servers_by_policy
 
 
@@ -61,45 +60,10 @@ HOOKS: dict[str, Callable[[ModuleType], None]] = {
 }
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds a hooked module with the finders after it and runs its hook once its code has run."""
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in HOOKS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                _run_hook_after(spec.loader, HOOKS[fullname])
-                return spec
-        return None
-
-
-def _run_hook_after(loader: importlib.abc.Loader, hook: Callable[[ModuleType], None]) -> None:
-    run = loader.exec_module
-
-    def exec_module(module: ModuleType) -> None:
-        run(module)
-        hook(module)
-
-    loader.exec_module = exec_module  # type: ignore[method-assign]
-
-
 def install() -> None:
     """Hook the registry modules not imported yet; register at once in those already here."""
-    if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
     for module_name, hook in HOOKS.items():
-        module = sys.modules.get(module_name)
-        if module is not None:
-            hook(module)
+        after_import(module_name, hook)
 
 
 install()
