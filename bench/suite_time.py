@@ -8,11 +8,14 @@ the whole suite run with `make test`'s pytest options, an empty `MARS_CACHE_DIR`
 commits must share its dependencies (the bench refuses when their pyproject.toml differ). The
 install is then the same for both, and CI's difference is the test phase's.
 
-The figure is the head's wall time over the base's (lower is better; target 1.0). One run each on
-a shared, noisy machine: the per-test durations of both are written (`--out`) so a difference
-can be read test by test. Nothing else should run beside it.
+The figure is the head's wall time over the base's (lower is better; target 1.0), beside the
+CPU time the whole machine spent (this machine's /proc/stat: user, nice, system, irq) and the
+time the host took away (steal): a run slowed by the host shows it there, its CPU-seconds moved
+less than its wall. One run each, in the order asked (`--head-first` to swap), on a shared,
+noisy machine: the per-test durations of both are written (`--out`) so a difference can be read
+test by test. Nothing else should run beside it.
 
-Run: .venv/bin/python bench/suite_time.py --base 614ce94 --out /tmp/suite-time
+Run: .venv/bin/python bench/suite_time.py --base 614ce94 --out /tmp/suite-time [--head-first]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,8 +62,25 @@ def checked_commits(base: str) -> tuple[str, str]:
     return base_sha, head_sha
 
 
-def suite_seconds(commit: str, scratch: Path, out: Path, label: str) -> tuple[float, int, str]:
-    """Clone `commit`, compile its bytecode, run the suite; (wall seconds, passed, output)."""
+def machine_seconds() -> tuple[float, float]:
+    """(busy, stolen) CPU-seconds of the whole machine so far, from /proc/stat."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+@dataclass
+class SuiteRun:
+    wall_s: float
+    busy_s: float
+    steal_s: float
+    passed: int
+    output: str
+
+
+def run_suite(commit: str, scratch: Path, out: Path, label: str) -> SuiteRun:
+    """Clone `commit`, compile its bytecode, run the suite."""
     clone = scratch / label
     git("clone", "-q", str(REPO), str(clone))
     git("checkout", "-q", commit, cwd=clone)
@@ -74,7 +95,7 @@ def suite_seconds(commit: str, scratch: Path, out: Path, label: str) -> tuple[fl
     cache.mkdir()
     env = dict(os.environ, MARS_CACHE_DIR=str(cache), MARS_TESTS_NO_SKIPS="1")
     env.pop("MARS_DATA_DIR", None)  # the tests set it to ../shared beside the clone
-    started = time.perf_counter()
+    started, (busy, stolen) = time.perf_counter(), machine_seconds()
     result = subprocess.run(
         [python, "-m", "pytest", *PYTEST_OPTIONS],
         cwd=clone,
@@ -84,12 +105,15 @@ def suite_seconds(commit: str, scratch: Path, out: Path, label: str) -> tuple[fl
         check=False,
     )
     wall = time.perf_counter() - started
+    busy_end, stolen_end = machine_seconds()
     output = result.stdout + result.stderr
     (out / f"{label}.log").write_text(output)
     if result.returncode != 0:
         raise SystemExit(f"{label} ({commit[:10]}): the suite failed; see {out / label}.log")
     passed = SUMMARY.findall(output)
-    return wall, int(passed[-1]) if passed else 0, output
+    return SuiteRun(
+        wall, busy_end - busy, stolen_end - stolen, int(passed[-1]) if passed else 0, output
+    )
 
 
 def by_file(output: str) -> dict[str, float]:
@@ -125,6 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", default="614ce94", help="the earlier commit (default: 614ce94)")
     parser.add_argument("--out", type=Path, required=False, help="where the two logs go")
+    parser.add_argument("--head-first", action="store_true", help="run HEAD before the base")
     add_dry_run(parser)
     args = parser.parse_args()
     if args.dry_run:
@@ -137,22 +162,36 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="suite-time-"))
     try:
         (scratch / "shared").symlink_to(SHARED.resolve())
-        base_wall, base_passed, base_out = suite_seconds(base_sha, scratch, args.out, "base")
-        head_wall, head_passed, head_out = suite_seconds(head_sha, scratch, args.out, "head")
+        order = [("head", head_sha), ("base", base_sha)]
+        runs = {
+            label: run_suite(sha, scratch, args.out, label)
+            for label, sha in (order if args.head_first else order[::-1])
+        }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"base {base_sha[:10]}: {base_passed} passed in {base_wall:.0f} s")
-    print(f"head {head_sha[:10]}: {head_passed} passed in {head_wall:.0f} s")
-    print_growth(by_file(base_out), by_file(head_out))
+    base, head = runs["base"], runs["head"]
+    for label, sha in (("base", base_sha), ("head", head_sha)):
+        run = runs[label]
+        print(
+            f"{label} {sha[:10]}: {run.passed} passed in {run.wall_s:.0f} s "
+            f"({run.busy_s:.0f} CPU-s, {run.steal_s:.0f} s stolen by the host)"
+        )
+    print_growth(by_file(base.output), by_file(head.output))
     report(
         "suite_wall_head_over_base",
-        head_wall / base_wall,
+        head.wall_s / base.wall_s,
         TARGET,
+        cpu_head_over_base=round(head.busy_s / base.busy_s, 4),
         base=base_sha[:10],
-        base_s=round(base_wall, 1),
-        base_passed=base_passed,
-        head_s=round(head_wall, 1),
-        head_passed=head_passed,
+        base_s=round(base.wall_s, 1),
+        base_cpu_s=round(base.busy_s, 1),
+        base_steal_s=round(base.steal_s, 1),
+        base_passed=base.passed,
+        head_s=round(head.wall_s, 1),
+        head_cpu_s=round(head.busy_s, 1),
+        head_steal_s=round(head.steal_s, 1),
+        head_passed=head.passed,
+        head_first=args.head_first,
     )
 
 
