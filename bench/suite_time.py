@@ -1,8 +1,9 @@
 """`make test`'s test phase at an earlier commit and at this one, side by side (issue 54: CI "no
 slower than today").
 
-Each commit is cloned from this repository into a scratch folder beside a link to ../shared (the
-tests read the benchmark data there), its own bytecode compiled as `make test` compiles it, and
+Each commit is cloned from this repository into a scratch folder where the tests find the
+benchmark data (`--data-dir`, else `$MARS_DATA_DIR`, linked in at the place a clone's tests read
+it, as CI lays it out), its own bytecode compiled as `make test` compiles it, and
 the whole suite run with `make test`'s pytest options, an empty `MARS_CACHE_DIR` and
 `MARS_TESTS_NO_SKIPS=1`, as CI runs it. Both use this checkout's virtual environment, so the
 commits must share its dependencies (the bench refuses when their pyproject.toml differ). The
@@ -15,7 +16,8 @@ less than its wall. One run each, in the order asked (`--head-first` to swap), o
 noisy machine: the per-test durations of both are written (`--out`) so a difference can be read
 test by test. Nothing else should run beside it.
 
-Run: .venv/bin/python bench/suite_time.py --base 614ce94 --out /tmp/suite-time [--head-first]
+Run: .venv/bin/python bench/suite_time.py --base 614ce94 --out /tmp/suite-time \
+         --data-dir DATA [--head-first]
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from bench._common import DryRun, add_dry_run, report, run_dry
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 1.0
-SHARED = REPO.parent / "shared"
+# where a clone's tests read the benchmark data, relative to the clone's parent (tests/conftest.py)
+TESTS_DATA = Path("shared") / "data" / "benchmarks"
 PACKAGES = ("core", "dashboard", "games", "harness", "mas", "mars", "train_backend")
 # `make test`'s pytest options (Makefile), every duration kept for the comparison
 PYTEST_OPTIONS = ["-q", "-ra", "--durations=0", "-n", "2", "--no-loadscope-reorder"]
@@ -94,7 +97,7 @@ def run_suite(commit: str, scratch: Path, out: Path, label: str) -> SuiteRun:
     cache = scratch / f"{label}-cache"
     cache.mkdir()
     env = dict(os.environ, MARS_CACHE_DIR=str(cache), MARS_TESTS_NO_SKIPS="1")
-    env.pop("MARS_DATA_DIR", None)  # the tests set it to ../shared beside the clone
+    env.pop("MARS_DATA_DIR", None)  # the tests set it to the folder linked in beside the clone
     started, (busy, stolen) = time.perf_counter(), machine_seconds()
     result = subprocess.run(
         [python, "-m", "pytest", *PYTEST_OPTIONS],
@@ -133,12 +136,24 @@ def print_growth(base: dict[str, float], head: dict[str, float], top: int = 15) 
         print(f"  {name}: {base.get(name, 0.0):.1f} -> {head.get(name, 0.0):.1f}")
 
 
-def dry_run(dry: DryRun, base: str) -> None:
+def data_folder(given: Path | None) -> Path:
+    """The benchmark data the tests read: `--data-dir`, else `$MARS_DATA_DIR`."""
+    folder = given or (
+        Path(os.environ["MARS_DATA_DIR"]) if os.environ.get("MARS_DATA_DIR") else None
+    )
+    if folder is None or not folder.is_dir():
+        raise SystemExit(
+            f"no benchmark data folder ({folder or 'give --data-dir or set MARS_DATA_DIR'}): "
+            "the tests read the test sets"
+        )
+    return folder.resolve()
+
+
+def dry_run(dry: DryRun, base: str, data: Path | None) -> None:
     """The commits resolve and share this venv's dependencies, the data and pytest are there."""
     checked_commits(base)
     dry.count("commit", 2)
-    if not (SHARED / "data" / "benchmarks").is_dir():
-        raise SystemExit(f"no benchmark data at {SHARED / 'data' / 'benchmarks'}")
+    data_folder(data)
     dry.count("data folder")
     for module in ("pytest", "xdist"):
         __import__(module)
@@ -150,18 +165,23 @@ def main() -> None:
     parser.add_argument("--base", default="614ce94", help="the earlier commit (default: 614ce94)")
     parser.add_argument("--out", type=Path, required=False, help="where the two logs go")
     parser.add_argument("--head-first", action="store_true", help="run HEAD before the base")
+    parser.add_argument(
+        "--data-dir", type=Path, help="the benchmark data (default: $MARS_DATA_DIR)"
+    )
     add_dry_run(parser)
     args = parser.parse_args()
     if args.dry_run:
-        run_dry(lambda dry: dry_run(dry, args.base))
+        run_dry(lambda dry: dry_run(dry, args.base, args.data_dir))
         return
     if args.out is None:
         parser.error("--out is required")
     base_sha, head_sha = checked_commits(args.base)
+    data = data_folder(args.data_dir)
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="suite-time-"))
     try:
-        (scratch / "shared").symlink_to(SHARED.resolve())
+        (scratch / TESTS_DATA).parent.mkdir(parents=True)
+        (scratch / TESTS_DATA).symlink_to(data)
         order = [("head", head_sha), ("base", base_sha)]
         runs = {
             label: run_suite(sha, scratch, args.out, label)

@@ -19,7 +19,7 @@ exactly 0.9.1 (`names.VERL_VERSION`: it refuses to load on another release, and 
 Importing this module registers the platform at once and nothing else: each of the rest is added
 when its verl module first loads in a process (import_hooks.py). Most of verl's processes (its
 storage units, load balancers, agent-loop workers, the rollout servers) never load the training
-engine, which cost each of them about 2.7 s here when it was imported eagerly
+engine, which cost each of them about 3.3 s here when it was imported eagerly
 (`bench/plugin_import.py`).
 """
 
@@ -29,7 +29,7 @@ import contextlib
 import importlib
 import os
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -38,7 +38,7 @@ import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
 from train_backend.verl import names
-from train_backend.verl.import_hooks import after_import
+from train_backend.verl.import_hooks import Hook, after_import
 
 PLATFORM = "cpu"
 GLOO = "cpu:gloo"
@@ -240,7 +240,7 @@ def _register_replica(replica: ModuleType) -> None:
 
 
 # verl's module -> what the CPU device adds to it once it has loaded
-HOOKS: dict[str, Callable[[ModuleType], None]] = {
+HOOKS: dict[str, Hook] = {
     "verl.workers.engine": _register_engine,
     "verl.workers.engine_workers": _gloo_process_group,
     "verl.workers.engine.fsdp.transformer_impl": _unpinned_offload,

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
 from types import ModuleType
 
 from train_backend.verl import names
-from train_backend.verl.import_hooks import after_import
+from train_backend.verl.import_hooks import Hook, after_import
 from train_backend.verl.policy_spec import POLICIES_ENV, name_servers_by_policy
 
 
@@ -51,7 +50,7 @@ def _vllm_servers_by_policy(module: ModuleType) -> None:
 
 # verl's registry module -> what registers our pieces in it; vLLM's rollout modules -> server
 # names that tell policies apart (policy_spec.name_servers_by_policy)
-HOOKS: dict[str, Callable[[ModuleType], None]] = {
+HOOKS: dict[str, Hook] = {
     "verl.trainer.ppo.v1": _register_trainer,
     "verl.trainer.ppo.core_algos": _register_estimators,
     "verl.experimental.agent_loop.agent_loop": _register_agent_loops,
